@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/internal/sysinfo"
 )
 
 // OpenSSLSizes are the block sizes of `openssl speed` (1.1 and later).
@@ -38,14 +39,25 @@ type Result struct {
 	Size    int           `json:"size"`
 	Ops     int64         `json:"ops"`
 	Elapsed time.Duration `json:"elapsed_ns"`
+	// UserCPU is the user CPU time of the whole process during the run
+	// (zero where the platform cannot tell), which is what openssl speed
+	// divides by without -elapsed. Work done in the kernel or on a device
+	// does not show in it, so only elapsed time compares engines fairly.
+	UserCPU time.Duration `json:"user_cpu_ns"`
 }
 
-// BytesPerSecond is the throughput of r.
-func (r Result) BytesPerSecond() float64 {
-	if r.Elapsed <= 0 {
+// BytesPerSecond is the throughput of r over elapsed time.
+func (r Result) BytesPerSecond() float64 { return r.rate(r.Elapsed) }
+
+// BytesPerUserSecond is the throughput of r over user CPU time, as
+// `openssl speed` without -elapsed reports it.
+func (r Result) BytesPerUserSecond() float64 { return r.rate(r.UserCPU) }
+
+func (r Result) rate(d time.Duration) float64 {
+	if d <= 0 {
 		return 0
 	}
-	return float64(r.Ops) * float64(r.Size) / r.Elapsed.Seconds()
+	return float64(r.Ops) * float64(r.Size) / d.Seconds()
 }
 
 // Run measures e for every size in cfg and returns one Result per size, in
@@ -123,6 +135,7 @@ func measure(ctx context.Context, workers []engine.Crypter, bufs [][]byte, iv []
 	var total atomic.Int64
 	errs := make([]error, len(workers))
 	var wg sync.WaitGroup
+	cpu0, _ := sysinfo.UserCPU()
 	begin := time.Now()
 	timer := time.AfterFunc(cfg.Duration, func() { stop.Store(true) })
 	defer timer.Stop()
@@ -147,8 +160,9 @@ func measure(ctx context.Context, workers []engine.Crypter, bufs [][]byte, iv []
 	}
 	wg.Wait()
 	elapsed := time.Since(begin)
+	cpu1, _ := sysinfo.UserCPU()
 	if err := errors.Join(errs...); err != nil {
 		return Result{}, err
 	}
-	return Result{Size: size, Ops: total.Load(), Elapsed: elapsed}, nil
+	return Result{Size: size, Ops: total.Load(), Elapsed: elapsed, UserCPU: cpu1 - cpu0}, nil
 }
