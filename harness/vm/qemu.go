@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const qbootROM = "/usr/share/qemu/qboot.rom"
+
+// vmConfig is one qemu invocation.
+type vmConfig struct {
+	Arch         *archSpec
+	SMP          int
+	MemMB        int
+	Kernel       *kernel
+	Initrd       string
+	VirtioCrypto bool
+}
+
+// qemuArgs returns the qemu command line (without the binary). The console
+// is the first serial port on stdio; -no-reboot turns poweroff and panics
+// into a qemu exit.
+func qemuArgs(c vmConfig) []string {
+	a := c.Arch
+	args := append([]string{}, a.Machine...)
+	args = append(args,
+		"-smp", strconv.Itoa(c.SMP), "-m", strconv.Itoa(c.MemMB),
+		"-no-reboot", "-nodefaults", "-display", "none", "-serial", "stdio")
+	if c.Kernel.Vmlinux != "" {
+		args = append(args, "-bios", qbootROM, "-kernel", c.Kernel.Vmlinux)
+	} else {
+		args = append(args, "-kernel", c.Kernel.Image)
+	}
+	args = append(args, "-initrd", c.Initrd,
+		"-append", "console="+a.Console+" quiet panic=-1 random.trust_cpu=on")
+	if c.VirtioCrypto {
+		args = append(args,
+			"-object", "cryptodev-backend-builtin,id=cryptodev0",
+			"-device", a.VirtioDevice+",id=crypto0,cryptodev=cryptodev0")
+	}
+	return append(args, a.ExtraQEMUArgs...)
+}
+
+// errTimeout is returned when the VM had to be killed.
+var errTimeout = errors.New("VM timed out and was killed")
+
+// consoleSink receives the guest console, line by line.
+type consoleSink struct {
+	Stream io.Writer // where lines are echoed, or nil
+	Prefix string
+	Log    io.Writer // the whole console, or nil
+	Report *report
+}
+
+func (s *consoleSink) line(l string) {
+	l = strings.TrimRight(l, "\r\n")
+	l = strings.ReplaceAll(l, "\r", "")
+	if s.Log != nil {
+		fmt.Fprintln(s.Log, l)
+	}
+	if s.Stream != nil {
+		fmt.Fprintln(s.Stream, s.Prefix+l)
+	}
+	s.Report.feed(l)
+}
+
+// runQEMU runs qemu until it exits or timeout passes, feeding every console
+// line to sink. qemu's own stderr goes to stderr and the log.
+func runQEMU(ctx context.Context, bin string, args []string, timeout time.Duration, sink *consoleSink, stderr io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdin = nil // /dev/null: qemu must not put a terminal into raw mode
+	cmd.WaitDelay = 5 * time.Second
+	errw := stderr
+	if sink.Log != nil {
+		errw = io.MultiWriter(stderr, sink.Log)
+	}
+	cmd.Stderr = errw
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return fmt.Errorf("qemu: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("qemu: %w", err)
+	}
+	r := bufio.NewReaderSize(out, 64<<10)
+	for {
+		l, err := r.ReadString('\n')
+		if l != "" {
+			sink.line(l)
+		}
+		if err != nil {
+			break
+		}
+	}
+	err = cmd.Wait()
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("%w after %v", errTimeout, timeout)
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("qemu: %w", ctx.Err())
+	}
+	if err != nil {
+		return fmt.Errorf("qemu: %w", err)
+	}
+	return nil
+}
+
+// lookQEMU finds the qemu binary or says which package brings it.
+func lookQEMU(a *archSpec) (string, error) {
+	p, err := exec.LookPath(a.QEMU)
+	if err != nil {
+		return "", fmt.Errorf("%s not found: install %s (bash scripts/deps.sh)", a.QEMU, a.QEMUPkg)
+	}
+	return p, nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
