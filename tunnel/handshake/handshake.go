@@ -1,0 +1,352 @@
+// Package handshake authenticates the two ends of an offload link with a
+// pre-shared key and derives the record keys of both directions.
+//
+// The handshake is Noise_NNpsk0_25519_ChaChaPoly_SHA256 (github.com/flynn/noise):
+// ephemeral X25519 on both sides for forward secrecy, the PSK mixed in before
+// the first message so the responder checks the initiator's knowledge of the
+// PSK with the first message's AEAD tag. Before the Noise messages the
+// client sends a small plaintext hello (magic, version, suite name) so a peer
+// with another version or suite fails with an error that names it; the
+// Noise prologue repeats the hello as each side computes it from its own
+// configuration, so tampering with the hello in transit fails the handshake
+// as an authentication failure. docs/protocol.md has the wire format.
+//
+// One round trip:
+//
+//	client                                   server
+//	hello | msg(noise, e + tag)   ───────>   check magic, version, suite, tag
+//	                              <───────   msg(noise, e + tag)  or  msg(alert)
+//
+// Both sides then derive K_enc, K_mac and S_iv per direction with HKDF-SHA256
+// from the final Noise cipher keys, salted with the handshake hash.
+package handshake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/flynn/noise"
+	"go.uber.org/zap"
+
+	"github.com/offload-dev/offload/tunnel/record"
+	"github.com/offload-dev/offload/tunnel/suite"
+)
+
+// Version is the protocol version this package speaks. It covers the
+// handshake and the record layer.
+const Version = 1
+
+// PSKSize is the length of the pre-shared key.
+const PSKSize = 32
+
+// DefaultTimeout bounds a handshake when Config.Timeout is zero.
+const DefaultTimeout = 10 * time.Second
+
+// Errors of the handshake. Every error returned by Client and Server wraps
+// exactly one of them (and the cause, where there is one).
+var (
+	// ErrAuth means the peer does not hold the same PSK, or the handshake
+	// was tampered with in transit (including the hello). Check that both
+	// ends use the same key file; retrying will not help.
+	ErrAuth = errors.New("authentication failed")
+
+	// ErrSuiteMismatch means the peer is configured for another cipher
+	// suite. It is wrapped by a *SuiteMismatchError that names the peer's
+	// suite. Configure both ends with the same suite.
+	ErrSuiteMismatch = errors.New("cipher suite mismatch")
+
+	// ErrVersion means the peer speaks another protocol version. Upgrade
+	// the older end.
+	ErrVersion = errors.New("protocol version mismatch")
+
+	// ErrProtocol means the peer sent something that is not an offload
+	// handshake (wrong magic, malformed or oversized message, truncated
+	// stream). The peer is not an offload endpoint or the link is broken.
+	ErrProtocol = errors.New("handshake protocol error")
+
+	// ErrTimeout means the handshake did not finish within Config.Timeout
+	// or before the context ended. Retry with backoff.
+	ErrTimeout = errors.New("handshake timed out")
+
+	// ErrPSK means Config.PSK is not PSKSize bytes. Fix the key file
+	// (offload keygen makes one).
+	ErrPSK = errors.New("pre-shared key must be 32 bytes")
+)
+
+// SuiteMismatchError says which suite the peer uses. It wraps
+// ErrSuiteMismatch.
+type SuiteMismatchError struct {
+	PeerRole  string // "server" or "client"
+	PeerSuite string // the peer's suite name, as it sent it
+	Ours      string // our suite name
+}
+
+func (e *SuiteMismatchError) Error() string {
+	return fmt.Sprintf("handshake failed: %s uses %s, we use %s", e.PeerRole, e.PeerSuite, e.Ours)
+}
+
+// Unwrap returns ErrSuiteMismatch.
+func (e *SuiteMismatchError) Unwrap() error { return ErrSuiteMismatch }
+
+// Config configures one handshake.
+type Config struct {
+	Suite   suite.Suite
+	PSK     []byte        // PSKSize bytes
+	Timeout time.Duration // whole handshake; 0 means DefaultTimeout
+	Logger  *zap.Logger   // nil means none
+}
+
+// Client runs the initiator's side of the handshake on conn and returns the
+// record keys of this end. It returns early with ErrTimeout when ctx ends.
+// On success conn's deadlines are cleared; on error the caller closes conn.
+func Client(ctx context.Context, conn net.Conn, cfg Config) (record.Keys, error) {
+	return run(ctx, conn, cfg, true)
+}
+
+// Server runs the responder's side of the handshake on conn. A client with
+// another version, suite or key gets an alert that says so before Server
+// returns the matching error.
+func Server(ctx context.Context, conn net.Conn, cfg Config) (record.Keys, error) {
+	return run(ctx, conn, cfg, false)
+}
+
+// aLongTimeAgo is a deadline in the past, to interrupt blocked I/O.
+var aLongTimeAgo = time.Unix(1, 0)
+
+func run(ctx context.Context, conn net.Conn, cfg Config, initiator bool) (record.Keys, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	role := "server"
+	if initiator {
+		role = "client"
+	}
+	log = log.Named("handshake").With(zap.String("role", role), zap.Stringer("remote", addrOf(conn)))
+	if len(cfg.PSK) != PSKSize {
+		return record.Keys{}, fmt.Errorf("handshake: %w (got %d)", ErrPSK, len(cfg.PSK))
+	}
+	if !cfg.Suite.Cipher.Valid() || cfg.Suite.MAC != suite.HMACSHA256 {
+		return record.Keys{}, fmt.Errorf("handshake: %w: %v", record.ErrSuite, cfg.Suite)
+	}
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	start := time.Now()
+	deadline := start.Add(timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if err := conn.SetDeadline(deadline); err != nil {
+		return record.Keys{}, fmt.Errorf("handshake: setting deadline: %w", err)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(aLongTimeAgo) })
+
+	h := &state{conn: conn, cfg: cfg, log: log}
+	var keys record.Keys
+	var err error
+	if initiator {
+		keys, err = h.client()
+	} else {
+		keys, err = h.server()
+	}
+
+	if !stop() {
+		// ctx ended: its deadline may have hit our I/O, or may yet hit the
+		// caller's. Either way the handshake counts as not done.
+		keys.Wipe()
+		return record.Keys{}, fmt.Errorf("handshake failed: %w: %w", ErrTimeout, context.Cause(ctx))
+	}
+	if err != nil {
+		if isTimeout(err) {
+			err = fmt.Errorf("handshake failed: %w after %v: %w", ErrTimeout, time.Since(start).Round(time.Millisecond), err)
+		}
+		log.Debug("handshake failed", zap.Error(err), zap.Duration("took", time.Since(start)))
+		return record.Keys{}, err
+	}
+	if err := conn.SetDeadline(time.Time{}); err != nil {
+		keys.Wipe()
+		return record.Keys{}, fmt.Errorf("handshake: clearing deadline: %w", err)
+	}
+	log.Debug("handshake complete", zap.Stringer("suite", cfg.Suite), zap.Duration("took", time.Since(start)))
+	return keys, nil
+}
+
+func isTimeout(err error) bool {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func addrOf(c net.Conn) fmt.Stringer {
+	if a := c.RemoteAddr(); a != nil {
+		return a
+	}
+	return stringer("unknown")
+}
+
+type stringer string
+
+func (s stringer) String() string { return string(s) }
+
+// cipherSuite is the Noise suite: X25519, ChaCha20-Poly1305 (constant time
+// in pure Go, fast on routers without AES instructions), SHA-256.
+var cipherSuite = noise.NewCipherSuite(noise.DH25519, noise.CipherChaChaPoly, noise.HashSHA256)
+
+// state is one handshake in progress.
+type state struct {
+	conn net.Conn
+	cfg  Config
+	log  *zap.Logger
+	rd   msgReader
+}
+
+func (h *state) noise(initiator bool) (*noise.HandshakeState, error) {
+	hs, err := noise.NewHandshakeState(noise.Config{
+		CipherSuite:           cipherSuite,
+		Pattern:               noise.HandshakeNN,
+		Initiator:             initiator,
+		Prologue:              prologue(h.cfg.Suite),
+		PresharedKey:          h.cfg.PSK,
+		PresharedKeyPlacement: 0,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("handshake: noise setup: %w", err)
+	}
+	return hs, nil
+}
+
+func (h *state) client() (record.Keys, error) {
+	hs, err := h.noise(true)
+	if err != nil {
+		return record.Keys{}, err
+	}
+	var out [helloMax + msgHeader + noiseMsgLen]byte
+	b := appendHello(out[:0], Version, h.cfg.Suite.String())
+	b = append(b, msgNoise, 0, noiseMsgLen)
+	b, _, _, err = hs.WriteMessage(b, nil)
+	if err != nil {
+		return record.Keys{}, fmt.Errorf("handshake: writing message 1: %w", err)
+	}
+	if _, err := h.conn.Write(b); err != nil {
+		return record.Keys{}, fmt.Errorf("handshake failed: sending hello: %w", err)
+	}
+
+	typ, body, err := h.rd.read(h.conn)
+	if err != nil {
+		return record.Keys{}, fmt.Errorf("handshake failed: reading server reply: %w", err)
+	}
+	switch typ {
+	case msgAlert:
+		return record.Keys{}, h.alertError(body)
+	case msgNoise:
+	default:
+		return record.Keys{}, fmt.Errorf("handshake failed: %w: unexpected message type %#x", ErrProtocol, typ)
+	}
+	if len(body) != noiseMsgLen {
+		return record.Keys{}, fmt.Errorf("handshake failed: %w: server message of %d bytes, want %d", ErrProtocol, len(body), noiseMsgLen)
+	}
+	var scratch [noiseMsgLen]byte
+	_, cs1, cs2, err := hs.ReadMessage(scratch[:0], body)
+	if err != nil {
+		return record.Keys{}, fmt.Errorf("handshake failed: %w: server message: %w", ErrAuth, err)
+	}
+	c2s, s2c, err := deriveKeys(cs1, cs2, hs.ChannelBinding(), h.cfg.Suite)
+	if err != nil {
+		return record.Keys{}, err
+	}
+	return record.Keys{Send: c2s, Recv: s2c}, nil
+}
+
+func (h *state) server() (record.Keys, error) {
+	// Read the whole first flight (hello and one message, a framing every
+	// version keeps) before answering, so the alert never races the
+	// client's write on an unbuffered transport.
+	v, peerSuite, err := readHello(h.conn)
+	if err != nil {
+		// Wrong magic or a broken stream: not an offload client, no alert.
+		return record.Keys{}, fmt.Errorf("handshake failed: %w", err)
+	}
+	typ, body, err := h.rd.read(h.conn)
+	if err != nil {
+		return record.Keys{}, fmt.Errorf("handshake failed: reading client message: %w", err)
+	}
+	if v != Version {
+		h.alert(alertVersion, string([]byte{Version}))
+		return record.Keys{}, fmt.Errorf("handshake failed: client speaks protocol version %d, we speak %d: %w", v, Version, ErrVersion)
+	}
+	if ours := h.cfg.Suite.String(); peerSuite != ours {
+		h.alert(alertSuite, ours)
+		return record.Keys{}, &SuiteMismatchError{PeerRole: "client", PeerSuite: peerSuite, Ours: ours}
+	}
+	if typ != msgNoise || len(body) != noiseMsgLen {
+		h.alert(alertProtocol, "")
+		return record.Keys{}, fmt.Errorf("handshake failed: %w: client message type %#x of %d bytes, want type %#x of %d",
+			ErrProtocol, typ, len(body), msgNoise, noiseMsgLen)
+	}
+	hs, err := h.noise(false)
+	if err != nil {
+		return record.Keys{}, err
+	}
+	var scratch [noiseMsgLen]byte
+	if _, _, _, err := hs.ReadMessage(scratch[:0], body); err != nil {
+		h.alert(alertAuth, "")
+		return record.Keys{}, fmt.Errorf("handshake failed: %w (client does not hold our PSK, or the hello was altered): %w", ErrAuth, err)
+	}
+	var out [msgHeader + noiseMsgLen]byte
+	b := append(out[:0], msgNoise, 0, noiseMsgLen)
+	b, cs1, cs2, err := hs.WriteMessage(b, nil)
+	if err != nil {
+		return record.Keys{}, fmt.Errorf("handshake: writing message 2: %w", err)
+	}
+	if _, err := h.conn.Write(b); err != nil {
+		return record.Keys{}, fmt.Errorf("handshake failed: sending reply: %w", err)
+	}
+	c2s, s2c, err := deriveKeys(cs1, cs2, hs.ChannelBinding(), h.cfg.Suite)
+	if err != nil {
+		return record.Keys{}, err
+	}
+	return record.Keys{Send: s2c, Recv: c2s}, nil
+}
+
+// alert tells the client why the handshake failed, best effort: the
+// handshake fails with the server's own error whether or not it arrives.
+func (h *state) alert(code byte, detail string) {
+	var out [msgHeader + alertMax]byte
+	b := appendAlert(out[:0], code, detail)
+	if _, err := h.conn.Write(b); err != nil {
+		h.log.Debug("sending alert", zap.Uint8("code", code), zap.Error(err))
+	}
+}
+
+// alertError turns the server's alert into the client's error.
+func (h *state) alertError(body []byte) error {
+	code, detail, err := parseAlert(body)
+	if err != nil {
+		return fmt.Errorf("handshake failed: %w", err)
+	}
+	switch code {
+	case alertVersion:
+		if len(detail) != 1 {
+			return fmt.Errorf("handshake failed: %w: malformed version alert", ErrProtocol)
+		}
+		return fmt.Errorf("handshake failed: server speaks protocol version %d, we speak %d: %w", detail[0], Version, ErrVersion)
+	case alertSuite:
+		if !validSuiteName(detail) {
+			return fmt.Errorf("handshake failed: %w: malformed suite alert", ErrProtocol)
+		}
+		return &SuiteMismatchError{PeerRole: "server", PeerSuite: string(detail), Ours: h.cfg.Suite.String()}
+	case alertAuth:
+		return fmt.Errorf("handshake failed: %w (server does not accept our PSK)", ErrAuth)
+	case alertProtocol:
+		return fmt.Errorf("handshake failed: %w: server rejected our messages as malformed", ErrProtocol)
+	}
+	return fmt.Errorf("handshake failed: %w: unknown alert code %d", ErrProtocol, code)
+}

@@ -1,0 +1,54 @@
+package handshake
+
+import (
+	"crypto/hkdf"
+	"crypto/sha256"
+	"fmt"
+
+	"github.com/flynn/noise"
+
+	"github.com/offload-dev/offload/tunnel/record"
+	"github.com/offload-dev/offload/tunnel/suite"
+)
+
+// Direction labels of the key derivation.
+const (
+	labelC2S = "c2s"
+	labelS2C = "s2c"
+)
+
+// deriveKeys turns the final Noise cipher states (cs1 initiator→responder,
+// cs2 responder→initiator) into record keys per direction:
+//
+//	okm = HKDF-SHA256(secret = k_dir, salt = handshake hash,
+//	                  info = "offload v1 record keys " dir " " suite)
+//	K_enc = okm[:keyLen], K_mac = okm[keyLen:keyLen+32], S_iv = okm[keyLen+32:]
+func deriveKeys(cs1, cs2 *noise.CipherState, hash []byte, s suite.Suite) (c2s, s2c record.DirKeys, err error) {
+	if cs1 == nil || cs2 == nil {
+		return c2s, s2c, fmt.Errorf("handshake: %w: handshake not complete", ErrProtocol)
+	}
+	k1, k2 := cs1.UnsafeKey(), cs2.UnsafeKey()
+	defer clear(k1[:])
+	defer clear(k2[:])
+	if c2s, err = dirKeys(k1[:], hash, labelC2S, s); err != nil {
+		return c2s, s2c, err
+	}
+	if s2c, err = dirKeys(k2[:], hash, labelS2C, s); err != nil {
+		return c2s, s2c, err
+	}
+	return c2s, s2c, nil
+}
+
+func dirKeys(secret, hash []byte, dir string, s suite.Suite) (record.DirKeys, error) {
+	kl := s.Cipher.KeySize()
+	info := fmt.Sprintf("offload v%d record keys %s %s", Version, dir, s)
+	okm, err := hkdf.Key(sha256.New, secret, hash, info, kl+record.MACKeySize+len(record.DirKeys{}.IV))
+	if err != nil {
+		return record.DirKeys{}, fmt.Errorf("handshake: deriving %s keys: %w", dir, err)
+	}
+	var k record.DirKeys
+	k.Enc = okm[:kl:kl]
+	k.MAC = okm[kl : kl+record.MACKeySize : kl+record.MACKeySize]
+	copy(k.IV[:], okm[kl+record.MACKeySize:])
+	return k, nil
+}

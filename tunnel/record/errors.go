@@ -1,0 +1,45 @@
+package record
+
+import (
+	"errors"
+	"fmt"
+	"net"
+)
+
+// Errors of the record layer. Every one of them but ErrSuite and ErrClosed
+// means the link failed and is closed: every pending and later Read and
+// Write returns it. The tunnel should drop the link (and every stream on
+// it) and, on the client, redial: a fresh handshake gives fresh keys.
+var (
+	// ErrAuth means a frame's tag did not verify: the frame was corrupted,
+	// forged, replayed or reordered on the way, or the peer has other keys.
+	// Nothing of the frame was delivered.
+	ErrAuth = errors.New("record: frame authentication failed")
+
+	// ErrFrameTooLarge means a frame header announced more than the
+	// configured maximum frame size. Nothing of the body was read. Peers
+	// must agree on MaxFrame; otherwise it is an attack or corruption.
+	ErrFrameTooLarge = errors.New("record: frame too large")
+
+	// ErrBadLength means a frame header announced a length the cipher can
+	// not have produced (zero, or not a multiple of 16 for CBC).
+	ErrBadLength = errors.New("record: bad frame length")
+
+	// ErrPadding means a CBC frame whose tag verified carried bad PKCS#7
+	// padding: the peer is broken. It is checked only after the tag, so it
+	// is no padding oracle.
+	ErrPadding = errors.New("record: bad padding")
+
+	// ErrKeyExhausted means this direction's keys have sealed (or opened)
+	// MaxFrames frames; the link is closed before any key could be used
+	// further. Redial: the next handshake gives fresh keys.
+	ErrKeyExhausted = errors.New("record: key use limit reached, link must be re-established")
+
+	// ErrClosed is returned by Read and Write after Close. It wraps
+	// net.ErrClosed, like a closed TCP connection.
+	ErrClosed = fmt.Errorf("record: %w", net.ErrClosed)
+
+	// ErrSuite means New was given a suite the record layer does not
+	// implement (unknown MAC). Fix the configuration.
+	ErrSuite = errors.New("record: unsupported suite")
+)
