@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Installs what offload's tests need and is not there yet; safe to run again.
+#
+#   Debian packages: qemu-system-x86 (+ qemu-system-arm, qemu-system-mips
+#   when OFFLOAD_VM_ARCHES names arm/mipsle), busybox-static,
+#   qemu-user-static, iproute2, xz-utils; staticcheck (pinned) with go install.
+#
+# As root, missing packages are installed with apt-get (apt-get update first,
+# once, when the package lists are missing or stale). Not as root, it lists
+# what is missing and fails, unless OFFLOAD_SKIP_VM=1 (then the VM and
+# qemu-user stages are skipped by scripts/test.sh and only a warning is
+# printed).
+#
+# Environment:
+#   OFFLOAD_SKIP_VM=1        do not fail for missing VM/emulation packages
+#   OFFLOAD_VM_ARCHES="..."  guest architectures to prepare (default: amd64)
+set -euo pipefail
+
+STATICCHECK_VERSION=v0.8.2 # staticcheck 2026.2.2
+
+say() { printf 'deps: %s\n' "$*"; }
+
+arches=${OFFLOAD_VM_ARCHES:-amd64}
+packages=(qemu-system-x86 busybox-static qemu-user-static iproute2 xz-utils)
+foreign=()
+for a in $arches; do
+	case $a in
+	amd64) ;;
+	arm) packages+=(qemu-system-arm); foreign+=(armhf) ;;
+	mipsle) packages+=(qemu-system-mips); foreign+=(mipsel) ;;
+	*) say "unknown architecture '$a' in OFFLOAD_VM_ARCHES (want amd64, arm, mipsle)"; exit 2 ;;
+	esac
+done
+
+installed() {
+	dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
+}
+
+missing=()
+for p in "${packages[@]}"; do
+	installed "$p" || missing+=("$p")
+done
+missing_arch=()
+for fa in "${foreign[@]}"; do
+	dpkg --print-foreign-architectures | grep -qx "$fa" || missing_arch+=("$fa")
+done
+
+# The VM harness asks apt which kernel package is current, so the package
+# lists must exist even when nothing is missing.
+lists_ok() {
+	apt-cache show --no-all-versions linux-image-amd64 >/dev/null 2>&1 || return 1
+	local fa
+	for fa in "${foreign[@]}"; do
+		apt-cache show --no-all-versions "busybox-static:$fa" >/dev/null 2>&1 || return 1
+	done
+}
+
+apt_opts=(-y -q -o DPkg::Lock::Timeout=300 -o Acquire::Retries=3)
+
+if [ "$(id -u)" -eq 0 ]; then
+	for fa in "${missing_arch[@]}"; do
+		say "dpkg --add-architecture $fa"
+		dpkg --add-architecture "$fa"
+	done
+	if [ ${#missing_arch[@]} -gt 0 ] || ! lists_ok; then
+		say "apt-get update"
+		apt-get "${apt_opts[@]}" update
+	fi
+	if [ ${#missing[@]} -gt 0 ]; then
+		say "installing ${missing[*]}"
+		DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" install --no-install-recommends "${missing[@]}"
+	fi
+elif [ ${#missing[@]} -gt 0 ] || [ ${#missing_arch[@]} -gt 0 ]; then
+	msg="missing: ${missing[*]}"
+	[ ${#missing_arch[@]} -gt 0 ] && msg="$msg; dpkg architectures: ${missing_arch[*]}"
+	if [ "${OFFLOAD_SKIP_VM:-}" = 1 ]; then
+		say "warning: $msg (not root; OFFLOAD_SKIP_VM=1, so VM and qemu-user stages will be skipped)"
+	else
+		say "$msg"
+		say "run as root: sudo bash scripts/deps.sh (or set OFFLOAD_SKIP_VM=1 to test without the VM)"
+		exit 1
+	fi
+fi
+
+gobin=$(go env GOBIN)
+[ -n "$gobin" ] || gobin="$(go env GOPATH)/bin"
+want=${STATICCHECK_VERSION#v}
+if [ -x "$gobin/staticcheck" ] && "$gobin/staticcheck" -version 2>/dev/null | grep -q "($want)"; then
+	:
+else
+	say "go install honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
+	go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
+fi
+
+say "ok: ${packages[*]} staticcheck@$STATICCHECK_VERSION"
