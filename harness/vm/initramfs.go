@@ -126,9 +126,16 @@ func (p *guestPlan) initScript() string {
 	w("	shift")
 	w(`	(cd "$d" && exec "$@" </dev/null)`)
 	w("}")
+	if p.NetNS {
+		// Debian's busybox-static runs its own applets before searching
+		// PATH, so its ip and tc would shadow iproute2's in -cmd lines.
+		w(`ip() { /usr/sbin/ip "$@"; }`)
+		w(`tc() { /usr/sbin/tc "$@"; }`)
+	}
+	// eval in a subshell, not sh -c: the functions above stay visible.
 	w("run_cmd() {")
 	w(`	echo "guest: \$ $1"`)
-	w(`	(cd /tmp && sh -c "$1" </dev/null)`)
+	w(`	(cd /tmp && eval "$1") </dev/null`)
 	w("}")
 	if len(p.Modules) > 0 {
 		w("step modules load_modules")

@@ -99,6 +99,20 @@ func TestInitScript(t *testing.T) {
 	}
 }
 
+func TestInitScriptNetNS(t *testing.T) {
+	p := testPlan()
+	if s := p.initScript(); strings.Contains(s, "/usr/sbin/ip") {
+		t.Error("iproute2 wrappers without -netns")
+	}
+	p.NetNS = true
+	s := p.initScript()
+	for _, want := range []string{`ip() { /usr/sbin/ip "$@"; }`, `tc() { /usr/sbin/tc "$@"; }`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("-netns init script lacks %q", want)
+		}
+	}
+}
+
 // TestInitScriptSyntax has the host's sh check the generated script.
 func TestInitScriptSyntax(t *testing.T) {
 	sh, err := exec.LookPath("sh")

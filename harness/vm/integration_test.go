@@ -124,6 +124,17 @@ func TestIntegrationHarness(t *testing.T) {
 			t.Errorf("output lacks the missing summary:\n%s", out)
 		}
 	})
+	t.Run("netns", func(t *testing.T) {
+		code, out := runHarness(t, "-netns",
+			"-cmd", "ip netns add a && ip -n a link add va type veth peer name vb && ip -n a addr add 10.99.0.1/24 dev va && ip -n a link set va up",
+			"-cmd", "tc -n a qdisc add dev va root netem delay 20ms loss 1% && tc -n a qdisc show dev va")
+		if code != 0 {
+			t.Fatalf("exit %d, want 0:\n%s", code, out)
+		}
+		if !strings.Contains(out, "delay 20ms loss 1%") {
+			t.Errorf("no netem qdisc in the output:\n%s", out)
+		}
+	})
 	t.Run("bad flags", func(t *testing.T) {
 		if code, out := runHarness(t, "-arch", "sparc"); code != 2 || !strings.Contains(out, "unknown -arch") {
 			t.Errorf("exit %d, want 2:\n%s", code, out)

@@ -76,7 +76,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.bench, "bench", "", "-test.bench regexp for the guest tests")
 	fs.StringVar(&o.benchtime, "benchtime", "", "-test.benchtime for the guest tests")
 	fs.StringVar(&o.log, "log", "", "save the whole console to this file")
-	fs.BoolVar(&o.netns, "netns", false, "add iproute2's ip and tc, veth and sch_netem (amd64)")
+	fs.BoolVar(&o.netns, "netns", false, "add iproute2's ip and tc (/usr/sbin), veth and sch_netem (amd64); "+
+		"-cmd lines get iproute2's, but a nested busybox sh -c runs busybox's own ip unless given /usr/sbin/ip")
 	fs.StringVar(&o.boot, "boot", "auto", "auto, pvh (uncompressed vmlinux with qboot) or bios (vmlinuz)")
 	fs.BoolVar(&o.quiet, "quiet", false, "do not stream the guest console to stdout")
 	fs.StringVar(&o.prefix, "prefix", "", "prefix for streamed guest console lines")
