@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/flynn/noise v1.1.0
+	github.com/goccy/go-yaml v1.19.2
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.28.0
 	golang.org/x/net v0.62.0

@@ -1,0 +1,577 @@
+// Package config reads offload's YAML config files into validated structs.
+//
+// There are two shapes, one file per end of a tunnel: a Server (listen,
+// services) and a Client (server, forwards); they share key_file, suite,
+// engine and the tunables in Common. See examples/server.yaml and
+// examples/client.yaml.
+//
+// Every problem is reported with the file, line and field path, and all of
+// them are reported at once, as an Errors value:
+//
+//	server.yaml:7: services.web: target "localhost" has no port (want host:port)
+//	server.yaml:9: max_frame: 2MiB is more than the hard cap of 1048576 bytes
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml/ast"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/offload-dev/offload/tunnel/suite"
+)
+
+// Defaults and limits of the tunables.
+const (
+	DefaultMaxFrame = 16 << 10 // bytes of plaintext per record frame
+	MinMaxFrame     = 1 << 10
+	MaxMaxFrame     = 1 << 20 // the record layer's hard cap
+
+	// DefaultYamuxWindow is the per-stream receive window. yamux's own
+	// default (256 KiB) caps one stream at window/RTT (hashicorp/yamux#24),
+	// so offload uses a larger one.
+	DefaultYamuxWindow = 1 << 20
+	MinYamuxWindow     = 256 << 10
+	MaxYamuxWindow     = 16 << 20
+
+	DefaultKeepalive        = 15 * time.Second // 0 disables keepalives
+	DefaultDialTimeout      = 10 * time.Second
+	DefaultHandshakeTimeout = 10 * time.Second
+	DefaultDrainTimeout     = 10 * time.Second
+	DefaultMaxStreams       = 1024
+	MaxMaxStreams           = 65536
+
+	DefaultRedialMin = 500 * time.Millisecond
+	DefaultRedialMax = 30 * time.Second
+
+	DefaultEngine = EngineSoftware
+
+	// MaxFileSize bounds a config file; real ones are a few KiB.
+	MaxFileSize = 256 << 10
+)
+
+// Log formats.
+const (
+	LogConsole = "console"
+	LogJSON    = "json"
+)
+
+// Log configures logging.
+type Log struct {
+	Level  zapcore.Level // debug, info (default), warn or error
+	Format string        // LogConsole (default) or LogJSON
+}
+
+// Common is what server and client configs share.
+type Common struct {
+	// File is the config file's name as given to Load (or Parse).
+	File string
+	// KeyFile is the pre-shared key file; a relative path in the file is
+	// made relative to the config file's directory. Read it with LoadKey.
+	KeyFile string
+	// Suite is the cipher suite; both ends must use the same one.
+	Suite suite.Suite
+	// Engine is an engine spec: EngineSoftware (default), EngineAFALG,
+	// "afalg:DRIVER", EngineCryptodev or EngineAuto. Only its syntax is
+	// checked here.
+	Engine string
+	// MaxFrame is the largest record frame payload in bytes, for both
+	// sending and the reader's length check.
+	MaxFrame int
+	// YamuxWindow is yamux's MaxStreamWindowSize in bytes.
+	YamuxWindow int
+	// Keepalive is yamux's KeepAliveInterval; 0 disables keepalives.
+	Keepalive time.Duration
+	// DialTimeout bounds a TCP dial: to a target on the server, to the
+	// server on the client.
+	DialTimeout time.Duration
+	// HandshakeTimeout bounds the tunnel handshake.
+	HandshakeTimeout time.Duration
+	// MaxStreams caps concurrent streams on one link.
+	MaxStreams int
+	// DrainTimeout is how long SIGTERM waits for open streams to finish;
+	// 0 closes them at once.
+	DrainTimeout time.Duration
+	Log          Log
+	// Metrics is a listen address for Prometheus text metrics; empty
+	// means none.
+	Metrics string
+
+	// fields maps field paths to where they are in File, for FieldError.
+	fields map[string]at
+}
+
+// Server is the config of "offload server".
+type Server struct {
+	Common
+	// Listen is the host:port the tunnel listens on (host may be empty for
+	// all interfaces).
+	Listen string
+	// Services maps a service name (what clients ask for) to the host:port
+	// the server dials for it. Nothing else is ever dialled.
+	Services map[string]string
+}
+
+// Forward is one client listener: connections to Listen go through the
+// tunnel to the server's service Service.
+type Forward struct {
+	Listen  string // host:port (host may be empty for all interfaces)
+	Service string // a service name on the server
+}
+
+// Redial is the client's reconnect backoff: from Min, doubling (with
+// jitter) up to Max.
+type Redial struct {
+	Min, Max time.Duration
+}
+
+// Client is the config of "offload client".
+type Client struct {
+	Common
+	// Server is the host:port of the offload server.
+	Server   string
+	Forwards []Forward
+	Redial   Redial
+}
+
+// FieldError returns err as an *Error at field's place in the config file,
+// e.g. c.FieldError("engine", err) when the configured engine can't be
+// opened. field is a path as in Error.Field; a field the file does not set
+// is blamed on line 1.
+func (c *Common) FieldError(field string, err error) error {
+	a, ok := c.fields[field]
+	if !ok {
+		a = at{1, 0}
+	}
+	return &Error{File: c.File, Line: a.line, Col: a.col, Field: field, Msg: err.Error(), Err: err}
+}
+
+// LoadKey reads c.KeyFile with the package-level LoadKey; an error is an
+// *Error at the key_file field, wrapping the cause (ErrKeyPermissions,
+// ErrKeyLength, fs.ErrNotExist, ...).
+func (c *Common) LoadKey() ([]byte, error) {
+	key, err := LoadKey(c.KeyFile)
+	if err != nil {
+		return nil, c.FieldError("key_file", err)
+	}
+	return key, nil
+}
+
+func defaultCommon(file string) Common {
+	return Common{
+		File:             file,
+		Suite:            suite.Default,
+		Engine:           DefaultEngine,
+		MaxFrame:         DefaultMaxFrame,
+		YamuxWindow:      DefaultYamuxWindow,
+		Keepalive:        DefaultKeepalive,
+		DialTimeout:      DefaultDialTimeout,
+		HandshakeTimeout: DefaultHandshakeTimeout,
+		MaxStreams:       DefaultMaxStreams,
+		DrainTimeout:     DefaultDrainTimeout,
+		Log:              Log{Level: zapcore.InfoLevel, Format: LogConsole},
+		fields:           map[string]at{},
+	}
+}
+
+// readFile reads a config file, bounded by MaxFileSize.
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, &sentinelError{fmt.Sprintf("config %s is not a regular file (%v)", path, fi.Mode().Type()), ErrNotRegular}
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return data, nil
+}
+
+// LoadServer reads and validates a server config file. A problem in the
+// file comes back as Errors; failing to read it as a wrapped OS error.
+func LoadServer(path string) (*Server, error) {
+	data, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseServer(path, data)
+}
+
+// LoadClient reads and validates a client config file, as LoadServer.
+func LoadClient(path string) (*Client, error) {
+	data, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseClient(path, data)
+}
+
+// Load reads a server or client config, telling them apart by their
+// top-level fields: services or listen make a server, server or forwards a
+// client. It returns *Server or *Client.
+func Load(path string) (any, error) {
+	data, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data)
+}
+
+// ParseServer is LoadServer on data already read; name is the file name
+// for messages and the base of a relative key_file.
+func ParseServer(name string, data []byte) (*Server, error) {
+	d := &decoder{file: name}
+	body := d.parse(data)
+	if body == nil {
+		return nil, d.result()
+	}
+	s := d.server(body)
+	if err := d.result(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// ParseClient is LoadClient on data already read, as ParseServer.
+func ParseClient(name string, data []byte) (*Client, error) {
+	d := &decoder{file: name}
+	body := d.parse(data)
+	if body == nil {
+		return nil, d.result()
+	}
+	c := d.client(body)
+	if err := d.result(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Parse is Load on data already read, as ParseServer.
+func Parse(name string, data []byte) (any, error) {
+	d := &decoder{file: name}
+	body := d.parse(data)
+	if body == nil {
+		return nil, d.result()
+	}
+	top := value{node: body, at: atNode(body, at{1, 0})}
+	// Look at the keys with a scratch decoder: server or client decodes
+	// the mapping again and reports its errors once.
+	scan := &decoder{file: name}
+	entries, ok := scan.mapping(top)
+	if !ok {
+		return nil, scan.result()
+	}
+	var server, client []string
+	for _, e := range entries {
+		switch e.key {
+		case "services", "listen":
+			server = append(server, e.key)
+		case "server", "forwards":
+			client = append(client, e.key)
+		}
+	}
+	switch {
+	case len(server) > 0 && len(client) == 0:
+		s := d.server(body)
+		if err := d.result(); err != nil {
+			return nil, err
+		}
+		return s, nil
+	case len(client) > 0 && len(server) == 0:
+		c := d.client(body)
+		if err := d.result(); err != nil {
+			return nil, err
+		}
+		return c, nil
+	case len(server) > 0:
+		d.add(top.at, "", &sentinelError{fmt.Sprintf("has both server fields (%v) and client fields (%v); use one file per end", server, client), ErrUnknownKind})
+	default:
+		d.add(top.at, "", &sentinelError{"not a server config (no services) nor a client config (no server, forwards)", ErrUnknownKind})
+	}
+	return nil, d.result()
+}
+
+// str decodes a string field.
+func (d *decoder) str(v value, dst *string, check func(string) error) {
+	s, ok := d.scalar(v)
+	if !ok {
+		return
+	}
+	if check != nil {
+		if err := check(s); err != nil {
+			d.add(v.at, v.field, err)
+			return
+		}
+	}
+	*dst = s
+}
+
+func (d *decoder) size(v value, dst *int, lo, hi int) {
+	s, ok := d.scalar(v)
+	if !ok {
+		return
+	}
+	n, err := ParseSize(s)
+	switch {
+	case err != nil:
+		d.add(v.at, v.field, err)
+	case n < lo:
+		d.errorf(v.at, v.field, "%s is less than the minimum of %d bytes", s, lo)
+	case n > hi:
+		d.errorf(v.at, v.field, "%s is more than the maximum of %d bytes", s, hi)
+	default:
+		*dst = n
+	}
+}
+
+func (d *decoder) duration(v value, dst *time.Duration, positive bool) {
+	s, ok := d.scalar(v)
+	if !ok {
+		return
+	}
+	t, err := ParseDuration(s)
+	switch {
+	case err != nil:
+		d.add(v.at, v.field, err)
+	case positive && t == 0:
+		d.errorf(v.at, v.field, "must be more than 0")
+	default:
+		*dst = t
+	}
+}
+
+// common returns the specs of the fields Server and Client share.
+func (d *decoder) common(c *Common) []fieldSpec {
+	track := func(name string, fn func(v value)) fieldSpec {
+		return fieldSpec{name: name, decode: func(v value) {
+			c.fields[v.field] = v.at
+			fn(v)
+		}}
+	}
+	return []fieldSpec{
+		{name: "key_file", required: true, decode: func(v value) {
+			c.fields[v.field] = v.at
+			var kf string
+			d.str(v, &kf, func(s string) error {
+				if s == "" {
+					return errors.New("is empty")
+				}
+				return nil
+			})
+			if kf != "" && !filepath.IsAbs(kf) {
+				kf = filepath.Join(filepath.Dir(c.File), kf)
+			}
+			c.KeyFile = kf
+		}},
+		track("suite", func(v value) {
+			var name string
+			d.str(v, &name, nil)
+			if name == "" {
+				return
+			}
+			s, err := suite.Parse(name)
+			if err != nil {
+				d.add(v.at, v.field, err)
+				return
+			}
+			c.Suite = s
+		}),
+		track("engine", func(v value) { d.str(v, &c.Engine, CheckEngine) }),
+		track("max_frame", func(v value) { d.size(v, &c.MaxFrame, MinMaxFrame, MaxMaxFrame) }),
+		track("yamux_window", func(v value) { d.size(v, &c.YamuxWindow, MinYamuxWindow, MaxYamuxWindow) }),
+		track("keepalive", func(v value) { d.duration(v, &c.Keepalive, false) }),
+		track("dial_timeout", func(v value) { d.duration(v, &c.DialTimeout, true) }),
+		track("handshake_timeout", func(v value) { d.duration(v, &c.HandshakeTimeout, true) }),
+		track("drain_timeout", func(v value) { d.duration(v, &c.DrainTimeout, false) }),
+		track("max_streams", func(v value) {
+			s, ok := d.scalar(v)
+			if !ok {
+				return
+			}
+			n, err := ParseSize(s)
+			if err != nil || n < 1 || n > MaxMaxStreams {
+				d.errorf(v.at, v.field, "%q: want a number from 1 to %d", s, MaxMaxStreams)
+				return
+			}
+			c.MaxStreams = n
+		}),
+		track("log", func(v value) {
+			d.object(v, []fieldSpec{
+				track("level", func(v value) {
+					var s string
+					d.str(v, &s, func(s string) error {
+						switch s {
+						case "debug", "info", "warn", "error":
+							return nil
+						}
+						return fmt.Errorf("unknown level %q (want debug, info, warn or error)", s)
+					})
+					if s != "" {
+						// Checked above; UnmarshalText accepts all four.
+						_ = c.Log.Level.UnmarshalText([]byte(s))
+					}
+				}),
+				track("format", func(v value) {
+					d.str(v, &c.Log.Format, func(s string) error {
+						if s != LogConsole && s != LogJSON {
+							return fmt.Errorf("unknown format %q (want console or json)", s)
+						}
+						return nil
+					})
+				}),
+			})
+		}),
+		track("metrics", func(v value) {
+			d.str(v, &c.Metrics, func(s string) error {
+				if s == "" {
+					return nil
+				}
+				return checkHostPort(s, addrListen, "address")
+			})
+		}),
+	}
+}
+
+func (d *decoder) server(body ast.Node) *Server {
+	s := &Server{Common: defaultCommon(d.file), Services: map[string]string{}}
+	top := value{node: body, at: atNode(body, at{1, 0})}
+	specs := append(d.common(&s.Common),
+		fieldSpec{name: "listen", required: true, decode: func(v value) {
+			s.fields[v.field] = v.at
+			d.str(v, &s.Listen, func(a string) error { return checkHostPort(a, addrListen, "address") })
+		}},
+		fieldSpec{name: "services", required: true, decode: func(v value) {
+			entries, ok := d.mapping(v)
+			if !ok {
+				return
+			}
+			if len(entries) == 0 {
+				d.errorf(v.at, v.field, "no services; list at least one as NAME: host:port")
+			}
+			for _, e := range entries {
+				s.fields[e.field] = e.at
+				if err := CheckServiceName(e.key); err != nil {
+					d.add(e.at, e.field, err)
+					continue
+				}
+				var target string
+				d.str(e.value, &target, func(a string) error { return checkHostPort(a, addrDial, "target") })
+				if target != "" {
+					s.Services[e.key] = target
+				}
+			}
+		}},
+	)
+	d.object(top, specs)
+	if s.Metrics != "" && s.Metrics == s.Listen {
+		d.errorf(s.fields["metrics"], "metrics", "same address as listen")
+	}
+	return s
+}
+
+func (d *decoder) client(body ast.Node) *Client {
+	c := &Client{Common: defaultCommon(d.file), Redial: Redial{Min: DefaultRedialMin, Max: DefaultRedialMax}}
+	top := value{node: body, at: atNode(body, at{1, 0})}
+	specs := append(d.common(&c.Common),
+		fieldSpec{name: "server", required: true, decode: func(v value) {
+			c.fields[v.field] = v.at
+			d.str(v, &c.Server, func(a string) error { return checkHostPort(a, addrDial, "address") })
+		}},
+		fieldSpec{name: "forwards", required: true, decode: func(v value) { d.forwards(c, v) }},
+		fieldSpec{name: "redial", decode: func(v value) {
+			c.fields[v.field] = v.at
+			var minAt at
+			d.object(v, []fieldSpec{
+				{name: "min", decode: func(v value) { minAt = v.at; d.duration(v, &c.Redial.Min, true) }},
+				{name: "max", decode: func(v value) { d.duration(v, &c.Redial.Max, true) }},
+			})
+			if c.Redial.Max < c.Redial.Min {
+				if minAt.line == 0 {
+					minAt = v.at
+				}
+				d.errorf(minAt, join(v.field, "min"), "%v is more than redial.max %v", c.Redial.Min, c.Redial.Max)
+			}
+		}},
+	)
+	d.object(top, specs)
+	return c
+}
+
+func (d *decoder) forwards(c *Client, v value) {
+	c.fields[v.field] = v.at
+	items, ok := d.sequence(v)
+	if !ok {
+		return
+	}
+	if len(items) == 0 {
+		d.errorf(v.at, v.field, "no forwards; list at least one {listen: host:port, service: NAME}")
+	}
+	var prev []listenAddr
+	for _, item := range items {
+		var f Forward
+		var listenAt at
+		d.object(item, []fieldSpec{
+			{name: "listen", required: true, decode: func(v value) {
+				listenAt = v.at
+				d.str(v, &f.Listen, func(a string) error { return checkHostPort(a, addrListen, "address") })
+			}},
+			{name: "service", required: true, decode: func(v value) { d.str(v, &f.Service, CheckServiceName) }},
+		})
+		c.fields[item.field] = item.at
+		if f.Listen == "" || f.Service == "" {
+			continue
+		}
+		la := parseListenAddr(f.Listen, item.field+".listen", listenAt.line)
+		for _, p := range prev {
+			if p.conflicts(la) {
+				d.errorf(listenAt, la.field, "address %s is already used by %s (line %d)", f.Listen, p.field, p.line)
+				break
+			}
+		}
+		prev = append(prev, la)
+		c.Forwards = append(c.Forwards, f)
+	}
+}
+
+// listenAddr is a forward's listen address, normalized to find two forwards
+// that could not both bind.
+type listenAddr struct {
+	host, port string // host "" is a wildcard
+	field      string
+	line       int
+}
+
+// parseListenAddr normalizes an address checkHostPort accepted.
+func parseListenAddr(s, field string, line int) listenAddr {
+	host, port, _ := net.SplitHostPort(s)
+	if a, err := netip.ParseAddr(host); err == nil {
+		if a.IsUnspecified() {
+			host = ""
+		} else {
+			host = a.Unmap().String()
+		}
+	}
+	return listenAddr{host: strings.ToLower(host), port: port, field: field, line: line}
+}
+
+// conflicts reports whether a and b can't both be bound: the same port,
+// and the same host or either one all interfaces.
+func (a listenAddr) conflicts(b listenAddr) bool {
+	return a.port == b.port && (a.host == b.host || a.host == "" || b.host == "")
+}

@@ -1,0 +1,315 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+
+	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/tunnel/suite"
+)
+
+const goodServer = `listen: 192.0.2.1:7000
+key_file: offload.key
+services:
+  web: 127.0.0.1:8080
+  ssh: 127.0.0.1:22
+`
+
+const goodClient = `server: 192.0.2.1:7000
+key_file: /etc/offload/offload.key
+forwards:
+  - listen: 127.0.0.1:8080
+    service: web
+`
+
+func TestParseServerDefaults(t *testing.T) {
+	s, err := ParseServer("dir/server.yaml", []byte(goodServer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Server{
+		Common: Common{
+			File:             "dir/server.yaml",
+			KeyFile:          filepath.Join("dir", "offload.key"),
+			Suite:            suite.Default,
+			Engine:           "software",
+			MaxFrame:         16384,
+			YamuxWindow:      1 << 20,
+			Keepalive:        15 * time.Second,
+			DialTimeout:      10 * time.Second,
+			HandshakeTimeout: 10 * time.Second,
+			MaxStreams:       1024,
+			DrainTimeout:     10 * time.Second,
+			Log:              Log{Level: zapcore.InfoLevel, Format: "console"},
+		},
+		Listen:   "192.0.2.1:7000",
+		Services: map[string]string{"web": "127.0.0.1:8080", "ssh": "127.0.0.1:22"},
+	}
+	s.fields = nil
+	if !reflect.DeepEqual(s, want) {
+		t.Fatalf("got  %+v\nwant %+v", s, want)
+	}
+}
+
+func TestParseServerAllFields(t *testing.T) {
+	src := goodServer + `suite: AES-128-CBC-HMAC-SHA256
+engine: afalg:cbc(aes-generic)
+max_frame: 64KiB
+yamux_window: 4194304
+keepalive: 0
+dial_timeout: 3s
+handshake_timeout: 1m
+max_streams: 10
+drain_timeout: 0s
+log: {level: debug, format: json}
+metrics: "[::1]:9100"
+`
+	s, err := ParseServer("/etc/offload/server.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.Common
+	if c.KeyFile != "/etc/offload/offload.key" {
+		t.Errorf("KeyFile = %q", c.KeyFile)
+	}
+	if c.Suite != (suite.Suite{Cipher: engine.Cipher{Mode: engine.CBC, KeyBits: 128}, MAC: suite.HMACSHA256}) {
+		t.Errorf("Suite = %v", c.Suite)
+	}
+	if c.Engine != "afalg:cbc(aes-generic)" || c.MaxFrame != 64<<10 || c.YamuxWindow != 4<<20 ||
+		c.Keepalive != 0 || c.DialTimeout != 3*time.Second || c.HandshakeTimeout != time.Minute ||
+		c.MaxStreams != 10 || c.DrainTimeout != 0 || c.Log != (Log{zapcore.DebugLevel, "json"}) || c.Metrics != "[::1]:9100" {
+		t.Errorf("got %+v", c)
+	}
+}
+
+func TestParseClient(t *testing.T) {
+	src := goodClient + `  - listen: ":2222"
+    service: ssh
+redial:
+  min: 1s
+  max: 1m
+`
+	c, err := ParseClient("client.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Server != "192.0.2.1:7000" || c.KeyFile != "/etc/offload/offload.key" {
+		t.Errorf("got %+v", c)
+	}
+	wantF := []Forward{{"127.0.0.1:8080", "web"}, {":2222", "ssh"}}
+	if !reflect.DeepEqual(c.Forwards, wantF) {
+		t.Errorf("Forwards = %+v", c.Forwards)
+	}
+	if c.Redial != (Redial{time.Second, time.Minute}) {
+		t.Errorf("Redial = %+v", c.Redial)
+	}
+	c2, err := ParseClient("client.yaml", []byte(goodClient))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c2.Redial != (Redial{DefaultRedialMin, DefaultRedialMax}) || c2.YamuxWindow != DefaultYamuxWindow {
+		t.Errorf("defaults: %+v", c2)
+	}
+}
+
+func TestParseDispatch(t *testing.T) {
+	v, err := Parse("s.yaml", []byte(goodServer))
+	if _, ok := v.(*Server); !ok || err != nil {
+		t.Fatalf("Parse(server) = %T, %v", v, err)
+	}
+	v, err = Parse("c.yaml", []byte(goodClient))
+	if _, ok := v.(*Client); !ok || err != nil {
+		t.Fatalf("Parse(client) = %T, %v", v, err)
+	}
+	// A server file missing services is still recognised by listen, and
+	// its error is about services, not about what kind of file it is.
+	_, err = Parse("s.yaml", []byte("listen: :7000\nkey_file: k\n"))
+	if got := positions(t, err); !reflect.DeepEqual(got, []string{"1:services"}) {
+		t.Fatalf("Parse(server without services) errors at %v: %v", got, err)
+	}
+	for _, src := range []string{"key_file: k\n", goodServer + "forwards: []\n"} {
+		_, err := Parse("x.yaml", []byte(src))
+		if !errors.Is(err, ErrUnknownKind) {
+			t.Errorf("Parse(%q) = %v, want ErrUnknownKind", src, err)
+		}
+	}
+}
+
+// positions returns "LINE:FIELD" for each error in err, which must be
+// Errors.
+func positions(t *testing.T, err error) []string {
+	t.Helper()
+	if err == nil {
+		return nil
+	}
+	var es Errors
+	if !errors.As(err, &es) {
+		t.Fatalf("error %v (%T) is not Errors", err, err)
+	}
+	out := make([]string, len(es))
+	for i, e := range es {
+		if e.Line < 1 {
+			t.Errorf("error without a line: %v", e)
+		}
+		out[i] = fmt.Sprintf("%d:%s", e.Line, e.Field)
+	}
+	return out
+}
+
+func TestErrorPositions(t *testing.T) {
+	tests := []struct {
+		name   string
+		client bool
+		src    string
+		want   []string
+	}{
+		{"target without port", false, "listen: :7000\nkey_file: k\nservices:\n  web: localhost\n", []string{"4:services.web"}},
+		{"listen without port", false, "key_file: k\nlisten: 0.0.0.0\nservices: {a: 'b:1'}\n", []string{"2:listen"}},
+		{"port range", false, "listen: :0\nkey_file: k\nservices: {a: 'b:65536'}\n", []string{"1:listen", "3:services.a"}},
+		{"named port", false, "listen: :http\nkey_file: k\nservices: {a: 'b:1'}\n", []string{"1:listen"}},
+		{"bad host", false, "listen: :1\nkey_file: k\nservices: {a: 'b c:1'}\n", []string{"3:services.a"}},
+		{"service name", false, "listen: :1\nkey_file: k\nservices:\n  ok: a:1\n  Web: a:2\n  -x: a:3\n", []string{"5:services.Web", "6:services.-x"}},
+		{"no services", false, "listen: :1\nkey_file: k\nservices: {}\n", []string{"3:services"}},
+		{"services not a map", false, "listen: :1\nkey_file: k\nservices:\n  - a:1\n", []string{"3:services"}},
+		{"empty target", false, "listen: :1\nkey_file: k\nservices:\n  web:\n", []string{"4:services.web"}},
+		{"missing required", false, "listen: :1\nservices: {a: 'b:1'}\n", []string{"1:key_file"}},
+		{"unknown field", false, goodServer + "max_fram: 1\n", []string{"6:max_fram"}},
+		{"unknown nested", false, goodServer + "log:\n  level: info\n  colour: true\n", []string{"8:log.colour"}},
+		{"duplicate", false, goodServer + "listen: :1\n", []string{"6:listen"}},
+		{"suite", false, goodServer + "suite: aes-256-gcm\n", []string{"6:suite"}},
+		{"engine", false, goodServer + "engine: openssl\n", []string{"6:engine"}},
+		{"engine driver", false, goodServer + "engine: 'afalg:'\n", []string{"6:engine"}},
+		{"engine driver on software", false, goodServer + "engine: software:x\n", []string{"6:engine"}},
+		{"sizes", false, goodServer + "max_frame: 512\nyamux_window: 32MiB\n", []string{"6:max_frame", "7:yamux_window"}},
+		{"size hard cap", false, goodServer + "max_frame: 1048577\n", []string{"6:max_frame"}},
+		{"size units", false, goodServer + "max_frame: 16KB\nyamux_window: 1 furlong\n", []string{"6:max_frame", "7:yamux_window"}},
+		{"durations", false, goodServer + "keepalive: 15\ndial_timeout: 0\nhandshake_timeout: -1s\ndrain_timeout: soon\n",
+			[]string{"6:keepalive", "7:dial_timeout", "8:handshake_timeout", "9:drain_timeout"}},
+		{"max_streams", false, goodServer + "max_streams: 0\n", []string{"6:max_streams"}},
+		{"log", false, goodServer + "log:\n  level: verbose\n  format: xml\n", []string{"7:log.level", "8:log.format"}},
+		{"log not a map", false, goodServer + "log: debug\n", []string{"6:log"}},
+		{"metrics", false, goodServer + "metrics: 9100\n", []string{"6:metrics"}},
+		{"metrics is listen", false, goodServer + "metrics: 192.0.2.1:7000\n", []string{"6:metrics"}},
+		{"list for scalar", false, goodServer + "suite: [a, b]\n", []string{"6:suite"}},
+		{"alias", false, "listen: &a ':1'\nkey_file: *a\nservices: {a: 'b:1'}\n", []string{"2:key_file"}},
+		{"merge key", false, goodServer + "<<: {a: 1}\n", []string{"6:"}},
+		{"syntax", false, "listen: :1\nkey_file: k\nservices:\n  web: \"127.0.0.1:80\n", []string{"4:"}},
+		{"tab indent", false, "listen: :1\n\tkey_file: k\n", []string{"2:"}},
+		{"two documents", false, goodServer + "---\n" + goodServer, []string{"7:"}},
+		{"empty", false, "# nothing\n", []string{"1:"}},
+		{"not a mapping", false, "- a\n- b\n", []string{"1:"}},
+		{"errors in order", false, "services:\n  web: x\nlisten: x\nkey_file: ''\n", []string{"2:services.web", "3:listen", "4:key_file"}},
+
+		{"client server address", true, "server: :7000\nkey_file: k\nforwards: [{listen: ':1', service: a}]\n", []string{"1:server"}},
+		{"client no forwards", true, "server: a:1\nkey_file: k\nforwards: []\n", []string{"3:forwards"}},
+		{"client forward fields", true, "server: a:1\nkey_file: k\nforwards:\n  - listen: 127.0.0.1:80\n  - service: web\n  - listen: :1\n    service: Web\n    extra: 1\n",
+			[]string{"4:forwards[0].service", "5:forwards[1].listen", "7:forwards[2].service", "8:forwards[2].extra"}},
+		{"client forward not a map", true, "server: a:1\nkey_file: k\nforwards:\n  - 127.0.0.1:80\n", []string{"4:forwards[0]"}},
+		{"client duplicate listen", true, "server: a:1\nkey_file: k\nforwards:\n  - {listen: '127.0.0.1:80', service: a}\n  - {listen: '127.0.0.1:81', service: a}\n  - {listen: ':80', service: b}\n  - {listen: '[::ffff:127.0.0.1]:81', service: b}\n",
+			[]string{"6:forwards[2].listen", "7:forwards[3].listen"}},
+		{"client redial", true, goodClient + "redial:\n  min: 10s\n  max: 1s\n", []string{"7:redial.min"}},
+		{"client redial zero", true, goodClient + "redial:\n  min: 0\n  maximum: 1s\n", []string{"7:redial.min", "8:redial.maximum"}},
+		{"client has services", true, goodClient + "services: {a: 'b:1'}\n", []string{"6:services"}},
+		{"client tunables", true, goodClient + "yamux_window: 1KiB\n", []string{"6:yamux_window"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var err error
+			if tt.client {
+				_, err = ParseClient("f.yaml", []byte(tt.src))
+			} else {
+				_, err = ParseServer("f.yaml", []byte(tt.src))
+			}
+			if err == nil {
+				t.Fatalf("no error for\n%s", tt.src)
+			}
+			if got := positions(t, err); !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("errors at %q, want %q:\n%v", got, tt.want, err)
+			}
+			for _, line := range strings.Split(err.Error(), "\n") {
+				if !strings.HasPrefix(line, "f.yaml:") {
+					t.Errorf("line %q does not start with the file name", line)
+				}
+			}
+		})
+	}
+}
+
+func TestErrorFormat(t *testing.T) {
+	_, err := ParseServer("examples/server.yaml", []byte("listen: :7000\nkey_file: k\nservices:\n  web: localhost\n  ssh: 127.0.0.1:22\nmax_frame: 2MiB\n"))
+	want := `examples/server.yaml:4: services.web: target "localhost" has no port (want host:port)
+examples/server.yaml:6: max_frame: 2MiB is more than the maximum of 1048576 bytes`
+	if err == nil || err.Error() != want {
+		t.Fatalf("got\n%v\nwant\n%s", err, want)
+	}
+	var es Errors
+	if !errors.As(err, &es) || es[0].Col != 8 {
+		t.Fatalf("column of first error: %+v", es[0])
+	}
+}
+
+func TestCommonLoadKey(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "server.yaml")
+	if err := os.WriteFile(cfg, []byte(goodServer), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := LoadServer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.KeyFile != filepath.Join(dir, "offload.key") {
+		t.Fatalf("KeyFile = %q, want it next to the config", s.KeyFile)
+	}
+	_, err = s.LoadKey()
+	var e *Error
+	if !errors.As(err, &e) || e.Line != 2 || e.Field != "key_file" || e.File != cfg || !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("LoadKey without a key file: %#v", err)
+	}
+	key, _ := GenerateKey()
+	if err := os.WriteFile(s.KeyFile, EncodeKey(key), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(s.KeyFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.LoadKey()
+	if !errors.Is(err, ErrKeyPermissions) || !strings.HasPrefix(err.Error(), cfg+":2: key_file: key file ") {
+		t.Fatalf("LoadKey with mode 0644: %v", err)
+	}
+	if err := os.Chmod(s.KeyFile, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.LoadKey(); err != nil {
+		t.Fatal(err)
+	}
+	// FieldError blames a field the file doesn't set on line 1.
+	if e := s.FieldError("engine", engine.ErrUnsupported).(*Error); e.Line != 1 || !errors.Is(e, engine.ErrUnavailable) {
+		t.Fatalf("FieldError(engine) = %+v", e)
+	}
+}
+
+func TestLoadFileErrors(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Load(filepath.Join(dir, "missing.yaml")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("Load(missing) = %v", err)
+	}
+	if _, err := LoadClient(dir); !errors.Is(err, ErrNotRegular) {
+		t.Fatalf("LoadClient(dir) = %v", err)
+	}
+	big := filepath.Join(dir, "big.yaml")
+	if err := os.WriteFile(big, []byte("# "+strings.Repeat("x", MaxFileSize)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadServer(big); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("LoadServer(big) = %v", err)
+	}
+}

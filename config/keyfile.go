@@ -1,0 +1,141 @@
+package config
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// Key files
+//
+// A key file holds the pre-shared key both ends of a tunnel use: KeySize
+// random bytes as one line of standard (padded, RFC 4648 §4) base64,
+// followed by a newline, for example
+//
+//	q3Vd0XkzC6y1k8bZ6bq0p8yq5gk5Wm0G3yq1o6o0E2s=
+//
+// so it can be copied to the other router by hand or with scp. Leading and
+// trailing white space is ignored when reading. The file must be private
+// (mode 0600 or stricter), as ssh requires of private keys; LoadKey refuses
+// it otherwise.
+
+// KeySize is the length of a pre-shared key in bytes.
+const KeySize = 32
+
+// maxKeyFile bounds what LoadKey reads: a valid key file is 45 bytes.
+const maxKeyFile = 4096
+
+// GenerateKey returns a new random key from crypto/rand.
+func GenerateKey() ([]byte, error) {
+	key := make([]byte, KeySize)
+	if _, err := rand.Read(key); err != nil {
+		return nil, fmt.Errorf("generate key: %w", err)
+	}
+	return key, nil
+}
+
+// EncodeKey returns the key file contents for key: base64 and a newline.
+func EncodeKey(key []byte) []byte {
+	out := make([]byte, base64.StdEncoding.EncodedLen(len(key))+1)
+	base64.StdEncoding.Encode(out, key)
+	out[len(out)-1] = '\n'
+	return out
+}
+
+// DecodeKey parses key file contents. It wraps ErrKeyFormat for anything
+// that is not base64 and ErrKeyLength for a key that is not KeySize bytes.
+func DecodeKey(data []byte) ([]byte, error) {
+	text := bytes.TrimSpace(data)
+	key := make([]byte, base64.StdEncoding.DecodedLen(len(text)))
+	n, err := base64.StdEncoding.Decode(key, text)
+	if err != nil {
+		return nil, &sentinelError{fmt.Sprintf("not a base64 key (%v); make one with offload keygen", err), ErrKeyFormat}
+	}
+	if n != KeySize {
+		return nil, &sentinelError{fmt.Sprintf("key is %d bytes, want %d; make one with offload keygen", n, KeySize), ErrKeyLength}
+	}
+	return key[:n], nil
+}
+
+// LoadKey reads the key file at path. It refuses a file that group or
+// others may read or write (ErrKeyPermissions), one that is not a regular
+// file (ErrNotRegular), and contents DecodeKey rejects. The mode is checked
+// on the opened file, so the file checked is the file read.
+func LoadKey(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("key file: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("key file: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, &sentinelError{fmt.Sprintf("key file %s is not a regular file (%v)", path, fi.Mode().Type()), ErrNotRegular}
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return nil, &sentinelError{fmt.Sprintf("key file %s is mode %#o; it must not be accessible by others (chmod 600)", path, perm), ErrKeyPermissions}
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("key file %s: %w", path, err)
+	}
+	if len(data) > maxKeyFile {
+		return nil, fmt.Errorf("key file %s: %w: more than %d bytes", path, ErrTooLarge, maxKeyFile)
+	}
+	key, err := DecodeKey(data)
+	if err != nil {
+		return nil, fmt.Errorf("key file %s: %w", path, err)
+	}
+	return key, nil
+}
+
+// WriteKeyFile writes key to path as a key file with mode 0600. Without
+// overwrite it fails with an error wrapping fs.ErrExist if path exists; with
+// overwrite it replaces path atomically (a new file renamed over it), so the
+// result is mode 0600 even if the old file was not.
+func WriteKeyFile(path string, key []byte, overwrite bool) error {
+	data := EncodeKey(key)
+	if !overwrite {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return fmt.Errorf("write key: %w", err)
+		}
+		if _, err := f.Write(data); err != nil {
+			f.Close()
+			os.Remove(path)
+			return fmt.Errorf("write key %s: %w", path, err)
+		}
+		if err := f.Close(); err != nil {
+			os.Remove(path)
+			return fmt.Errorf("write key %s: %w", path, err)
+		}
+		return nil
+	}
+	// os.CreateTemp makes the file with mode 0600.
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("write key: %w", err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write key %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,162 @@
+package config
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func writeFile(t *testing.T, name string, data []byte, mode os.FileMode) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, data, mode); err != nil {
+		t.Fatal(err)
+	}
+	// WriteFile's mode is filtered by the umask; set it exactly.
+	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestKeyRoundTrip(t *testing.T) {
+	key, err := GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(key) != KeySize {
+		t.Fatalf("GenerateKey: %d bytes", len(key))
+	}
+	key2, _ := GenerateKey()
+	if bytes.Equal(key, key2) {
+		t.Fatal("two keys are equal")
+	}
+	enc := EncodeKey(key)
+	if len(enc) != 45 || enc[44] != '\n' || bytes.Count(enc, []byte("\n")) != 1 {
+		t.Fatalf("EncodeKey = %q, want 44 base64 characters and a newline", enc)
+	}
+	p := filepath.Join(t.TempDir(), "k")
+	if err := WriteKeyFile(p, key, false); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 || perm&0o600 != 0o600 {
+		t.Fatalf("key file mode %#o, want 0600", perm)
+	}
+	got, err := LoadKey(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, key) {
+		t.Fatal("LoadKey returned another key")
+	}
+}
+
+func TestWriteKeyFileExisting(t *testing.T) {
+	p := writeFile(t, "k", []byte("old\n"), 0o644)
+	key, _ := GenerateKey()
+	err := WriteKeyFile(p, key, false)
+	if !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("WriteKeyFile over existing file: %v, want fs.ErrExist", err)
+	}
+	if data, _ := os.ReadFile(p); string(data) != "old\n" {
+		t.Fatalf("existing file changed to %q", data)
+	}
+	// With overwrite, the file is replaced and becomes private even though
+	// the old one was 0644.
+	if err := WriteKeyFile(p, key, true); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadKey(p)
+	if err != nil {
+		t.Fatalf("LoadKey after overwrite: %v", err)
+	}
+	if !bytes.Equal(got, key) {
+		t.Fatal("overwritten file holds another key")
+	}
+	if m, _ := filepath.Glob(filepath.Join(filepath.Dir(p), ".*tmp*")); len(m) != 0 {
+		t.Fatalf("temporary files left: %v", m)
+	}
+}
+
+func TestLoadKeyErrors(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, KeySize)
+	good := EncodeKey(key)
+	tests := []struct {
+		name    string
+		data    []byte
+		mode    os.FileMode
+		want    error
+		message string // a substring of the message
+	}{
+		{"0644", good, 0o644, ErrKeyPermissions, "is mode 0644; it must not be accessible by others (chmod 600)"},
+		{"0640", good, 0o640, ErrKeyPermissions, "is mode 0640"},
+		{"0604", good, 0o604, ErrKeyPermissions, "is mode 0604"},
+		{"0620", good, 0o620, ErrKeyPermissions, "is mode 0620"},
+		{"short", EncodeKey(key[:16]), 0o600, ErrKeyLength, "key is 16 bytes, want 32"},
+		{"long", EncodeKey(append(key, 1)), 0o600, ErrKeyLength, "key is 33 bytes, want 32"},
+		{"empty", nil, 0o600, ErrKeyLength, "key is 0 bytes"},
+		{"garbage", []byte("this is not a key!\n"), 0o600, ErrKeyFormat, "not a base64 key"},
+		{"two lines", append(append([]byte{}, good...), good...), 0o600, ErrKeyFormat, "not a base64 key"},
+		{"url base64", []byte(strings.Repeat("-_", 22) + "\n"), 0o600, ErrKeyFormat, "not a base64 key"},
+		{"huge", bytes.Repeat([]byte("A"), maxKeyFile+1), 0o600, ErrTooLarge, "more than"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := writeFile(t, "k", tt.data, tt.mode)
+			_, err := LoadKey(p)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("LoadKey: %v, want %v", err, tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.message) {
+				t.Fatalf("LoadKey: %q does not say %q", err, tt.message)
+			}
+		})
+	}
+}
+
+func TestLoadKeyAccepts(t *testing.T) {
+	key := bytes.Repeat([]byte{9}, KeySize)
+	enc := base64.StdEncoding.EncodeToString(key)
+	for _, tt := range []struct {
+		name string
+		data string
+		mode os.FileMode
+	}{
+		{"0600", enc + "\n", 0o600},
+		{"0400", enc + "\n", 0o400},
+		{"no newline", enc, 0o600},
+		{"crlf and spaces", "  " + enc + "\r\n", 0o600},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := LoadKey(writeFile(t, "k", []byte(tt.data), tt.mode))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, key) {
+				t.Fatal("wrong key")
+			}
+		})
+	}
+}
+
+func TestLoadKeyNotAFile(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadKey(dir); !errors.Is(err, ErrNotRegular) {
+		t.Fatalf("LoadKey(dir): %v, want ErrNotRegular", err)
+	}
+	if _, err := LoadKey(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("LoadKey(missing): %v, want fs.ErrNotExist", err)
+	}
+}
