@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/offload-dev/offload/config"
+)
+
+func init() {
+	register(&command{
+		Name:  "validate",
+		Short: "check config files and their key files, as a start would",
+		Usage: "[-c FILE] [FILE...]",
+		Flags: func(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int, error) {
+			file := fs.String("c", "", "config `FILE` to check (more may follow as arguments)")
+			return func(_ context.Context, env *runEnv, args []string) (int, error) {
+				var files []string
+				if *file != "" {
+					files = append(files, *file)
+				}
+				files = append(files, args...)
+				if len(files) == 0 {
+					return 2, errUsage
+				}
+				code := 0
+				for _, f := range files {
+					if !validateFile(env.Stdout, env.Stderr, f) {
+						code = 1
+					}
+				}
+				return code, nil
+			}
+		},
+	})
+}
+
+// validateFile loads one config file and its key, printing "FILE: ok (...)"
+// to stdout or every problem, one per line, to stderr. It reports whether
+// the file is fine.
+func validateFile(stdout, stderr io.Writer, path string) bool {
+	cfg, err := config.Load(path)
+	if err != nil {
+		// An Errors value prints one "FILE:LINE: FIELD: problem" per line;
+		// a read error names the file itself.
+		fmt.Fprintln(stderr, err)
+		return false
+	}
+	var common *config.Common
+	var summary string
+	switch c := cfg.(type) {
+	case *config.Server:
+		common = &c.Common
+		summary = "server: " + plural(len(c.Services), "service")
+	case *config.Client:
+		common = &c.Common
+		summary = "client: " + plural(len(c.Forwards), "forward")
+	default:
+		panic(fmt.Sprintf("config.Load returned %T", cfg))
+	}
+	if _, err := common.LoadKey(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return false
+	}
+	fmt.Fprintf(stdout, "%s: ok (%s, suite %v, engine %s)\n", path, summary, common.Suite, common.Engine)
+	return true
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", what)
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/offload-dev/offload/config"
+)
+
+// exampleDir copies examples/*.yaml into a temporary directory with a new
+// key file next to them (the key is not in the repository).
+func exampleDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, name := range []string{"server.yaml", "client.yaml"} {
+		data, err := os.ReadFile(filepath.Join("..", "..", "examples", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, _, stderr := runCmd(t, "keygen", "-o", filepath.Join(dir, "offload.key")); code != 0 {
+		t.Fatalf("keygen: %s", stderr)
+	}
+	return dir
+}
+
+func TestValidateExamples(t *testing.T) {
+	dir := exampleDir(t)
+	server, client := filepath.Join(dir, "server.yaml"), filepath.Join(dir, "client.yaml")
+	code, stdout, stderr := runCmd(t, "validate", "-c", server, client)
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	want := server + ": ok (server: 2 services, suite aes-256-ctr-hmac-sha256, engine software)\n" +
+		client + ": ok (client: 1 forward, suite aes-256-ctr-hmac-sha256, engine software)\n"
+	if stdout != want {
+		t.Fatalf("stdout:\n%s\nwant:\n%s", stdout, want)
+	}
+
+	// The examples say what the prose says.
+	s, err := config.LoadServer(server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Listen != "192.0.2.1:7000" || s.Services["web"] != "127.0.0.1:8080" || s.Services["ssh"] != "127.0.0.1:22" {
+		t.Errorf("server example: %+v", s)
+	}
+	c, err := config.LoadClient(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Server != s.Listen || len(c.Forwards) != 1 || c.Forwards[0] != (config.Forward{Listen: "127.0.0.1:8080", Service: "web"}) {
+		t.Errorf("client example: %+v", c)
+	}
+	if c.Suite != s.Suite {
+		t.Errorf("examples use different suites: %v, %v", s.Suite, c.Suite)
+	}
+}
+
+func TestValidateKeyFile(t *testing.T) {
+	dir := exampleDir(t)
+	server := filepath.Join(dir, "server.yaml")
+	key := filepath.Join(dir, "offload.key")
+	if err := os.Chmod(key, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCmd(t, "validate", server)
+	want := server + ":14: key_file: key file " + key + " is mode 0644; it must not be accessible by others (chmod 600)\n"
+	if code != 1 || stdout != "" || stderr != want {
+		t.Fatalf("exit %d, stdout %q, stderr:\n%s\nwant:\n%s", code, stdout, stderr, want)
+	}
+	if err := os.Remove(key); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = runCmd(t, "validate", server)
+	if code != 1 || !strings.HasPrefix(stderr, server+":14: key_file: ") || !strings.Contains(stderr, "no such file") {
+		t.Fatalf("missing key: exit %d, stderr %s", code, stderr)
+	}
+}
+
+func TestValidateErrors(t *testing.T) {
+	dir := exampleDir(t)
+	bad := filepath.Join(dir, "bad.yaml")
+	src := "listen: 192.0.2.1:7000\nkey_file: offload.key\nservices:\n  web: localhost\nmax_frame: 2MiB\n"
+	if err := os.WriteFile(bad, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	good := filepath.Join(dir, "client.yaml")
+	missing := filepath.Join(dir, "missing.yaml")
+	code, stdout, stderr := runCmd(t, "validate", bad, good, missing)
+	if code != 1 {
+		t.Fatalf("exit %d", code)
+	}
+	if stdout != good+": ok (client: 1 forward, suite aes-256-ctr-hmac-sha256, engine software)\n" {
+		t.Errorf("stdout: %q", stdout)
+	}
+	lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+	if len(lines) != 3 ||
+		lines[0] != bad+`:4: services.web: target "localhost" has no port (want host:port)` ||
+		!strings.HasPrefix(lines[1], bad+":5: max_frame: ") ||
+		!strings.Contains(lines[2], missing) {
+		t.Fatalf("stderr:\n%s", stderr)
+	}
+	if code, _, _ := runCmd(t, "validate"); code != 2 {
+		t.Fatalf("validate without files: exit %d, want 2", code)
+	}
+}
