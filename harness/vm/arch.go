@@ -35,6 +35,7 @@ type archSpec struct {
 	BaseModules   []string
 	VirtioCrypto  []string // modules -virtio-crypto loads
 	VirtioDevice  string   // qemu device name of the virtio-crypto device
+	VirtioArgs    []string // extra qemu arguments with -virtio-crypto
 	NetModules    []string // modules -netns loads
 	ExtraQEMUArgs []string
 }
@@ -62,7 +63,10 @@ var arches = map[string]*archSpec{
 			"ctr", "aes_arm", "cryptd", "crypto_simd", "aes_arm_bs"},
 		VirtioCrypto: []string{"virtio_mmio", "virtio_crypto"},
 		VirtioDevice: "virtio-crypto-device",
-		NetModules:   []string{"veth", "sch_netem"},
+		// virtio_crypto wants VIRTIO_F_VERSION_1, which qemu's virtio-mmio
+		// offers only out of its default legacy mode.
+		VirtioArgs: []string{"-global", "virtio-mmio.force-legacy=false"},
+		NetModules: []string{"veth", "sch_netem"},
 	},
 	"mipsle": {
 		Name: "mipsle", GoArch: "mipsle", GoEnv: []string{"GOMIPS=softfloat"}, DebArch: "mipsel",

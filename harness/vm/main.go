@@ -96,6 +96,15 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if err != nil {
 		return nil, err
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	// The defaults fit amd64; smaller boards get their own maximum.
+	if !set["smp"] && a.MaxSMP > 0 && o.smp > a.MaxSMP {
+		o.smp = a.MaxSMP
+	}
+	if !set["mem"] && a.MaxMemMB > 0 && o.mem > a.MaxMemMB {
+		o.mem = a.MaxMemMB
+	}
 	switch {
 	case o.smp < 1:
 		return nil, fmt.Errorf("-smp %d: want at least 1", o.smp)

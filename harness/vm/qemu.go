@@ -45,6 +45,7 @@ func qemuArgs(c vmConfig) []string {
 		args = append(args,
 			"-object", "cryptodev-backend-builtin,id=cryptodev0",
 			"-device", a.VirtioDevice+",id=crypto0,cryptodev=cryptodev0")
+		args = append(args, a.VirtioArgs...)
 	}
 	return append(args, a.ExtraQEMUArgs...)
 }
