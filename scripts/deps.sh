@@ -64,7 +64,11 @@ if [ "$(id -u)" -eq 0 ]; then
 	done
 	if [ ${#missing_arch[@]} -gt 0 ] || ! lists_ok; then
 		say "apt-get update"
-		apt-get "${apt_opts[@]}" update
+		# A mirror in mid-sync fails one index now and then; the install
+		# below says clearly if something we need is really not there.
+		apt-get "${apt_opts[@]}" update ||
+			{ sleep 5; apt-get "${apt_opts[@]}" update; } ||
+			say "warning: apt-get update reported errors; going on with the lists it has"
 	fi
 	if [ ${#missing[@]} -gt 0 ]; then
 		say "installing ${missing[*]}"

@@ -16,6 +16,9 @@
 # Environment:
 #   OFFLOAD_SKIP_VM=1   skip the VM stage (and qemu-user when it is not installed)
 #   OFFLOAD_VM_CACHE    kernel cache of the VM harness (default ~/.cache/offload-vm)
+#   OFFLOAD_VM_ARCHES   e.g. "amd64 arm mipsle": also boot the 32-bit guests
+#                       (about 1-2 minutes each; deps.sh adds the dpkg
+#                       architectures and qemu-system-arm/-mips)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,6 +30,11 @@ vm_runs() {
 	local offload=()
 	offload_steps offload 'offload engines' 'offload speed -engine all -irq -seconds 1'
 	vm amd64-virtio-crypto -arch amd64 -virtio-crypto -test ./engine "${offload[@]}"
+	local arch
+	for arch in ${OFFLOAD_VM_ARCHES:-}; do
+		[ "$arch" = amd64 ] && continue
+		vm "$arch-virtio-crypto" -arch "$arch" -virtio-crypto -test ./engine "${offload[@]}"
+	done
 	# The harness itself: a failing guest test, a failing command, a hung
 	# and a crashed guest must each fail a run.
 	vm_selftest
