@@ -18,7 +18,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -184,18 +183,11 @@ func defaultCommon(file string) Common {
 
 // readFile reads a config file, bounded by MaxFileSize.
 func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, _, err := openRegular(path, "config")
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, &sentinelError{fmt.Sprintf("config %s is not a regular file (%v)", path, fi.Mode().Type()), ErrNotRegular}
-	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)

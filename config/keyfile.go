@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // Key files
@@ -66,18 +67,11 @@ func DecodeKey(data []byte) ([]byte, error) {
 // file (ErrNotRegular), and contents DecodeKey rejects. The mode is checked
 // on the opened file, so the file checked is the file read.
 func LoadKey(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, fi, err := openRegular(path, "key file")
 	if err != nil {
-		return nil, fmt.Errorf("key file: %w", err)
+		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("key file: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, &sentinelError{fmt.Sprintf("key file %s is not a regular file (%v)", path, fi.Mode().Type()), ErrNotRegular}
-	}
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
 		return nil, &sentinelError{fmt.Sprintf("key file %s is mode %#o; it must not be accessible by others (chmod 600)", path, perm), ErrKeyPermissions}
 	}
@@ -138,4 +132,25 @@ func WriteKeyFile(path string, key []byte, overwrite bool) error {
 		return fmt.Errorf("write key %s: %w", path, err)
 	}
 	return nil
+}
+
+// openRegular opens path for reading and returns it with its FileInfo,
+// taken from the open file. It refuses anything but a regular file
+// (ErrNotRegular); O_NONBLOCK keeps a FIFO from blocking the open, and has
+// no effect on a regular file. what names the file in errors.
+func openRegular(path, what string) (*os.File, os.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", what, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, &sentinelError{fmt.Sprintf("%s %s is not a regular file (%v)", what, path, fi.Mode().Type()), ErrNotRegular}
+	}
+	return f, fi, nil
 }
