@@ -1,0 +1,344 @@
+package tunnel
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"net"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/tunnel/handshake"
+	"github.com/offload-dev/offload/tunnel/record"
+	"github.com/offload-dev/offload/tunnel/suite"
+)
+
+// advServer is a server with an echo service and a good client connected
+// to it; every adversarial test checks the good client still works.
+type advServer struct {
+	addr string
+	srv  *Server
+	good string // the good client's echo forward
+	logs *observer.ObservedLogs
+}
+
+func startAdvServer(t *testing.T, mod func(*ServerConfig)) *advServer {
+	t.Helper()
+	echoT := startTarget(t, echo)
+	log, logs := testLogger(t)
+	cfg := ServerConfig{Options: testOptions(log), Services: map[string]string{"echo": echoT.addr()}}
+	if mod != nil {
+		mod(&cfg)
+	}
+	addr, srv, _ := startServer(t, cfg)
+	addrs, _, _ := startClient(t, ClientConfig{Options: testOptions(log), Server: addr, RedialMin: 20 * time.Millisecond, RedialMax: 100 * time.Millisecond}, "echo")
+	a := &advServer{addr: addr, srv: srv, good: addrs["echo"], logs: logs}
+	a.check(t)
+	return a
+}
+
+// check runs a round trip through the good client.
+func (a *advServer) check(t *testing.T) {
+	t.Helper()
+	if err := echoRoundTrip(a.good, 64<<10, 9); err != nil {
+		t.Fatalf("good client: %v", err)
+	}
+}
+
+func (a *advServer) failures(result int) uint64 { return a.srv.ctr.handshakes[result].Load() }
+
+func TestGarbageHandshake(t *testing.T) {
+	leakCheck(t)
+	a := startAdvServer(t, nil)
+	c, err := net.Dial("tcp", a.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, _ = c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+	if err := readErr(c); err == nil {
+		t.Fatal("server kept a garbage connection open")
+	}
+	eventually(t, 5*time.Second, "a protocol failure to be counted", func() bool { return a.failures(hsProtocol) == 1 })
+	a.check(t)
+}
+
+func TestWrongKey(t *testing.T) {
+	leakCheck(t)
+	a := startAdvServer(t, nil)
+	log, logs := testLogger(t)
+	opt := testOptions(log)
+	opt.PSK = testPSK(8)
+	startClient(t, ClientConfig{Options: opt, Server: a.addr, RedialMin: time.Second, RedialMax: time.Second}, "echo")
+	eventually(t, 5*time.Second, "an auth failure on the server", func() bool { return a.failures(hsAuth) >= 1 })
+	eventually(t, 5*time.Second, "the bad client to log it", func() bool {
+		return len(loggedErrors(logs, "link failed; redialling", handshake.ErrAuth)) > 0
+	})
+	a.check(t)
+}
+
+// loggedErrors returns the errors of entries with message msg that wrap
+// target.
+func loggedErrors(logs *observer.ObservedLogs, msg string, target error) []error {
+	var out []error
+	for _, e := range logs.FilterMessage(msg).All() {
+		for _, f := range e.Context {
+			if err, ok := f.Interface.(error); ok && errors.Is(err, target) {
+				out = append(out, err)
+			}
+		}
+	}
+	return out
+}
+
+func TestOtherSuite(t *testing.T) {
+	leakCheck(t)
+	a := startAdvServer(t, nil)
+	log, logs := testLogger(t)
+	opt := testOptions(log)
+	opt.Suite = suite.Suite{Cipher: engine.Cipher{Mode: engine.CBC, KeyBits: 128}, MAC: suite.HMACSHA256}
+	startClient(t, ClientConfig{Options: opt, Server: a.addr, RedialMin: time.Second, RedialMax: time.Second}, "echo")
+	var errs []error
+	eventually(t, 5*time.Second, "the client to log a suite mismatch", func() bool {
+		errs = loggedErrors(logs, "link failed; redialling", handshake.ErrSuiteMismatch)
+		return len(errs) > 0
+	})
+	var sm *handshake.SuiteMismatchError
+	if !errors.As(errs[0], &sm) || sm.PeerSuite != suite.Default.String() {
+		t.Fatalf("client error %v does not name the server's suite %s", errs[0], suite.Default)
+	}
+	t.Logf("client says: %v", errs[0])
+	eventually(t, 5*time.Second, "a suite failure on the server", func() bool { return a.failures(hsSuite) >= 1 })
+	a.check(t)
+}
+
+// TestStalledHandshake: a peer that sends a hello and then nothing is
+// dropped at the handshake timeout and its slot freed.
+func TestStalledHandshake(t *testing.T) {
+	leakCheck(t)
+	a := startAdvServer(t, func(c *ServerConfig) { c.HandshakeTimeout = 300 * time.Millisecond })
+	c, err := net.Dial("tcp", a.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, _ = c.Write([]byte("OFLD"))
+	eventually(t, 2*time.Second, "the handshake to hold a slot", func() bool { return a.srv.slots.len() == 1 })
+	a.check(t)
+	start := time.Now()
+	if err := readErr(c); err == nil {
+		t.Fatal("stalled connection not closed")
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("closed after %v, want about the handshake timeout", d)
+	}
+	eventually(t, 2*time.Second, "a timeout to be counted and the slot freed", func() bool {
+		return a.failures(hsTimeout) == 1 && a.srv.slots.len() == 0
+	})
+	a.check(t)
+}
+
+// TestHandshakeFlood: 1,000 unauthenticated connections at once cost
+// bounded memory, and a new good client still gets in while they are open.
+func TestHandshakeFlood(t *testing.T) {
+	leakCheck(t)
+	const flood = 1000
+	a := startAdvServer(t, func(c *ServerConfig) { c.HandshakeTimeout = 30 * time.Second })
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range flood {
+		c, err := net.Dial("tcp", a.addr)
+		if err != nil {
+			t.Fatalf("dial %d: %v", len(conns), err)
+		}
+		_, _ = c.Write([]byte("OFLD\x01")) // a partial hello, then nothing
+		conns = append(conns, c)
+	}
+	eventually(t, 10*time.Second, "the excess to be dropped", func() bool {
+		return a.failures(hsDropped) >= flood-DefaultMaxHandshakes
+	})
+	if n := a.srv.slots.len(); n > DefaultMaxHandshakes {
+		t.Fatalf("%d handshakes pending, cap %d", n, DefaultMaxHandshakes)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	grew := int64(after.HeapInuse) - int64(before.HeapInuse)
+	t.Logf("heap in use grew by %d KiB with %d flood connections open (%d pending on the server), %d dropped",
+		grew>>10, flood, a.srv.slots.len(), a.failures(hsDropped))
+	// Both ends of 1,000 TCP connections live in this process; the server
+	// holds at most MaxHandshakes of them. 16 MiB is a loose bound.
+	if grew > 16<<20 {
+		t.Errorf("heap grew by %d MiB", grew>>20)
+	}
+	if a.logs.FilterMessage("handshake slots full: dropped the oldest unauthenticated connections").Len() != 1 {
+		t.Errorf("want one rate-limited drop log line")
+	}
+
+	// A new client connects while the flood connections are still open.
+	log, _ := testLogger(t)
+	addrs, cli, _ := startClient(t, ClientConfig{Options: testOptions(log), Server: a.addr, RedialMin: 20 * time.Millisecond, RedialMax: 100 * time.Millisecond}, "echo")
+	if err := echoRoundTrip(addrs["echo"], 64<<10, 5); err != nil {
+		t.Fatalf("new client during the flood: %v", err)
+	}
+	t.Logf("new client got in after %d redials", cli.ctr.redials.Load())
+	a.check(t)
+}
+
+// tamperTest runs a source transfer through a proxy that tampers with the
+// first link's server → client frames: the link must close with the
+// record error logged, the application must get only a prefix of the true
+// stream and then an error, and the client must redial.
+func TestTamperedFrames(t *testing.T) {
+	leakCheck(t)
+	const size = 4 << 20
+	wantErr := map[tamperMode]error{
+		tamperFlip:     record.ErrAuth,
+		tamperReplay:   record.ErrAuth,
+		tamperReorder:  record.ErrAuth,
+		tamperTruncate: io.ErrUnexpectedEOF,
+		tamperOversize: record.ErrFrameTooLarge,
+	}
+	for _, mode := range []tamperMode{tamperFlip, tamperReplay, tamperReorder, tamperTruncate, tamperOversize} {
+		t.Run(mode.String(), func(t *testing.T) {
+			leakCheck(t)
+			src := startTarget(t, source(size, 42))
+			log, logs := testLogger(t)
+			saddr, srv, _ := startServer(t, ServerConfig{Options: testOptions(log), Services: map[string]string{"src": src.addr()}})
+			tampered := make(chan struct{})
+			px := startProxy(t, saddr, func(n int) func(io.Writer, io.Reader) error {
+				if n == 0 {
+					return frameTamperer(t, mode, 40, tampered)
+				}
+				return nil
+			})
+			addrs, cli, _ := startClient(t, ClientConfig{Options: testOptions(log), Server: px.addr(), RedialMin: 20 * time.Millisecond, RedialMax: 100 * time.Millisecond}, "src")
+
+			c, err := net.Dial("tcp", addrs["src"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+			got, rerr := io.ReadAll(c)
+			<-tampered
+			want := make([]byte, size)
+			_, _ = io.ReadFull(randomStream(42), want)
+			if !bytes.Equal(got, want[:len(got)]) {
+				t.Fatalf("the application received %d bytes that are not a prefix of the stream", len(got))
+			}
+			if rerr == nil || len(got) == size {
+				t.Fatalf("tampered link: read %d of %d bytes, ended with %v; want an error before the end", len(got), size, rerr)
+			}
+			t.Logf("application read %d bytes, then %v", len(got), rerr)
+			eventually(t, 5*time.Second, "the client to log the link failure", func() bool {
+				return len(loggedErrors(logs, "link failed", wantErr[mode])) > 0
+			})
+			if mode != tamperTruncate {
+				if cli.Stats().AuthFailures.Load()+srv.Stats().AuthFailures.Load() == 0 && wantErr[mode] == record.ErrAuth {
+					t.Errorf("no auth failure counted")
+				}
+			}
+			eventually(t, 10*time.Second, "the client to redial", func() bool { return px.count() >= 2 && cli.ctr.links.Load() == 1 })
+			c2, err := net.Dial("tcp", addrs["src"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c2.Close()
+			h := sha256.New()
+			if _, err := io.Copy(h, c2); err != nil {
+				t.Fatalf("after redial: %v", err)
+			}
+			if !bytes.Equal(h.Sum(nil), sha256Of(want)) {
+				t.Fatal("after redial: SHA-256 differs")
+			}
+		})
+	}
+}
+
+func sha256Of(b []byte) []byte { s := sha256.Sum256(b); return s[:] }
+
+// TestMaxStreams: streams beyond the client's cap are refused at once.
+func TestMaxStreams(t *testing.T) {
+	leakCheck(t)
+	release := make(chan struct{})
+	var once sync.Once
+	tg := startTarget(t, func(c net.Conn) {
+		_, _ = c.Write([]byte("x"))
+		<-release
+	})
+	defer once.Do(func() { close(release) })
+	log, _ := testLogger(t)
+	saddr, _, _ := startServer(t, ServerConfig{Options: testOptions(log), Services: map[string]string{"hold": tg.addr()}})
+	opt := testOptions(log)
+	opt.MaxStreams = 2
+	addrs, _, _ := startClient(t, ClientConfig{Options: opt, Server: saddr}, "hold")
+	for i := range 2 {
+		c, err := net.Dial("tcp", addrs["hold"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+			t.Fatalf("stream %d: %v", i, err)
+		}
+	}
+	c, err := net.Dial("tcp", addrs["hold"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := readErr(c); !isAbortive(err) {
+		t.Fatalf("third stream ended with %v, want a reset", err)
+	}
+	once.Do(func() { close(release) })
+}
+
+func TestEngineSetup(t *testing.T) {
+	leakCheck(t)
+	engines, policy, err := EngineSetup("software", suite.Default, zap.NewNop())
+	if err != nil || len(engines) != 1 || policy.Pick(100, engine.Encrypt) != 0 {
+		t.Fatalf("software: %v %v %v", engines, policy, err)
+	}
+	if _, _, err := EngineSetup("auto", suite.Default, nil); !errors.Is(err, ErrSelectorNotWired) {
+		t.Errorf("auto: %v", err)
+	}
+	for _, spec := range []string{"bogus", "software:x", "cryptodev:x", "afalg:"} {
+		if _, _, err := EngineSetup(spec, suite.Default, nil); !errors.Is(err, engine.ErrUnknownEngine) {
+			t.Errorf("%q: %v, want ErrUnknownEngine", spec, err)
+		}
+	}
+	// A driver no kernel has: the engine's reason, no fallback.
+	if _, _, err := EngineSetup("afalg:no-such-driver-xyz", suite.Default, nil); !errors.Is(err, engine.ErrUnavailable) {
+		t.Errorf("afalg:no-such-driver-xyz: %v, want ErrUnavailable", err)
+	}
+	// Whatever this machine has, a kernel engine is either set up pinned
+	// to index 1 or refused with ErrUnavailable.
+	for _, spec := range []string{"afalg", "cryptodev"} {
+		engines, policy, err := EngineSetup(spec, suite.Default, nil)
+		switch {
+		case err == nil:
+			if len(engines) != 2 || engines[1].Name() != spec || policy.Pick(16384, engine.Decrypt) != 1 {
+				t.Errorf("%s: engines %v", spec, engines)
+			}
+		case !errors.Is(err, engine.ErrUnavailable):
+			t.Errorf("%s: %v, want nil or ErrUnavailable", spec, err)
+		default:
+			t.Logf("%s: %v", spec, err)
+		}
+	}
+}

@@ -1,0 +1,402 @@
+package tunnel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/hashicorp/yamux"
+	"go.uber.org/zap"
+
+	"github.com/offload-dev/offload/tunnel/handshake"
+	"github.com/offload-dev/offload/tunnel/record"
+)
+
+// stableLink is how long a link must have lived for the next redial to
+// start again from RedialMin.
+const stableLink = 10 * time.Second
+
+// Forward is one client listener: every connection accepted on Listener
+// goes to the server's service Service.
+type Forward struct {
+	Listener net.Listener
+	Service  string
+}
+
+// ClientConfig configures a Client.
+type ClientConfig struct {
+	Options
+	// Server is the server's host:port.
+	Server string
+	// Forwards are the local listeners; Run closes them.
+	Forwards []Forward
+	// RedialMin and RedialMax bound the redial backoff (0: defaults).
+	RedialMin, RedialMax time.Duration
+	// Dial dials the server; nil means a TCP dial.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// Client is the tunnel's client end: it keeps one link to the server and
+// forwards local connections over it.
+type Client struct {
+	opt      Options
+	server   string
+	forwards []Forward
+	redial   backoff
+	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
+	log      *zap.Logger
+	ctr      *counters
+	pool     *bufPool
+	streams  *tracker
+
+	refuseLog rateLimit
+
+	mu   sync.Mutex
+	sess *yamux.Session // nil while the link is down; only linkLoop sets it
+	up   chan struct{}  // closed when sess is set
+	down chan struct{}  // closed when sess is unset
+	gone chan *yamux.Session
+}
+
+// NewClient checks cfg and returns a Client; Run runs it.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	if err := cfg.Options.setDefaults(); err != nil {
+		return nil, err
+	}
+	if _, _, err := net.SplitHostPort(cfg.Server); err != nil {
+		return nil, fmt.Errorf("%w: server %q: %w", ErrConfig, cfg.Server, err)
+	}
+	if len(cfg.Forwards) == 0 {
+		return nil, fmt.Errorf("%w: no forwards", ErrConfig)
+	}
+	for _, f := range cfg.Forwards {
+		if f.Listener == nil || len(f.Service) == 0 || len(f.Service) > 255 {
+			return nil, fmt.Errorf("%w: forward %q: want a listener and a service name of 1..255 bytes", ErrConfig, f.Service)
+		}
+	}
+	if cfg.RedialMin <= 0 {
+		cfg.RedialMin = DefaultRedialMin
+	}
+	if cfg.RedialMax <= 0 {
+		cfg.RedialMax = DefaultRedialMax
+	}
+	if cfg.RedialMax < cfg.RedialMin {
+		return nil, fmt.Errorf("%w: redial max %v < min %v", ErrConfig, cfg.RedialMax, cfg.RedialMin)
+	}
+	if _, err := cfg.Options.yamuxConfig(); err != nil {
+		return nil, err
+	}
+	dial := cfg.Dial
+	if dial == nil {
+		d := &net.Dialer{}
+		dial = d.DialContext
+	}
+	return &Client{
+		opt:       cfg.Options,
+		server:    cfg.Server,
+		forwards:  cfg.Forwards,
+		redial:    backoff{min: cfg.RedialMin, max: cfg.RedialMax},
+		dial:      dial,
+		log:       cfg.Logger.Named("client"),
+		ctr:       newCounters("client", cfg.Engines),
+		pool:      newBufPool(),
+		streams:   newTracker(),
+		refuseLog: rateLimit{every: 10 * time.Second},
+		up:        make(chan struct{}),
+		down:      make(chan struct{}),
+		gone:      make(chan *yamux.Session, 1),
+	}, nil
+}
+
+// RegisterMetrics adds the client's metrics to set.
+func (c *Client) RegisterMetrics(set *metrics.Set) { set.RegisterMetricsWriter(c.ctr.writePrometheus) }
+
+// Stats returns the record layer's counters of all links.
+func (c *Client) Stats() *record.Stats { return c.ctr.stats }
+
+// Run keeps a link to the server and serves the forwards until ctx ends;
+// then it stops accepting, waits up to DrainTimeout for open streams,
+// closes the link (streams still open end with an error) and returns nil.
+func (c *Client) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.ctr.statusLoop(ctx, c.opt.StatusInterval, c.log)
+	}()
+	stop := context.AfterFunc(ctx, func() {
+		for _, f := range c.forwards {
+			_ = f.Listener.Close()
+		}
+	})
+	defer stop()
+	for _, f := range c.forwards {
+		c.log.Info("forwarding", zap.Stringer("listen", f.Listener.Addr()), zap.String("service", f.Service), zap.String("server", c.server))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.acceptLoop(ctx, f, &wg)
+		}()
+	}
+
+	old := c.linkLoop(ctx)
+
+	// Shutdown: the listeners are closed (ctx ended); drain.
+	c.log.Info("shutting down", zap.Int64("streams_active", c.ctr.active.Load()), zap.Duration("drain_timeout", c.opt.DrainTimeout))
+	if !c.streams.wait(c.opt.DrainTimeout) {
+		c.log.Warn("drain timeout: closing open streams", zap.Int64("streams_active", c.ctr.active.Load()))
+	}
+	c.mu.Lock()
+	if c.sess != nil {
+		old = append(old, c.sess)
+		c.sess = nil
+	}
+	c.mu.Unlock()
+	for _, s := range old {
+		_ = s.Close()
+	}
+	wg.Wait()
+	return nil
+}
+
+// linkLoop dials, runs and redials the link until ctx ends. It returns the
+// sessions still open (the current one stays in c.sess) for Run to close
+// after the drain.
+func (c *Client) linkLoop(ctx context.Context) (old []*yamux.Session) {
+	for ctx.Err() == nil {
+		sess, rc, err := c.connect(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			d := c.redial.next()
+			c.log.Warn("link failed; redialling", zap.String("server", c.server), zap.Error(err), zap.Duration("in", d))
+			if !sleep(ctx, d) {
+				break
+			}
+			c.ctr.redials.Add(1)
+			continue
+		}
+		start := time.Now()
+		c.mu.Lock()
+		c.sess = sess
+		close(c.up)
+		c.down = make(chan struct{})
+		c.mu.Unlock()
+		c.ctr.links.Store(1)
+		c.log.Info("link up", zap.String("server", c.server), zap.Stringer("suite", c.opt.Suite))
+
+		reason := "closed"
+		wait := true
+	loop:
+		for {
+			select {
+			case <-sess.CloseChan():
+				break loop
+			case g := <-c.gone:
+				if g == sess {
+					reason = "server going away"
+					break loop
+				}
+			case <-ctx.Done():
+				return old
+			}
+		}
+		c.mu.Lock()
+		c.sess = nil
+		c.up = make(chan struct{})
+		close(c.down)
+		c.mu.Unlock()
+		c.ctr.links.Store(0)
+		if !sess.IsClosed() {
+			// GoAway: its streams finish on their own; a new link
+			// carries new ones. Run closes it if it is still open at
+			// shutdown.
+			old = append(old, sess)
+			wait = false
+		}
+		up := time.Since(start)
+		if err := rc.Err(); sess.IsClosed() && err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) {
+			c.ctr.linkErrors.Add(1)
+			c.log.Warn("link failed", zap.Error(err), zap.Duration("up", up))
+		} else {
+			c.log.Warn("link down", zap.String("reason", reason), zap.Duration("up", up))
+		}
+		if up >= stableLink {
+			c.redial.reset()
+		}
+		if wait {
+			d := c.redial.next()
+			c.log.Info("redialling", zap.Duration("in", d))
+			if !sleep(ctx, d) {
+				break
+			}
+		}
+		c.ctr.redials.Add(1)
+	}
+	return old
+}
+
+// connect dials the server and brings a link up.
+func (c *Client) connect(ctx context.Context) (*yamux.Session, *record.Conn, error) {
+	dctx, cancel := context.WithTimeout(ctx, c.opt.DialTimeout)
+	conn, err := c.dial(dctx, "tcp", c.server)
+	cancel()
+	if err != nil {
+		return nil, nil, fmt.Errorf("dial: %w", err)
+	}
+	keys, err := handshake.Client(ctx, conn, c.opt.handshakeConfig())
+	if err != nil {
+		_ = conn.Close()
+		c.ctr.handshakes[handshakeResult(err)].Add(1)
+		return nil, nil, err
+	}
+	c.ctr.handshakes[hsOK].Add(1)
+	rc, err := record.New(conn, keys, c.opt.Suite, c.opt.recordOptions(c.ctr.stats))
+	keys.Wipe()
+	if err != nil {
+		_ = conn.Close()
+		return nil, nil, err
+	}
+	ycfg, _ := c.opt.yamuxConfig() // checked by NewClient
+	sess, err := yamux.Client(rc, ycfg)
+	if err != nil {
+		_ = rc.Close()
+		return nil, nil, fmt.Errorf("yamux: %w", err)
+	}
+	return sess, rc, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (c *Client) acceptLoop(ctx context.Context, f Forward, wg *sync.WaitGroup) {
+	var delay time.Duration
+	for {
+		conn, err := f.Listener.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			delay = acceptBackoff(delay)
+			c.log.Warn("accept failed; retrying", zap.Stringer("listen", f.Listener.Addr()), zap.Error(err), zap.Duration("in", delay))
+			if !sleep(ctx, delay) {
+				return
+			}
+			continue
+		}
+		delay = 0
+		if c.ctr.active.Load() >= int64(c.opt.MaxStreams) {
+			resetConn(conn)
+			c.refused(f.Service, ErrBusy)
+			continue
+		}
+		c.ctr.active.Add(1)
+		c.streams.add()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer c.streams.done()
+			defer c.ctr.active.Add(-1)
+			c.serveLocal(ctx, conn, f.Service)
+		}()
+	}
+}
+
+func (c *Client) refused(service string, err error) {
+	c.ctr.streams[streamRefused].Add(1)
+	if ok, n := c.refuseLog.allow(); ok {
+		c.log.Warn("connection refused", zap.String("service", service), zap.Error(err), zap.Uint64("refusals_not_logged", n))
+	}
+}
+
+// serveLocal carries one local connection over a stream.
+func (c *Client) serveLocal(ctx context.Context, conn net.Conn, service string) {
+	st, err := c.openStream(ctx, service)
+	if err != nil {
+		resetConn(conn)
+		c.refused(service, err)
+		return
+	}
+	up, down, err := splice(conn, st, c.pool, func() error {
+		_ = st.SetReadDeadline(time.Now().Add(2 * c.opt.DialTimeout))
+		if err := readResponse(st); err != nil {
+			return err
+		}
+		_ = st.SetReadDeadline(time.Time{})
+		return nil
+	})
+	var se *StatusError
+	switch {
+	case errors.As(err, &se):
+		c.refused(service, err)
+	case err != nil:
+		c.ctr.streams[streamAborted].Add(1)
+		if ce := c.log.Check(zap.DebugLevel, "stream aborted"); ce != nil {
+			ce.Write(zap.String("service", service), zap.Int64("sent", up), zap.Int64("received", down), zap.Error(err))
+		}
+	default:
+		c.ctr.streams[streamOK].Add(1)
+	}
+}
+
+// openStream waits (up to DialTimeout) for the link, opens a stream and
+// sends the request.
+func (c *Client) openStream(ctx context.Context, service string) (*yamux.Stream, error) {
+	req, err := appendRequest(nil, service)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.NewTimer(c.opt.DialTimeout)
+	defer deadline.Stop()
+	for {
+		c.mu.Lock()
+		sess, up, down := c.sess, c.up, c.down
+		c.mu.Unlock()
+		if sess == nil {
+			select {
+			case <-up:
+				continue
+			case <-deadline.C:
+				return nil, fmt.Errorf("%w (waited %v)", ErrLinkDown, c.opt.DialTimeout)
+			case <-ctx.Done():
+				return nil, fmt.Errorf("%w: shutting down", ErrLinkDown)
+			}
+		}
+		st, err := sess.OpenStream()
+		if err != nil {
+			// The server is going away, or the link just died: let the
+			// link loop move on, and wait for the next link.
+			select {
+			case c.gone <- sess:
+			default:
+			}
+			select {
+			case <-down:
+				continue
+			case <-deadline.C:
+				return nil, fmt.Errorf("%w (waited %v): %w", ErrLinkDown, c.opt.DialTimeout, err)
+			case <-ctx.Done():
+				return nil, fmt.Errorf("%w: shutting down", ErrLinkDown)
+			}
+		}
+		if _, err := st.Write(req); err != nil {
+			_ = st.Close()
+			return nil, fmt.Errorf("%w: sending the request: %w", ErrAborted, err)
+		}
+		return st, nil
+	}
+}

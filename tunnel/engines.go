@@ -1,0 +1,97 @@
+package tunnel
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/tunnel/record"
+	"github.com/offload-dev/offload/tunnel/suite"
+)
+
+// ErrSelectorNotWired is returned by EngineSetup for "auto": the selector
+// that picks an engine per frame size from a calibration profile is not
+// connected to the tunnel yet. Name an engine (software, afalg,
+// afalg:DRIVER, cryptodev) instead.
+var ErrSelectorNotWired = errors.New(`engine "auto": the selector is not wired into the tunnel yet; name one of software, afalg, afalg:DRIVER, cryptodev`)
+
+// pinned is the Policy for a single chosen engine: every frame goes to
+// Engines[idx]; the record layer redoes a frame it failed in software
+// (Engines[0]) and counts it.
+type pinned struct{ idx int }
+
+func (p pinned) Pick(int, engine.Direction) int { return p.idx }
+
+// EngineSetup maps an engine spec from the config to the record layer's
+// Engines and Policy: "software" is software alone; "afalg",
+// "afalg:DRIVER" and "cryptodev" are [software, that engine] with every
+// frame sent to the engine. The engine must serve s's cipher now: if it
+// can't, EngineSetup returns the engine's reason (wrapping
+// engine.ErrUnavailable) and the caller must not start; there is no silent
+// fallback. "auto" is ErrSelectorNotWired for now.
+func EngineSetup(spec string, s suite.Suite, log *zap.Logger) ([]engine.Engine, record.Policy, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	opts := engine.Options{Logger: log}
+	name, driver, hasDriver := strings.Cut(spec, ":")
+	var e engine.Engine
+	switch {
+	case name == engine.SoftwareName && !hasDriver:
+		return []engine.Engine{engine.Software{}}, record.SoftwareOnly{}, nil
+	case name == engine.AFALGName:
+		if hasDriver && driver == "" {
+			return nil, nil, fmt.Errorf("%w %q: no driver name after the colon", engine.ErrUnknownEngine, spec)
+		}
+		e = engine.NewAFALG(driver, opts)
+	case name == engine.CryptodevName && !hasDriver:
+		e = engine.NewCryptodev(opts)
+	case name == "auto" && !hasDriver:
+		return nil, nil, ErrSelectorNotWired
+	default:
+		return nil, nil, fmt.Errorf("%w %q (want software, afalg, afalg:DRIVER, cryptodev or auto)", engine.ErrUnknownEngine, spec)
+	}
+	drv, err := e.Driver(s.Cipher)
+	if err != nil {
+		return nil, nil, fmt.Errorf("engine %s can not serve %v: %w", spec, s.Cipher, err)
+	}
+	// Driver says the algorithm is there; make sure a keyed Crypter works
+	// too before the first frame depends on it.
+	if err := probe(e, s.Cipher); err != nil {
+		return nil, nil, fmt.Errorf("engine %s (%v) fails %v: %w", spec, drv, s.Cipher, err)
+	}
+	log.Info("engine", zap.String("spec", spec), zap.Stringer("cipher", s.Cipher), zap.Stringer("driver", drv))
+	return []engine.Engine{engine.Software{}, e}, pinned{1}, nil
+}
+
+// probe encrypts one block with a throwaway key and checks it against the
+// software engine.
+func probe(e engine.Engine, c engine.Cipher) error {
+	key := make([]byte, c.KeySize())
+	iv := make([]byte, engine.BlockSize)
+	src := []byte("offload engine probe, 32 bytes!!")
+	want := make([]byte, len(src))
+	got := make([]byte, len(src))
+	for i, eng := range []engine.Engine{engine.Software{}, e} {
+		cr, err := eng.NewCrypter(c, key)
+		if err != nil {
+			return err
+		}
+		dst := want
+		if i == 1 {
+			dst = got
+		}
+		err = cr.Encrypt(dst, src, iv)
+		_ = cr.Close()
+		if err != nil {
+			return err
+		}
+	}
+	if string(got) != string(want) {
+		return fmt.Errorf("%w: wrong result against the software engine", engine.ErrUnavailable)
+	}
+	return nil
+}

@@ -1,0 +1,247 @@
+package tunnel
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/offload-dev/offload/tunnel/suite"
+)
+
+// leakCheck must be the first thing a test calls: its cleanup runs last.
+func leakCheck(t *testing.T) {
+	t.Helper()
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+}
+
+func testPSK(b byte) []byte { return bytes.Repeat([]byte{b}, 32) }
+
+// testLogger logs warnings and up to the test log and everything to an
+// observer the test can search.
+func testLogger(t *testing.T) (*zap.Logger, *observer.ObservedLogs) {
+	core, logs := observer.New(zap.DebugLevel)
+	tl := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	return zap.New(zapcore.NewTee(core, tl.Core())), logs
+}
+
+func testOptions(log *zap.Logger) Options {
+	return Options{
+		Suite:            suite.Default,
+		PSK:              testPSK(7),
+		DialTimeout:      2 * time.Second,
+		HandshakeTimeout: 2 * time.Second,
+		StatusInterval:   -1,
+		Logger:           log,
+	}
+}
+
+// running is a Server or Client running in a goroutine.
+type running struct {
+	once   sync.Once
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// stop cancels and waits; it fails t if the run returned an error.
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	r.once.Do(func() {
+		r.cancel()
+		select {
+		case err := <-r.done:
+			if err != nil {
+				t.Errorf("run: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("did not stop within 30s")
+		}
+	})
+}
+
+func listen(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
+func startServer(t *testing.T, cfg ServerConfig) (string, *Server, *running) {
+	t.Helper()
+	return startServerOn(t, listen(t), cfg)
+}
+
+func startServerOn(t *testing.T, ln net.Listener, cfg ServerConfig) (string, *Server, *running) {
+	t.Helper()
+	srv, err := NewServer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() { r.stop(t) })
+	return ln.Addr().String(), srv, r
+}
+
+// startClient starts a client with one forward per service and returns
+// their local addresses by service.
+func startClient(t *testing.T, cfg ClientConfig, services ...string) (map[string]string, *Client, *running) {
+	t.Helper()
+	addrs := map[string]string{}
+	for _, s := range services {
+		ln := listen(t)
+		cfg.Forwards = append(cfg.Forwards, Forward{Listener: ln, Service: s})
+		addrs[s] = ln.Addr().String()
+	}
+	cli, err := NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- cli.Run(ctx) }()
+	t.Cleanup(func() { r.stop(t) })
+	return addrs, cli, r
+}
+
+// target is a TCP server in the test: handle runs per connection.
+type target struct {
+	ln     net.Listener
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	conns  []net.Conn
+	accept int
+}
+
+func startTarget(t *testing.T, handle func(net.Conn)) *target {
+	t.Helper()
+	tg := &target{ln: listen(t)}
+	tg.wg.Add(1)
+	go func() {
+		defer tg.wg.Done()
+		for {
+			c, err := tg.ln.Accept()
+			if err != nil {
+				return
+			}
+			tg.mu.Lock()
+			tg.conns = append(tg.conns, c)
+			tg.accept++
+			tg.mu.Unlock()
+			tg.wg.Add(1)
+			go func() {
+				defer tg.wg.Done()
+				defer c.Close()
+				handle(c)
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = tg.ln.Close()
+		tg.mu.Lock()
+		for _, c := range tg.conns {
+			_ = c.Close()
+		}
+		tg.mu.Unlock()
+		tg.wg.Wait()
+	})
+	return tg
+}
+
+func (tg *target) addr() string { return tg.ln.Addr().String() }
+
+func (tg *target) accepted() int {
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	return tg.accept
+}
+
+// echo copies what it reads back and half-closes at EOF.
+func echo(c net.Conn) {
+	if _, err := io.Copy(c, c); err != nil {
+		return
+	}
+	_ = c.(*net.TCPConn).CloseWrite()
+	_, _ = io.Copy(io.Discard, c)
+}
+
+// source writes n bytes of the stream randomStream(seed) and closes.
+func source(n int64, seed uint64) func(net.Conn) {
+	return func(c net.Conn) {
+		_, _ = io.Copy(c, io.LimitReader(randomStream(seed), n))
+	}
+}
+
+// randomStream is a deterministic byte stream.
+func randomStream(seed uint64) io.Reader {
+	return &chachaReader{r: rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16)})}
+}
+
+type chachaReader struct{ r *rand.ChaCha8 }
+
+func (c *chachaReader) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// echoRoundTrip sends n random bytes through addr and checks the echo.
+func echoRoundTrip(addr string, n int64, seed uint64) error {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	want := sha256.New()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(c, io.TeeReader(io.LimitReader(randomStream(seed), n), want))
+		if err == nil {
+			err = c.(*net.TCPConn).CloseWrite()
+		}
+		errc <- err
+	}()
+	got := sha256.New()
+	m, rerr := io.Copy(got, c)
+	werr := <-errc
+	if werr != nil {
+		return werr
+	}
+	if rerr != nil {
+		return rerr
+	}
+	if m != n {
+		return fmt.Errorf("echo: got %d of %d bytes", m, n)
+	}
+	if !bytes.Equal(got.Sum(nil), want.Sum(nil)) {
+		return errors.New("echo: SHA-256 differs")
+	}
+	return nil
+}
+
+// isAbortive reports an error that is not a clean end of data.
+func isAbortive(err error) bool { return err != nil && !errors.Is(err, io.EOF) }
+
+// eventually polls cond every 10ms up to d.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

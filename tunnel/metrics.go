@@ -1,0 +1,214 @@
+package tunnel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/tunnel/handshake"
+	"github.com/offload-dev/offload/tunnel/record"
+)
+
+// Handshake outcomes, the label of offload_handshakes_total.
+const (
+	hsOK = iota
+	hsAuth
+	hsSuite
+	hsVersion
+	hsProtocol
+	hsTimeout
+	hsDropped // refused for want of a handshake slot
+	hsOther   // I/O errors and the like
+	numHandshakeResults
+)
+
+var handshakeResultNames = [numHandshakeResults]string{"ok", "auth", "suite", "version", "protocol", "timeout", "dropped", "error"}
+
+// handshakeResult classifies a handshake error.
+func handshakeResult(err error) int {
+	switch {
+	case err == nil:
+		return hsOK
+	case errors.Is(err, handshake.ErrTimeout):
+		// Before the others: a peer that stalls mid-message is a
+		// timeout, though the error also says where it stalled.
+		return hsTimeout
+	case errors.Is(err, handshake.ErrAuth):
+		return hsAuth
+	case errors.Is(err, handshake.ErrSuiteMismatch):
+		return hsSuite
+	case errors.Is(err, handshake.ErrVersion):
+		return hsVersion
+	case errors.Is(err, handshake.ErrProtocol):
+		return hsProtocol
+	}
+	return hsOther
+}
+
+// Stream outcomes, the label of offload_streams_total.
+const (
+	streamOK      = iota // both directions completed
+	streamAborted        // ended with an error
+	streamRefused        // never started: unknown service, dial failed, busy, link down
+	numStreamResults
+)
+
+var streamResultNames = [numStreamResults]string{"ok", "aborted", "refused"}
+
+// counters are a server's or client's own counters, next to the record
+// layer's Stats; the status line and the metrics read both.
+type counters struct {
+	role       string // "server" or "client"
+	engines    []string
+	stats      *record.Stats
+	handshakes [numHandshakeResults]atomic.Uint64
+	streams    [numStreamResults]atomic.Uint64
+	active     atomic.Int64 // open streams
+	links      atomic.Int64 // server: links up; client: 1 while the link is up
+	redials    atomic.Uint64
+	linkErrors atomic.Uint64 // links that ended with a record-layer error
+}
+
+func newCounters(role string, engines []engine.Engine) *counters {
+	c := &counters{role: role, stats: new(record.Stats)}
+	for _, e := range engines {
+		c.engines = append(c.engines, e.Name())
+	}
+	return c
+}
+
+// writePrometheus writes every counter in the Prometheus text format.
+func (c *counters) writePrometheus(w io.Writer) {
+	for i, name := range handshakeResultNames {
+		metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_handshakes_total{role=%q,result=%q}`, c.role, name), c.handshakes[i].Load())
+	}
+	for i, name := range streamResultNames {
+		metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_streams_total{role=%q,result=%q}`, c.role, name), c.streams[i].Load())
+	}
+	metrics.WriteGaugeUint64(w, fmt.Sprintf(`offload_streams_active{role=%q}`, c.role), uint64(max(c.active.Load(), 0)))
+	if c.role == "client" {
+		metrics.WriteGaugeUint64(w, `offload_link_up`, uint64(max(c.links.Load(), 0)))
+		metrics.WriteCounterUint64(w, `offload_redials_total`, c.redials.Load())
+	} else {
+		metrics.WriteGaugeUint64(w, `offload_links_active`, uint64(max(c.links.Load(), 0)))
+	}
+	metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_link_errors_total{role=%q}`, c.role), c.linkErrors.Load())
+	metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_auth_failures_total{role=%q}`, c.role), c.stats.AuthFailures.Load())
+	for i, eng := range c.engines {
+		label := promLabel(eng)
+		for _, dir := range []engine.Direction{engine.Encrypt, engine.Decrypt} {
+			metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_frames_total{engine=%s,dir=%q}`, label, dir), c.stats.Frames[dir][i].Load())
+			metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_bytes_total{engine=%s,dir=%q}`, label, dir), c.stats.Bytes[dir][i].Load())
+		}
+		metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_engine_fallbacks_total{engine=%s}`, label), c.stats.Fallbacks[i].Load())
+	}
+}
+
+// promLabel quotes a label value as the Prometheus text format wants it.
+func promLabel(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+	return `"` + r.Replace(s) + `"`
+}
+
+// engineStats renders the per-engine counters in the status line.
+type engineStats struct{ c *counters }
+
+func (e engineStats) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	for i, name := range e.c.engines {
+		err := enc.AddObject(name, zapcore.ObjectMarshalerFunc(func(enc zapcore.ObjectEncoder) error {
+			st := e.c.stats
+			for _, dir := range []engine.Direction{engine.Encrypt, engine.Decrypt} {
+				enc.AddUint64(dir.String()+"_frames", st.Frames[dir][i].Load())
+				enc.AddUint64(dir.String()+"_bytes", st.Bytes[dir][i].Load())
+			}
+			enc.AddUint64("fallbacks", st.Fallbacks[i].Load())
+			return nil
+		}))
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// logStatus logs one status line at info.
+func (c *counters) logStatus(log *zap.Logger) {
+	fields := []zap.Field{
+		zap.Int64("streams_active", c.active.Load()),
+		zap.Uint64("streams_ok", c.streams[streamOK].Load()),
+		zap.Uint64("streams_aborted", c.streams[streamAborted].Load()),
+		zap.Uint64("streams_refused", c.streams[streamRefused].Load()),
+	}
+	if c.role == "client" {
+		fields = append(fields, zap.Bool("link_up", c.links.Load() > 0), zap.Uint64("redials", c.redials.Load()))
+	} else {
+		fields = append(fields, zap.Int64("links", c.links.Load()),
+			zap.Uint64("handshakes_ok", c.handshakes[hsOK].Load()),
+			zap.Uint64("handshakes_failed", c.handshakesFailed()))
+	}
+	fields = append(fields,
+		zap.Uint64("auth_failures", c.stats.AuthFailures.Load()),
+		zap.Object("engines", engineStats{c}))
+	log.Info("status", fields...)
+}
+
+func (c *counters) handshakesFailed() uint64 {
+	var n uint64
+	for i := hsOK + 1; i < numHandshakeResults; i++ {
+		n += c.handshakes[i].Load()
+	}
+	return n
+}
+
+// statusLoop logs a status line every interval until ctx ends.
+func (c *counters) statusLoop(ctx context.Context, interval time.Duration, log *zap.Logger) {
+	if interval < 0 {
+		return
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			c.logStatus(log)
+		}
+	}
+}
+
+// ServeMetrics serves set in the Prometheus text format at /metrics on ln
+// until ctx ends; it closes ln.
+func ServeMetrics(ctx context.Context, ln net.Listener, set *metrics.Set, log *zap.Logger) error {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		set.WritePrometheus(w)
+	})
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          zap.NewStdLog(log.Named("metrics")),
+	}
+	stop := context.AfterFunc(ctx, func() { _ = srv.Close() })
+	defer stop()
+	err := srv.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return fmt.Errorf("metrics: %w", err)
+}

@@ -1,0 +1,302 @@
+package tunnel
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/yamux"
+)
+
+// abortMarkerTimeout bounds how long an abort waits to put its marker on a
+// stream whose window is full; then the stream is closed without it, which
+// the peer reads as an abort too (no end marker).
+const abortMarkerTimeout = time.Second
+
+// buffer is one copy buffer: room for a chunk header and a chunk.
+type buffer = [chunkHeader + maxChunk]byte
+
+// bufPool pools copy buffers. Two are out per open stream, and streams are
+// capped (MaxStreams), so the memory they hold is bounded.
+type bufPool struct{ p sync.Pool }
+
+func newBufPool() *bufPool {
+	return &bufPool{p: sync.Pool{New: func() any { return new(buffer) }}}
+}
+
+func (b *bufPool) get() *buffer  { return b.p.Get().(*buffer) }
+func (b *bufPool) put(x *buffer) { b.p.Put(x) }
+
+// closeWriter is a connection that can half-close (TCP).
+type closeWriter interface {
+	CloseWrite() error
+}
+
+// splicer copies between a local TCP connection and a stream (the chunk
+// protocol of proto.go), in two goroutines: up (local → stream) and down
+// (stream → local).
+//
+// Clean end: up read EOF from local and sent the end marker; down got the
+// end marker and half-closed local (CloseWrite). When both happened, the
+// stream and local are closed normally.
+//
+// Abort: anything else (local reset, stream ended early, peer's abort
+// marker, link gone, protocol error). local is closed with a RST so its
+// application sees an error; the peer gets an abort marker if the failure
+// is on our side and the stream can still carry it, and the stream is
+// closed. The marker is written by whichever goroutine owns the stream's
+// write side at that moment, never in the middle of a chunk.
+type splicer struct {
+	local net.Conn
+	st    *yamux.Stream
+
+	mu         sync.Mutex
+	upRunning  bool // up may be writing to the stream
+	upDone     bool // our end marker was sent
+	downDone   bool // the peer's end marker arrived
+	closed     bool // both done: closed cleanly
+	endStarted bool // up is writing its end marker; endDone closes after
+	endDone    chan struct{}
+	aborted    bool
+	wantMarker bool
+	err        error
+
+	up, down atomic.Int64 // payload bytes each way
+}
+
+// splice runs the copy until both directions ended, and returns nil for a
+// clean end or the cause of the abort. pre, if not nil, runs first on the
+// down side (the client reads the server's response there); its error
+// aborts without a marker.
+func splice(local net.Conn, st *yamux.Stream, pool *bufPool, pre func() error) (up, down int64, err error) {
+	s := &splicer{local: local, st: st, upRunning: true, endDone: make(chan struct{})}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.copyUp(pool)
+	}()
+	s.copyDown(pool, pre)
+	<-done
+	s.mu.Lock()
+	err = s.err
+	s.mu.Unlock()
+	return s.up.Load(), s.down.Load(), err
+}
+
+func (s *splicer) copyUp(pool *bufPool) {
+	buf := pool.get()
+	defer pool.put(buf)
+	for {
+		n, rerr := s.local.Read(buf[chunkHeader:])
+		if n > 0 {
+			putChunkHeader(buf[:], uint32(n))
+			w, werr := s.st.Write(buf[:chunkHeader+n])
+			if werr != nil {
+				s.abort(fmt.Errorf("%w: writing to the stream: %w", ErrAborted, werr), false)
+				s.upExit(w > 0, false)
+				return
+			}
+			s.up.Add(int64(n))
+		}
+		if errors.Is(rerr, io.EOF) {
+			s.mu.Lock()
+			s.endStarted = true
+			s.mu.Unlock()
+			defer close(s.endDone)
+			putChunkHeader(buf[:], chunkEnd)
+			if w, werr := s.st.Write(buf[:chunkHeader]); werr != nil {
+				s.abort(fmt.Errorf("%w: writing the end marker: %w", ErrAborted, werr), false)
+				s.upExit(w > 0, false)
+				return
+			}
+			s.upExit(false, true)
+			return
+		}
+		if rerr != nil {
+			s.abort(fmt.Errorf("%w: reading the local connection: %w", ErrAborted, rerr), true)
+			s.upExit(false, false)
+			return
+		}
+	}
+}
+
+func (s *splicer) copyDown(pool *bufPool, pre func() error) {
+	if pre != nil {
+		if err := pre(); err != nil {
+			s.abort(err, false)
+			return
+		}
+	}
+	buf := pool.get()
+	defer pool.put(buf)
+	var hdr [chunkHeader]byte
+	for {
+		if _, err := io.ReadFull(s.st, hdr[:]); err != nil {
+			s.streamEnded(err)
+			return
+		}
+		n := binary.BigEndian.Uint32(hdr[:])
+		switch {
+		case n == chunkAbort:
+			s.abort(fmt.Errorf("%w by the other end", ErrAborted), false)
+			return
+		case s.isDownDone():
+			s.abort(fmt.Errorf("%w: data after the end marker", ErrBadRequest), true)
+			return
+		case n == chunkEnd:
+			if cw, ok := s.local.(closeWriter); ok {
+				if err := cw.CloseWrite(); err != nil {
+					s.abort(fmt.Errorf("%w: half-closing the local connection: %w", ErrAborted, err), true)
+					return
+				}
+			}
+			s.downExit()
+			continue
+		case n > maxChunk:
+			s.abort(fmt.Errorf("%w: chunk of %d bytes (max %d)", ErrBadRequest, n, maxChunk), true)
+			return
+		}
+		if _, err := io.ReadFull(s.st, buf[:n]); err != nil {
+			s.streamEnded(err)
+			return
+		}
+		if _, err := s.local.Write(buf[:n]); err != nil {
+			s.abort(fmt.Errorf("%w: writing the local connection: %w", ErrAborted, err), true)
+			return
+		}
+		s.down.Add(int64(n))
+	}
+}
+
+func (s *splicer) isDownDone() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.downDone
+}
+
+// streamEnded handles a failed stream read: the end of a clean close, or
+// a stream that stopped before it was complete.
+func (s *splicer) streamEnded(err error) {
+	s.mu.Lock()
+	if s.closed || s.aborted {
+		s.mu.Unlock()
+		return
+	}
+	down := s.downDone
+	if down && s.endStarted {
+		// The peer may have closed because our end marker reached it
+		// before up recorded that it was sent: wait for up's verdict.
+		s.mu.Unlock()
+		<-s.endDone
+		s.mu.Lock()
+		if s.closed || s.aborted {
+			s.mu.Unlock()
+			return
+		}
+	}
+	s.mu.Unlock()
+	cause := "the stream ended before its end marker"
+	if down {
+		cause = "the other end closed the stream before ours was complete"
+	}
+	if s.st.Session().IsClosed() {
+		cause += " (link closed)"
+	}
+	s.abort(fmt.Errorf("%w: %s: %w", ErrAborted, cause, err), false)
+}
+
+// abort ends the splice with err (the first cause wins): local is reset,
+// the stream closed, after an abort marker if marker is set.
+func (s *splicer) abort(err error, marker bool) {
+	s.mu.Lock()
+	if s.closed || s.aborted {
+		s.mu.Unlock()
+		return
+	}
+	s.aborted = true
+	s.err = err
+	s.wantMarker = marker
+	upRunning := s.upRunning
+	s.mu.Unlock()
+
+	resetConn(s.local)
+	_ = s.st.SetReadDeadline(aLongTimeAgo)
+	if upRunning {
+		// up owns the write side: bound a Write blocked on the window;
+		// up sends the marker (or not) and closes the stream on exit.
+		_ = s.st.SetWriteDeadline(time.Now().Add(abortMarkerTimeout))
+		return
+	}
+	s.finishAbort(marker)
+}
+
+// finishAbort writes the abort marker if wanted and closes the stream. Only
+// the owner of the stream's write side calls it.
+func (s *splicer) finishAbort(marker bool) {
+	if marker {
+		_ = s.st.SetWriteDeadline(time.Now().Add(abortMarkerTimeout))
+		var m [chunkHeader]byte
+		putChunkHeader(m[:], chunkAbort)
+		_, _ = s.st.Write(m[:])
+	}
+	_ = s.st.Close()
+}
+
+// upExit is called once by up when it stops: after its end marker (ok) or
+// not; partial says a chunk was cut short, so no marker may follow.
+func (s *splicer) upExit(partial, ok bool) {
+	s.mu.Lock()
+	s.upRunning = false
+	if s.aborted {
+		marker := s.wantMarker && !partial
+		s.mu.Unlock()
+		s.finishAbort(marker)
+		return
+	}
+	if !ok {
+		// up failed: it called abort first, so this is not reached.
+		s.mu.Unlock()
+		return
+	}
+	s.upDone = true
+	both := s.downDone
+	if both {
+		s.closed = true
+	}
+	s.mu.Unlock()
+	if both {
+		s.closeClean()
+	}
+}
+
+// downExit records the peer's end marker.
+func (s *splicer) downExit() {
+	s.mu.Lock()
+	if s.aborted {
+		s.mu.Unlock()
+		return
+	}
+	s.downDone = true
+	both := s.upDone
+	if both {
+		s.closed = true
+	}
+	s.mu.Unlock()
+	if both {
+		s.closeClean()
+	}
+}
+
+// closeClean closes both sides after both directions completed. down is
+// still reading (for an abort marker or the FIN); the read deadline stops
+// it.
+func (s *splicer) closeClean() {
+	_ = s.local.Close()
+	_ = s.st.Close()
+	_ = s.st.SetReadDeadline(aLongTimeAgo)
+}

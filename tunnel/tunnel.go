@@ -1,0 +1,208 @@
+// Package tunnel carries many TCP connections between two hosts over one
+// authenticated, encrypted TCP link: the offload server and client.
+//
+//	app ──TCP──> Client forward ──stream──┐                       ┌──stream──> Server ──TCP──> target
+//	app ──TCP──> Client forward ──stream──┼─> yamux ─> record ─TCP─> record ─> yamux ─┤  (services only)
+//
+// A link is a TCP connection on which handshake.Client/Server ran, then a
+// record.Conn (the encrypted frames) and on top a yamux session. Every
+// forwarded connection is one yamux stream. A stream starts with a request
+// naming a service and the server's status answer (proto.go); after that
+// each direction carries chunks ending with an explicit end marker, so that
+// a stream that stops without its end marker (link died, peer aborted) is
+// an error, never a clean EOF (splice.go). docs/tunnel.md explains the
+// choices.
+package tunnel
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/yamux"
+	"go.uber.org/zap"
+
+	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/tunnel/handshake"
+	"github.com/offload-dev/offload/tunnel/record"
+	"github.com/offload-dev/offload/tunnel/suite"
+)
+
+// Defaults for the zero values of Options.
+const (
+	DefaultYamuxWindow      = 1 << 20
+	DefaultDialTimeout      = 10 * time.Second
+	DefaultHandshakeTimeout = 10 * time.Second
+	DefaultMaxStreams       = 1024
+	DefaultStatusInterval   = time.Minute
+	DefaultMaxHandshakes    = 64
+	DefaultRedialMin        = 500 * time.Millisecond
+	DefaultRedialMax        = 30 * time.Second
+
+	// minYamuxWindow is yamux's own initial window; it refuses less.
+	minYamuxWindow = 256 << 10
+)
+
+// ErrConfig is wrapped by the errors NewServer and NewClient return for
+// options that can not work. Fix the configuration.
+var ErrConfig = errors.New("tunnel: bad configuration")
+
+// Options are what the server and the client share.
+type Options struct {
+	// Suite is the cipher suite; both ends must use the same one.
+	Suite suite.Suite
+	// PSK is the pre-shared key (handshake.PSKSize bytes).
+	PSK []byte
+	// Engines and Policy go to record.Options: EngineSetup makes them
+	// from an engine spec. nil means software only.
+	Engines []engine.Engine
+	Policy  record.Policy
+	// MaxFrame is the record layer's largest frame (0: its default).
+	MaxFrame int
+	// YamuxWindow is the per-stream receive window (MaxStreamWindowSize).
+	YamuxWindow int
+	// Keepalive is yamux's keepalive interval; 0 disables keepalives.
+	Keepalive time.Duration
+	// DialTimeout bounds a dial: a target on the server, the server on
+	// the client. On the client it is also how long a local connection
+	// waits for the link to come up before it is refused.
+	DialTimeout time.Duration
+	// HandshakeTimeout bounds a handshake.
+	HandshakeTimeout time.Duration
+	// MaxStreams caps concurrent streams (server: per link; client: all
+	// forwarded connections). Excess connections are refused.
+	MaxStreams int
+	// DrainTimeout is how long a shutdown waits for open streams before
+	// it closes them (with an error); 0 closes them at once.
+	DrainTimeout time.Duration
+	// StatusInterval is how often a status line is logged at info; 0
+	// means DefaultStatusInterval, negative disables it.
+	StatusInterval time.Duration
+	// Logger gets the tunnel's events; nil means none.
+	Logger *zap.Logger
+}
+
+func (o *Options) setDefaults() error {
+	if len(o.PSK) != handshake.PSKSize {
+		return fmt.Errorf("%w: pre-shared key is %d bytes, want %d", ErrConfig, len(o.PSK), handshake.PSKSize)
+	}
+	if !o.Suite.Cipher.Valid() {
+		return fmt.Errorf("%w: no cipher suite", ErrConfig)
+	}
+	if o.MaxFrame == 0 {
+		o.MaxFrame = record.DefaultMaxFrame
+	}
+	if o.MaxFrame < record.MinMaxFrame || o.MaxFrame > record.HardMaxFrame || o.MaxFrame%engine.BlockSize != 0 {
+		return fmt.Errorf("%w: max frame %d: want a multiple of 16 from %d to %d", ErrConfig, o.MaxFrame, record.MinMaxFrame, record.HardMaxFrame)
+	}
+	if o.YamuxWindow == 0 {
+		o.YamuxWindow = DefaultYamuxWindow
+	}
+	if o.YamuxWindow < minYamuxWindow {
+		return fmt.Errorf("%w: yamux window %d is less than yamux's minimum %d", ErrConfig, o.YamuxWindow, minYamuxWindow)
+	}
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = DefaultDialTimeout
+	}
+	if o.HandshakeTimeout <= 0 {
+		o.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if o.MaxStreams <= 0 {
+		o.MaxStreams = DefaultMaxStreams
+	}
+	if o.DrainTimeout < 0 {
+		o.DrainTimeout = 0
+	}
+	if o.StatusInterval == 0 {
+		o.StatusInterval = DefaultStatusInterval
+	}
+	if o.Engines == nil {
+		o.Engines = []engine.Engine{engine.Software{}}
+	}
+	if o.Policy == nil {
+		o.Policy = record.SoftwareOnly{}
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	return nil
+}
+
+func (o *Options) handshakeConfig() handshake.Config {
+	return handshake.Config{Suite: o.Suite, PSK: o.PSK, Timeout: o.HandshakeTimeout, Logger: o.Logger}
+}
+
+func (o *Options) recordOptions(stats *record.Stats) record.Options {
+	return record.Options{
+		MaxFrame: o.MaxFrame,
+		Engines:  o.Engines,
+		Policy:   o.Policy,
+		Logger:   o.Logger,
+		Stats:    stats,
+	}
+}
+
+// yamuxConfig is the session configuration: window and keepalive from the
+// options, yamux's logger routed to ours at warn.
+func (o *Options) yamuxConfig() (*yamux.Config, error) {
+	c := yamux.DefaultConfig()
+	c.AcceptBacklog = o.MaxStreams
+	c.EnableKeepAlive = o.Keepalive > 0
+	if o.Keepalive > 0 {
+		c.KeepAliveInterval = o.Keepalive
+	}
+	c.MaxStreamWindowSize = uint32(o.YamuxWindow)
+	c.LogOutput = nil
+	l, err := zap.NewStdLogAt(o.Logger.Named("yamux"), zap.WarnLevel)
+	if err != nil {
+		return nil, fmt.Errorf("tunnel: yamux logger: %w", err)
+	}
+	c.Logger = l
+	if err := yamux.VerifyConfig(c); err != nil {
+		return nil, fmt.Errorf("%w: yamux: %w", ErrConfig, err)
+	}
+	return c, nil
+}
+
+// aLongTimeAgo is a deadline in the past, to interrupt blocked I/O.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// rateLimit allows one event per interval and counts the ones it
+// suppressed in between.
+type rateLimit struct {
+	every      time.Duration
+	last       atomic.Int64
+	suppressed atomic.Uint64
+}
+
+// allow reports whether to log now, and how many events were suppressed
+// since the last one logged.
+func (r *rateLimit) allow() (bool, uint64) {
+	now := time.Now().UnixNano()
+	last := r.last.Load()
+	if last != 0 && now-last < int64(r.every) {
+		r.suppressed.Add(1)
+		return false, 0
+	}
+	if !r.last.CompareAndSwap(last, now) {
+		r.suppressed.Add(1)
+		return false, 0
+	}
+	return true, r.suppressed.Swap(0)
+}
+
+// setLinger0 makes Close send a RST, so the application sees an error
+// (connection reset) rather than a clean end of data.
+func setLinger0(c net.Conn) {
+	if tc, ok := c.(interface{ SetLinger(int) error }); ok {
+		_ = tc.SetLinger(0)
+	}
+}
+
+// resetConn closes c with a RST where it can.
+func resetConn(c net.Conn) {
+	setLinger0(c)
+	_ = c.Close()
+}
