@@ -56,3 +56,9 @@ func (k *Keys) Wipe() {
 		clear(d.IV[:])
 	}
 }
+
+func (k DirKeys) clone() DirKeys {
+	return DirKeys{Enc: append([]byte(nil), k.Enc...), MAC: append([]byte(nil), k.MAC...), IV: k.IV}
+}
+
+func (k Keys) clone() Keys { return Keys{Send: k.Send.clone(), Recv: k.Recv.clone()} }

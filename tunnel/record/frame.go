@@ -1,0 +1,362 @@
+package record
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"hash"
+	"math/bits"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/offload-dev/offload/engine"
+)
+
+// Frame buffers come from pools of fixed-size arrays (wireguard-go's
+// device/pools.go): a small class for the short frames of an idle link and
+// classes up to the hard cap for bulk. A buffer holds a whole wire frame,
+// header | ciphertext | tag, plus room for CBC padding.
+const (
+	classSmall = 2 << 10
+	class16K   = 16<<10 + 64
+	class64K   = 64<<10 + 64
+	class256K  = 256<<10 + 64
+	class1M    = HardMaxFrame + 64
+)
+
+var (
+	poolSmall = sync.Pool{New: func() any { return new([classSmall]byte) }}
+	pool16K   = sync.Pool{New: func() any { return new([class16K]byte) }}
+	pool64K   = sync.Pool{New: func() any { return new([class64K]byte) }}
+	pool256K  = sync.Pool{New: func() any { return new([class256K]byte) }}
+	pool1M    = sync.Pool{New: func() any { return new([class1M]byte) }}
+)
+
+// getBuf returns a buffer of at least n bytes (n ≤ class1M).
+func getBuf(n int) []byte {
+	switch {
+	case n <= classSmall:
+		return poolSmall.Get().(*[classSmall]byte)[:]
+	case n <= class16K:
+		return pool16K.Get().(*[class16K]byte)[:]
+	case n <= class64K:
+		return pool64K.Get().(*[class64K]byte)[:]
+	case n <= class256K:
+		return pool256K.Get().(*[class256K]byte)[:]
+	}
+	return pool1M.Get().(*[class1M]byte)[:]
+}
+
+// putBuf returns a buffer from getBuf to its pool.
+func putBuf(b []byte) {
+	switch cap(b) {
+	case classSmall:
+		poolSmall.Put((*[classSmall]byte)(b[:classSmall]))
+	case class16K:
+		pool16K.Put((*[class16K]byte)(b[:class16K]))
+	case class64K:
+		pool64K.Put((*[class64K]byte)(b[:class64K]))
+	case class256K:
+		pool256K.Put((*[class256K]byte)(b[:class256K]))
+	case class1M:
+		pool1M.Put((*[class1M]byte)(b[:class1M]))
+	}
+}
+
+// wireSize is the buffer a frame of ciphertext length n needs.
+func wireSize(n int) int { return HeaderSize + n + TagSize }
+
+// frame is one frame in flight. The goroutine that queued it hands it to a
+// worker and to the in-order consumer (sender or Read); the worker signals
+// done once, after which only the consumer touches it.
+type frame struct {
+	buf  []byte // wire frame: header | ciphertext | tag
+	seq  uint64
+	n    int   // plaintext bytes (sealing) or ciphertext bytes (opening)
+	err  error // why the frame failed; or io.EOF / a marker
+	mark mark
+	done chan struct{} // capacity 1: the worker's one signal
+	seen bool          // done received (consumer only)
+
+	// Opened plaintext is buf[off:end].
+	off, end int
+}
+
+type mark uint8
+
+const (
+	markNone  mark = iota
+	markClose      // writer: everything before was sent; stop
+	markEnd        // reader: the stream ended (err says how)
+)
+
+var framePool = sync.Pool{New: func() any { return &frame{done: make(chan struct{}, 1)} }}
+
+func getFrame(bufSize int) *frame {
+	f := framePool.Get().(*frame)
+	if bufSize > 0 {
+		f.buf = getBuf(bufSize)
+	}
+	return f
+}
+
+// putFrame recycles f; only once its worker is done with it.
+func putFrame(f *frame) {
+	if f.buf != nil {
+		putBuf(f.buf)
+	}
+	*f = frame{done: f.done}
+	framePool.Put(f)
+}
+
+// newMarker returns a frame that needs no worker: done is already signaled.
+func newMarker(m mark, err error) *frame {
+	f := getFrame(0)
+	f.mark, f.err = m, err
+	f.done <- struct{}{}
+	return f
+}
+
+// waitDone waits for f's worker, or reports false if block is false and
+// it is not done yet. Only f's consumer calls it.
+func (f *frame) ready(block bool) bool {
+	if f.seen {
+		return true
+	}
+	if block {
+		<-f.done
+	} else {
+		select {
+		case <-f.done:
+		default:
+			return false
+		}
+	}
+	f.seen = true
+	return true
+}
+
+// worker seals or opens frames of one direction. It owns its Crypters (one
+// per engine, made on first use: Crypters are not safe for concurrent use),
+// its HMAC state and a spare buffer for engines that write out of place.
+type worker struct {
+	c        *Conn
+	dir      engine.Direction
+	keys     *DirKeys
+	crypters [MaxEngines]engine.Crypter
+	retryAt  [MaxEngines]time.Time // no NewCrypter before this after a failure
+	mac      hash.Hash
+	sum      [sha256.Size]byte
+	ad       [12]byte
+	blk, iv  [engine.BlockSize]byte
+	zero     [engine.BlockSize]byte
+	spare    []byte
+}
+
+func newWorker(c *Conn, dir engine.Direction, keys *DirKeys) *worker {
+	return &worker{c: c, dir: dir, keys: keys, mac: hmac.New(sha256.New, keys.MAC)}
+}
+
+// run processes frames until work is closed. Every frame it takes gets its
+// done signal, so consumers may wait for it even while the link goes down.
+func (w *worker) run(work <-chan *frame) {
+	defer w.close()
+	for f := range work {
+		if w.dir == engine.Encrypt {
+			f.err = w.seal(f)
+		} else if f.err = w.open(f); f.err != nil {
+			// Close the link now rather than when Read gets here; Read
+			// still delivers the frames before this one.
+			w.c.fail(f.err)
+		}
+		f.done <- struct{}{}
+	}
+}
+
+func (w *worker) close() {
+	for i, cr := range w.crypters {
+		if cr != nil {
+			_ = cr.Close()
+			w.crypters[i] = nil
+		}
+	}
+	if w.spare != nil {
+		putBuf(w.spare)
+		w.spare = nil
+	}
+}
+
+// frameIV computes the IV of frame seq into w.iv.
+func (w *worker) frameIV(seq uint64) error {
+	s := &w.keys.IV
+	if w.c.suite.Cipher.Mode == engine.CTR {
+		// S_iv + seq·2^32 (mod 2^128).
+		lo, carry := bits.Add64(binary.BigEndian.Uint64(s[8:]), seq<<32, 0)
+		hi := binary.BigEndian.Uint64(s[:8]) + seq>>32 + carry
+		binary.BigEndian.PutUint64(w.iv[:8], hi)
+		binary.BigEndian.PutUint64(w.iv[8:], lo)
+		return nil
+	}
+	// AES_K_enc(S_iv XOR seq:u128be): one CBC block under a zero IV is one
+	// AES block encryption, through the software engine.
+	w.blk = *s
+	binary.BigEndian.PutUint64(w.blk[8:], binary.BigEndian.Uint64(s[8:])^seq)
+	cr, err := w.crypter(0)
+	if err != nil {
+		return err
+	}
+	if err := cr.Encrypt(w.iv[:], w.blk[:], w.zero[:]); err != nil {
+		return fmt.Errorf("record: frame %d: deriving CBC IV: %w", seq, err)
+	}
+	return nil
+}
+
+// tag computes the frame's tag into w.sum[:TagSize].
+func (w *worker) tag(seq uint64, ct []byte) []byte {
+	binary.BigEndian.PutUint64(w.ad[:8], seq)
+	binary.BigEndian.PutUint32(w.ad[8:], uint32(len(ct)))
+	w.mac.Reset()
+	w.mac.Write(w.ad[:])
+	w.mac.Write(ct)
+	return w.mac.Sum(w.sum[:0])[:TagSize]
+}
+
+// seal encrypts and tags f in place: f.buf[HeaderSize:][:f.n] holds the
+// plaintext, with room for padding and the tag after it.
+func (w *worker) seal(f *frame) error {
+	n := f.n
+	if w.c.suite.Cipher.Mode == engine.CBC {
+		pad := engine.BlockSize - n%engine.BlockSize
+		for i := range pad {
+			f.buf[HeaderSize+n+i] = byte(pad)
+		}
+		n += pad
+	}
+	binary.BigEndian.PutUint32(f.buf[:HeaderSize], uint32(n))
+	if err := w.frameIV(f.seq); err != nil {
+		return err
+	}
+	if err := w.crypt(f, n); err != nil {
+		return fmt.Errorf("record: sealing frame %d: %w", f.seq, err)
+	}
+	ct := f.buf[HeaderSize : HeaderSize+n]
+	copy(f.buf[HeaderSize+n:], w.tag(f.seq, ct))
+	f.n = n
+	return nil
+}
+
+// open verifies and decrypts f: f.buf holds a whole wire frame with
+// ciphertext length f.n. Nothing is decrypted unless the tag verified.
+func (w *worker) open(f *frame) error {
+	n := f.n
+	ct := f.buf[HeaderSize : HeaderSize+n]
+	if !hmac.Equal(w.tag(f.seq, ct), f.buf[HeaderSize+n:HeaderSize+n+TagSize]) {
+		w.c.stats.AuthFailures.Add(1)
+		return fmt.Errorf("frame %d: %w", f.seq, ErrAuth)
+	}
+	if err := w.frameIV(f.seq); err != nil {
+		return err
+	}
+	if err := w.crypt(f, n); err != nil {
+		return fmt.Errorf("record: opening frame %d: %w", f.seq, err)
+	}
+	f.off, f.end = HeaderSize, HeaderSize+n
+	if w.c.suite.Cipher.Mode == engine.CBC {
+		pt := f.buf[HeaderSize : HeaderSize+n]
+		pad := int(pt[n-1])
+		bad := pad == 0 || pad > engine.BlockSize
+		if !bad {
+			for _, b := range pt[n-pad:] {
+				bad = bad || int(b) != pad
+			}
+		}
+		if bad {
+			return fmt.Errorf("frame %d: %w", f.seq, ErrPadding)
+		}
+		f.end -= pad
+	}
+	return nil
+}
+
+// crypt runs the cipher over f.buf[HeaderSize:][:n] with w.iv on the engine
+// the policy picks. Engines other than software write out of place into
+// w.spare (then the buffers swap), so that when one fails the input is
+// intact and software redoes the frame: counted, logged (rate limited),
+// and the link stays up. Argument errors are bugs and fail the frame.
+func (w *worker) crypt(f *frame, n int) error {
+	idx := w.c.opt.Policy.Pick(n, w.dir)
+	if idx < 0 || idx >= len(w.c.opt.Engines) {
+		idx = 0
+	}
+	src := f.buf[HeaderSize : HeaderSize+n]
+	if idx != 0 {
+		cr, err := w.crypter(idx)
+		if err == nil {
+			if cap(w.spare) < len(f.buf) {
+				if w.spare != nil {
+					putBuf(w.spare)
+				}
+				w.spare = getBuf(len(f.buf))
+			}
+			err = engine.Crypt(cr, w.dir, w.spare[HeaderSize:HeaderSize+n], src, w.iv[:])
+			if err == nil {
+				copy(w.spare[:HeaderSize], f.buf[:HeaderSize])
+				f.buf, w.spare = w.spare[:len(w.spare)], f.buf
+				w.c.stats.count(w.dir, idx, n)
+				return nil
+			}
+			if engine.IsArgError(err) {
+				return fmt.Errorf("engine %s: %w", w.c.opt.Engines[idx].Name(), err)
+			}
+			_ = cr.Close()
+			w.crypters[idx] = nil
+		}
+		w.fallback(idx, err)
+	}
+	cr, err := w.crypter(0)
+	if err != nil {
+		return err
+	}
+	if err := engine.Crypt(cr, w.dir, src, src, w.iv[:]); err != nil {
+		return fmt.Errorf("engine %s: %w", w.c.opt.Engines[0].Name(), err)
+	}
+	w.c.stats.count(w.dir, 0, n)
+	return nil
+}
+
+// crypter returns the worker's Crypter for engine idx, making it on first
+// use. After a failure to make one, it does not try again for a second.
+func (w *worker) crypter(idx int) (engine.Crypter, error) {
+	if cr := w.crypters[idx]; cr != nil {
+		return cr, nil
+	}
+	if idx != 0 && time.Now().Before(w.retryAt[idx]) {
+		return nil, errEngineBackoff
+	}
+	cr, err := w.c.opt.Engines[idx].NewCrypter(w.c.suite.Cipher, w.keys.Enc)
+	if err != nil {
+		w.retryAt[idx] = time.Now().Add(time.Second)
+		return nil, fmt.Errorf("record: engine %s: %w", w.c.opt.Engines[idx].Name(), err)
+	}
+	w.crypters[idx] = cr
+	return cr, nil
+}
+
+// errEngineBackoff stands for an engine that failed to make a Crypter a
+// moment ago.
+var errEngineBackoff = fmt.Errorf("record: engine recently failed to make a crypter")
+
+func (w *worker) fallback(idx int, err error) {
+	total := w.c.stats.Fallbacks[idx].Add(1)
+	if w.c.warn.allow() {
+		w.c.log.Warn("engine failed, frame redone in software",
+			zap.String("engine", w.c.opt.Engines[idx].Name()),
+			zap.Int("engine_index", idx),
+			zap.Stringer("direction", w.dir),
+			zap.Uint64("fallbacks", total),
+			zap.Error(err))
+	}
+}

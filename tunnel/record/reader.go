@@ -1,0 +1,248 @@
+package record
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/offload-dev/offload/engine"
+)
+
+// The reader pipeline mirrors the writer's:
+//
+//	conn ──> reader goroutine ──┬──> work ──> worker 1..W: verify tag, then
+//	         read header, check │             decrypt (and unpad); f.done
+//	         len, read body;    └──> queue ──> Read (in seq order): waits for
+//	         seq++                            the head frame's done, copies out
+//
+// The reader goroutine checks the length against MaxFrame (and, for CBC,
+// that it is a positive multiple of 16) before it takes a buffer or reads a
+// byte of the body. queue (capacity 2W+4) bounds the frames read but not yet
+// delivered; work never blocks (it holds at most as many frames as queue,
+// plus the one Read is waiting for). Read is the only consumer of queue; it
+// delivers the frames before a failed one and then returns the failure.
+
+// readBufSize is the reader's bufio buffer: headers and short frames come
+// out of it, long bodies are read straight into the frame.
+const readBufSize = 32 << 10
+
+type reader struct {
+	c        *Conn
+	deadline deadline
+	queue    chan *frame
+	work     chan *frame
+
+	rmu     sync.Mutex // one Read at a time; guards the fields below
+	cur     *frame     // frame being delivered
+	pending *frame     // head of queue, taken but not done yet
+	err     error      // sticky: the error Read returned
+}
+
+func (r *reader) init(c *Conn) {
+	r.c = c
+	r.deadline.init()
+	depth := 2*c.opt.Workers + 4
+	r.queue = make(chan *frame, depth)
+	r.work = make(chan *frame, depth+1)
+	c.wg.Add(1 + c.opt.Workers)
+	go func() { defer c.wg.Done(); r.run() }()
+	for range c.opt.Workers {
+		wk := newWorker(c, engine.Decrypt, &c.keys.Recv)
+		go func() { defer c.wg.Done(); wk.run(r.work) }()
+	}
+}
+
+// run reads frames until the stream ends or the link fails.
+func (r *reader) run() {
+	c := r.c
+	defer close(r.work)
+	br := bufio.NewReaderSize(c.conn, readBufSize)
+	var hdr [HeaderSize]byte
+	for seq := uint64(0); ; seq++ {
+		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			if err == io.EOF {
+				// The peer closed between two frames.
+				select {
+				case r.queue <- newMarker(markEnd, io.EOF):
+				case <-c.quit:
+				}
+				return
+			}
+			c.fail(fmt.Errorf("record: reading frame %d header: %w", seq, err))
+			return
+		}
+		// Checked as a u32: on 32-bit platforms int(0xffffffff) is -1.
+		if err := c.checkLen(binary.BigEndian.Uint32(hdr[:])); err != nil {
+			c.fail(fmt.Errorf("frame %d: %w", seq, err))
+			return
+		}
+		n := int(binary.BigEndian.Uint32(hdr[:]))
+		if seq >= c.limit {
+			c.fail(fmt.Errorf("frame %d: %w", seq, ErrKeyExhausted))
+			return
+		}
+		f := getFrame(wireSize(n))
+		copy(f.buf, hdr[:])
+		if _, err := io.ReadFull(br, f.buf[HeaderSize:wireSize(n)]); err != nil {
+			putFrame(f)
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			c.fail(fmt.Errorf("record: reading frame %d of %d bytes: %w", seq, n, err))
+			return
+		}
+		f.seq, f.n = seq, n
+		select {
+		case r.queue <- f:
+		case <-c.quit:
+			putFrame(f)
+			return
+		}
+		r.work <- f
+	}
+}
+
+// checkLen validates a frame header's length before anything is allocated
+// or read for the body.
+func (c *Conn) checkLen(n uint32) error {
+	if n > uint32(c.maxFrame) {
+		return fmt.Errorf("%w: %d bytes, max %d", ErrFrameTooLarge, n, c.maxFrame)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: empty frame", ErrBadLength)
+	}
+	if c.suite.Cipher.Mode == engine.CBC && n%engine.BlockSize != 0 {
+		return fmt.Errorf("%w: %d bytes is not a multiple of 16 (CBC)", ErrBadLength, n)
+	}
+	return nil
+}
+
+// Read implements net.Conn. It returns the plaintext of the frames that
+// have been opened, in order; it blocks only while there is none.
+func (c *Conn) Read(p []byte) (int, error) {
+	r := &c.r
+	r.rmu.Lock()
+	defer r.rmu.Unlock()
+	if isClosed(c.localClosed) {
+		return 0, ErrClosed
+	}
+	if r.err != nil {
+		return 0, r.err
+	}
+	if r.deadline.expired() {
+		return 0, errTimeout
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	n := 0
+	for n < len(p) {
+		if r.cur == nil {
+			f, err := r.next(n == 0)
+			if err != nil {
+				if n > 0 {
+					return n, nil // the error stays sticky for the next Read
+				}
+				return 0, err
+			}
+			if f == nil {
+				break
+			}
+			r.cur = f
+		}
+		k := copy(p[n:], r.cur.buf[r.cur.off:r.cur.end])
+		n += k
+		r.cur.off += k
+		if r.cur.off == r.cur.end {
+			putFrame(r.cur)
+			r.cur = nil
+		}
+	}
+	return n, nil
+}
+
+// next returns the next opened frame. Without block it returns nil, nil if
+// none is ready. An error is sticky (r.err); a failed frame fails the link.
+func (r *reader) next(block bool) (*frame, error) {
+	c := r.c
+	if r.pending == nil {
+		select {
+		case r.pending = <-r.queue:
+		default:
+			if !block {
+				return nil, nil
+			}
+			select {
+			case r.pending = <-r.queue:
+			case <-c.dead:
+				// The link is down: deliver what was queued before it went.
+				select {
+				case r.pending = <-r.queue:
+				default:
+					if isClosed(c.localClosed) {
+						return nil, ErrClosed
+					}
+					r.err = c.linkErr()
+					return nil, r.err
+				}
+			case <-r.deadline.wait():
+				return nil, errTimeout
+			}
+		}
+	}
+	f := r.pending
+	if !f.ready(false) {
+		if !block {
+			return nil, nil
+		}
+		select {
+		case <-f.done:
+			f.seen = true
+		case <-c.localClosed:
+			return nil, ErrClosed
+		case <-r.deadline.wait():
+			return nil, errTimeout
+		}
+	}
+	r.pending = nil
+	if f.err != nil {
+		r.err = f.err
+		putFrame(f)
+		if !errors.Is(r.err, io.EOF) {
+			r.c.fail(r.err)
+		}
+		return nil, r.err
+	}
+	return f, nil
+}
+
+// release recycles a frame taken from queue outside Read (Close).
+func (r *reader) release(f *frame) {
+	f.ready(true)
+	putFrame(f)
+}
+
+// drain recycles every frame left once the goroutines have exited (Close).
+func (r *reader) drain() {
+	r.rmu.Lock()
+	defer r.rmu.Unlock()
+	if r.cur != nil {
+		putFrame(r.cur)
+		r.cur = nil
+	}
+	if r.pending != nil {
+		r.release(r.pending)
+		r.pending = nil
+	}
+	for {
+		select {
+		case f := <-r.queue:
+			r.release(f)
+		default:
+			return
+		}
+	}
+}

@@ -1,0 +1,410 @@
+// Package record is offload's record layer: it turns a byte stream (yamux)
+// into self-contained encrypted frames on a TCP link and back.
+//
+// Per direction, with keys from the handshake (K_enc, K_mac, S_iv):
+//
+//	frame = len:u32be | ciphertext[len] | tag[16]
+//	tag   = HMAC-SHA256(K_mac, seq:u64be | len:u32be | ciphertext)[:16]
+//
+// seq is implicit: 0 for the first frame, +1 per frame, never sent. CTR
+// frames start at counter block S_iv + seq·2^32 (mod 2^128); CBC frames use
+// IV = AES_K_enc(S_iv XOR seq) and PKCS#7 padding, checked after the tag.
+// Every frame carries its own IV, so each can be sealed or opened by any
+// engine, several at once, and the result is sent or delivered in seq order.
+//
+// Conn is a net.Conn. Any failure (bad tag, bad length, truncation, engine
+// argument error, I/O error, key-use limit) closes the link; Read delivers
+// the frames verified before the failure and then returns the error, never
+// a byte of a frame that failed. A clean io.EOF from Read means the peer
+// closed the TCP connection exactly between two frames; the record layer
+// has no close message, so whether that ended a complete transfer is for the
+// protocol above (yamux's FIN and GoAway) to decide.
+package record
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/tunnel/suite"
+)
+
+// Frame sizes and limits.
+const (
+	// HeaderSize is the length prefix of a frame.
+	HeaderSize = 4
+	// TagSize is the length of a frame's tag.
+	TagSize = suite.TagSize
+	// Overhead is what a frame adds to its ciphertext.
+	Overhead = HeaderSize + TagSize
+
+	// DefaultMaxFrame is the largest ciphertext per frame unless
+	// Options.MaxFrame says otherwise.
+	DefaultMaxFrame = 16 << 10
+	// HardMaxFrame caps Options.MaxFrame.
+	HardMaxFrame = 1 << 20
+	// MinMaxFrame is the smallest allowed Options.MaxFrame.
+	MinMaxFrame = 64
+
+	// MaxFrames is the key-use limit: a direction's keys seal (and open) at
+	// most this many frames, then the link closes with ErrKeyExhausted and
+	// the client redials for fresh keys. It is half of the 2^32 frames
+	// DESIGN.md allows a key, far below where seq (u64) could wrap or CTR
+	// counter ranges (2^32 blocks apart) could meet. At 100,000 frames/s a
+	// link lasts about six hours.
+	MaxFrames = 1 << 31
+
+	// DefaultWorkers is the number of sealing and of opening workers.
+	DefaultWorkers = 2
+	// MaxWorkers caps Options.Workers.
+	MaxWorkers = 16
+	// MaxEngines caps len(Options.Engines).
+	MaxEngines = 8
+)
+
+// closeFlushTimeout bounds how long Close waits for buffered data to be
+// sent when no write deadline is set.
+const closeFlushTimeout = 5 * time.Second
+
+// Policy picks the engine for a frame: an index into Options.Engines.
+// Out-of-range answers mean 0 (software). Pick is called by every worker
+// concurrently and must be fast (it runs once per frame).
+type Policy interface {
+	Pick(size int, dir engine.Direction) int
+}
+
+// SoftwareOnly is the default Policy: every frame goes to Engines[0].
+type SoftwareOnly struct{}
+
+// Pick implements Policy.
+func (SoftwareOnly) Pick(int, engine.Direction) int { return 0 }
+
+// Options configure a Conn. The zero value is usable.
+type Options struct {
+	// MaxFrame is the largest ciphertext of a frame, in both directions;
+	// both ends must agree. 0 means DefaultMaxFrame; it must be a multiple
+	// of 16 between MinMaxFrame and HardMaxFrame.
+	MaxFrame int
+	// Workers is how many frames are sealed, and how many opened, at
+	// once. 0 means DefaultWorkers.
+	Workers int
+	// WriteBuffer is how many plaintext bytes Write may buffer before it
+	// blocks. 0 means 2×MaxFrame; at least MaxFrame.
+	WriteBuffer int
+	// Engines are the engines a Policy can pick from. Engines[0] must be
+	// the software engine: it redoes every frame another engine failed.
+	// nil means just engine.Software{}.
+	Engines []engine.Engine
+	// Policy picks an engine per frame. nil means SoftwareOnly.
+	Policy Policy
+	// Logger gets link failures (debug) and engine fallbacks (warn, rate
+	// limited). nil means none.
+	Logger *zap.Logger
+	// Stats receives the counters; share one Stats between Conns to add
+	// them up. nil means a new Stats (see Conn.Stats).
+	Stats *Stats
+
+	// maxFrames overrides MaxFrames (tests).
+	maxFrames uint64
+}
+
+// Conn is an encrypted link. It is a net.Conn: Read, Write, the deadline
+// setters and Close may be called concurrently. Deadlines apply to the
+// calls, not to the underlying connection, which the Conn's goroutines own.
+type Conn struct {
+	conn     net.Conn
+	suite    suite.Suite
+	keys     Keys
+	opt      Options
+	maxFrame int
+	maxPlain int // plaintext per sealed frame
+	limit    uint64
+	stats    *Stats
+	log      *zap.Logger
+	warn     rateLimit
+
+	errMu       sync.Mutex
+	err         error         // first link error; set once
+	dead        chan struct{} // closed when err is set
+	localClosed chan struct{} // closed by Close
+	quit        chan struct{} // closed when the goroutines must stop
+	stopOnce    sync.Once
+	closeOnce   sync.Once
+	wg          sync.WaitGroup
+
+	w writer
+	r reader
+}
+
+var _ net.Conn = (*Conn)(nil)
+
+// New starts a record layer on conn, which it owns from now on (Close
+// closes it). keys are this end's keys for s; New copies them, so the
+// caller may Wipe its copy.
+func New(conn net.Conn, keys Keys, s suite.Suite, opt Options) (*Conn, error) {
+	if err := keys.Send.Check(s); err != nil {
+		return nil, fmt.Errorf("send keys: %w", err)
+	}
+	if err := keys.Recv.Check(s); err != nil {
+		return nil, fmt.Errorf("receive keys: %w", err)
+	}
+	if opt.MaxFrame == 0 {
+		opt.MaxFrame = DefaultMaxFrame
+	}
+	if opt.MaxFrame < MinMaxFrame || opt.MaxFrame > HardMaxFrame || opt.MaxFrame%engine.BlockSize != 0 {
+		return nil, fmt.Errorf("record: MaxFrame %d: want a multiple of 16 in [%d, %d]", opt.MaxFrame, MinMaxFrame, HardMaxFrame)
+	}
+	if opt.Workers == 0 {
+		opt.Workers = DefaultWorkers
+	}
+	if opt.Workers < 1 || opt.Workers > MaxWorkers {
+		return nil, fmt.Errorf("record: Workers %d: want 1..%d", opt.Workers, MaxWorkers)
+	}
+	if opt.WriteBuffer == 0 {
+		opt.WriteBuffer = 2 * opt.MaxFrame
+	}
+	if opt.WriteBuffer < opt.MaxFrame {
+		return nil, fmt.Errorf("record: WriteBuffer %d is less than MaxFrame %d", opt.WriteBuffer, opt.MaxFrame)
+	}
+	if opt.Engines == nil {
+		opt.Engines = []engine.Engine{engine.Software{}}
+	}
+	if len(opt.Engines) == 0 || len(opt.Engines) > MaxEngines {
+		return nil, fmt.Errorf("record: %d engines: want 1..%d", len(opt.Engines), MaxEngines)
+	}
+	if opt.Policy == nil {
+		opt.Policy = SoftwareOnly{}
+	}
+	if opt.Stats == nil {
+		opt.Stats = new(Stats)
+	}
+	log := opt.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	c := &Conn{
+		conn:        conn,
+		suite:       s,
+		keys:        keys.clone(),
+		opt:         opt,
+		maxFrame:    opt.MaxFrame,
+		maxPlain:    opt.MaxFrame,
+		limit:       MaxFrames,
+		stats:       opt.Stats,
+		log:         log.Named("record"),
+		warn:        rateLimit{every: 10 * time.Second},
+		dead:        make(chan struct{}),
+		localClosed: make(chan struct{}),
+		quit:        make(chan struct{}),
+	}
+	if s.Cipher.Mode == engine.CBC {
+		c.maxPlain = opt.MaxFrame - 1 // PKCS#7 adds 1..16 bytes
+	}
+	if opt.maxFrames != 0 {
+		c.limit = opt.maxFrames
+	}
+	c.w.init(c)
+	c.r.init(c)
+	return c, nil
+}
+
+// Stats returns the counters this Conn adds to.
+func (c *Conn) Stats() *Stats { return c.stats }
+
+// Suite returns the suite the Conn was made for.
+func (c *Conn) Suite() suite.Suite { return c.suite }
+
+// Err returns the error that ended the link, or nil while it is up. It is
+// the first failure detected, which may belong to a later frame than the
+// one Read reports: Read returns the failure of the first bad frame in
+// stream order.
+func (c *Conn) Err() error {
+	c.errMu.Lock()
+	defer c.errMu.Unlock()
+	return c.err
+}
+
+// setErr records the link's first error and wakes every blocked call.
+func (c *Conn) setErr(err error) bool {
+	c.errMu.Lock()
+	defer c.errMu.Unlock()
+	if c.err != nil {
+		return false
+	}
+	c.err = err
+	close(c.dead)
+	return true
+}
+
+// fail ends the link with err: the first error wins, the connection is
+// closed and the goroutines stop. It does not wait for them (they may be
+// the caller); Close does.
+func (c *Conn) fail(err error) {
+	if c.setErr(err) {
+		c.log.Debug("link failed", zap.Error(err), zap.Stringer("remote", addr{c.conn.RemoteAddr()}))
+	}
+	c.stop()
+}
+
+func (c *Conn) stop() {
+	c.stopOnce.Do(func() {
+		_ = c.conn.Close()
+		close(c.quit)
+	})
+}
+
+// Close flushes what Write has buffered (until the write deadline, or at
+// most a few seconds), closes the connection and waits for the Conn's
+// goroutines. Pending and later Reads and Writes return ErrClosed.
+func (c *Conn) Close() error {
+	first := false
+	c.closeOnce.Do(func() { first = true })
+	if !first {
+		return ErrClosed
+	}
+	c.setErr(ErrClosed)
+	close(c.localClosed)
+
+	c.w.beginClose()
+	timer := time.NewTimer(closeFlushTimeout)
+	defer timer.Stop()
+	wdl := c.w.deadline.wait()
+flush:
+	for {
+		select {
+		case <-c.w.flushed:
+			break flush
+		case <-c.quit:
+			break flush
+		case <-wdl:
+			break flush
+		case <-timer.C:
+			break flush
+		case f := <-c.r.queue:
+			// Keep reading so a peer blocked on writing to us keeps
+			// reading what we flush.
+			c.r.release(f)
+		}
+	}
+	c.stop()
+	c.wg.Wait()
+	c.w.drain()
+	c.r.drain()
+	return nil
+}
+
+// LocalAddr implements net.Conn.
+func (c *Conn) LocalAddr() net.Addr { return c.conn.LocalAddr() }
+
+// RemoteAddr implements net.Conn.
+func (c *Conn) RemoteAddr() net.Addr { return c.conn.RemoteAddr() }
+
+// SetDeadline implements net.Conn.
+func (c *Conn) SetDeadline(t time.Time) error {
+	c.r.deadline.set(t)
+	c.w.deadline.set(t)
+	return nil
+}
+
+// SetReadDeadline implements net.Conn.
+func (c *Conn) SetReadDeadline(t time.Time) error { c.r.deadline.set(t); return nil }
+
+// SetWriteDeadline implements net.Conn.
+func (c *Conn) SetWriteDeadline(t time.Time) error { c.w.deadline.set(t); return nil }
+
+// linkErr is the error calls return once the link is down.
+func (c *Conn) linkErr() error {
+	if err := c.Err(); err != nil {
+		return err
+	}
+	return ErrClosed
+}
+
+// addr prints a possibly nil net.Addr.
+type addr struct{ a net.Addr }
+
+func (a addr) String() string {
+	if a.a == nil {
+		return "none"
+	}
+	return a.a.String()
+}
+
+// deadline is a resettable deadline for blocking calls, as net.Pipe has:
+// wait returns a channel that is closed once the deadline has passed.
+type deadline struct {
+	mu     sync.Mutex
+	timer  *time.Timer
+	passed chan struct{}
+}
+
+func (d *deadline) init() { d.passed = make(chan struct{}) }
+
+func (d *deadline) set(t time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.timer != nil && !d.timer.Stop() {
+		<-d.passed // the timer fired: wait until its func closed passed
+	}
+	d.timer = nil
+	closed := isClosed(d.passed)
+	if t.IsZero() {
+		if closed {
+			d.passed = make(chan struct{})
+		}
+		return
+	}
+	if dur := time.Until(t); dur > 0 {
+		if closed {
+			d.passed = make(chan struct{})
+		}
+		ch := d.passed
+		d.timer = time.AfterFunc(dur, func() { close(ch) })
+		return
+	}
+	if !closed {
+		close(d.passed)
+	}
+}
+
+func (d *deadline) wait() <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.passed
+}
+
+func (d *deadline) expired() bool { return isClosed(d.wait()) }
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// errTimeout is what a call returns when its deadline passed: a net.Error
+// with Timeout() true, as net.Conn requires.
+var errTimeout = os.ErrDeadlineExceeded
+
+// rateLimit allows one event per interval.
+type rateLimit struct {
+	every time.Duration
+	last  atomic.Int64
+}
+
+func (r *rateLimit) allow() bool {
+	now := time.Now().UnixNano()
+	last := r.last.Load()
+	if last != 0 && now-last < int64(r.every) {
+		return false
+	}
+	return r.last.CompareAndSwap(last, now)
+}
