@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"net"
+	"strconv"
+
+	"github.com/offload-dev/offload/config"
+	"github.com/offload-dev/offload/tunnel"
+)
+
+func init() {
+	register(&command{
+		Name:  "client",
+		Short: "run the tunnel's client end: listen locally, carry connections to the server",
+		Usage: "-c FILE",
+		Flags: func(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int, error) {
+			file := fs.String("c", "", "client config `FILE` (see examples/client.yaml)")
+			return func(ctx context.Context, env *runEnv, args []string) (int, error) {
+				if len(args) != 0 || *file == "" {
+					return 2, errUsage
+				}
+				return runClient(ctx, env, *file)
+			}
+		},
+	})
+}
+
+func runClient(ctx context.Context, env *runEnv, file string) (int, error) {
+	cfg, err := config.LoadClient(file)
+	if err != nil {
+		return 1, err
+	}
+	key, err := cfg.LoadKey()
+	if err != nil {
+		return 1, err
+	}
+	log := newLogger(cfg.Log, env.Stderr)
+	defer func() { _ = log.Sync() }()
+	opt, err := tunnelOptions(&cfg.Common, key, log)
+	if err != nil {
+		return 1, err
+	}
+	var forwards []tunnel.Forward
+	closeAll := func() {
+		for _, f := range forwards {
+			_ = f.Listener.Close()
+		}
+	}
+	for i, f := range cfg.Forwards {
+		ln, err := net.Listen("tcp", f.Listen)
+		if err != nil {
+			closeAll()
+			return 1, cfg.FieldError(forwardField(i), err)
+		}
+		forwards = append(forwards, tunnel.Forward{Listener: ln, Service: f.Service})
+	}
+	cli, err := tunnel.NewClient(tunnel.ClientConfig{
+		Options:   opt,
+		Server:    cfg.Server,
+		Forwards:  forwards,
+		RedialMin: cfg.Redial.Min,
+		RedialMax: cfg.Redial.Max,
+	})
+	if err != nil {
+		closeAll()
+		return 1, err
+	}
+	stopMetrics, err := startMetrics(ctx, &cfg.Common, cli.RegisterMetrics, log)
+	if err != nil {
+		closeAll()
+		return 1, err
+	}
+	err = cli.Run(ctx)
+	stopMetrics()
+	if err != nil {
+		return 1, err
+	}
+	log.Info("stopped")
+	return 0, nil
+}
+
+// forwardField is the config field path of forward i.
+func forwardField(i int) string { return "forwards[" + strconv.Itoa(i) + "]" }

@@ -1,0 +1,514 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// The end-to-end test runs the built offload binary as two processes, a
+// server and a client, on loopback, with configs made from
+// examples/*.yaml, and targets in this process.
+
+// syncBuffer collects a process's stderr.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan struct{}
+	err  error
+}
+
+func startProc(t *testing.T, name, bin string, args ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, cmd: exec.Command(bin, args...), out: new(syncBuffer), done: make(chan struct{})}
+	p.cmd.Stdout = p.out
+	p.cmd.Stderr = p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("%s output:\n%s", p.name, p.out)
+		}
+	})
+	return p
+}
+
+// stop sends SIGTERM and returns the exit code.
+func (p *proc) stop(t *testing.T) int {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not exit within 30s of SIGTERM", p.name)
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+func (p *proc) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+func buildOffload(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "offload")
+	// go test puts its own GOROOT/bin first in PATH.
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("no go command to build offload with: %v", err)
+	}
+	cmd := exec.Command(gobin, "build", "-o", bin, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// edit replaces the one match of re in s, failing if there is not exactly
+// one: the example files changed and the test must follow.
+func edit(t *testing.T, file, s, re, repl string) string {
+	t.Helper()
+	r := regexp.MustCompile(re)
+	if n := len(r.FindAllStringIndex(s, -1)); n != 1 {
+		t.Fatalf("%s: %d matches for %q, want 1 (did the example change?)", file, n, re)
+	}
+	return r.ReplaceAllLiteralString(s, repl)
+}
+
+type e2eAddrs struct {
+	server, serverMetrics, clientMetrics string
+	forwards                             map[string]string // service → client listen address
+}
+
+// writeConfigs writes server.yaml and client.yaml, from the examples, to
+// dir and returns the addresses they use.
+func writeConfigs(t *testing.T, dir string, services map[string]string) e2eAddrs {
+	t.Helper()
+	a := e2eAddrs{server: freePort(t), serverMetrics: freePort(t), clientMetrics: freePort(t), forwards: map[string]string{}}
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join("..", "..", "examples", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	var svc, fwd strings.Builder
+	for name, target := range services {
+		fmt.Fprintf(&svc, "  %s: %s\n", name, target)
+		a.forwards[name] = freePort(t)
+		fmt.Fprintf(&fwd, "  - listen: %s\n    service: %s\n", a.forwards[name], name)
+	}
+
+	s := read("server.yaml")
+	s = edit(t, "server.yaml", s, `(?m)^listen: .*$`, "listen: "+a.server)
+	s = edit(t, "server.yaml", s, `(?m)^services:\n(  .*\n)+`, "services:\n"+svc.String())
+	s = edit(t, "server.yaml", s, `(?m)^# metrics: .*$`, "metrics: "+a.serverMetrics)
+	s = edit(t, "server.yaml", s, `(?m)^drain_timeout: .*$`, "drain_timeout: 2s")
+
+	c := read("client.yaml")
+	c = edit(t, "client.yaml", c, `(?m)^server: .*$`, "server: "+a.server)
+	c = edit(t, "client.yaml", c, `(?m)^forwards:\n(  .*\n)+`, "forwards:\n"+fwd.String())
+	c = edit(t, "client.yaml", c, `(?m)^  min: .*$`, "  min: 100ms")
+	c = edit(t, "client.yaml", c, `(?m)^  max: .*$`, "  max: 1s")
+	c = edit(t, "client.yaml", c, `(?m)^drain_timeout: .*$`, "drain_timeout: 2s")
+	c += "metrics: " + a.clientMetrics + "\n"
+
+	for name, body := range map[string]string{"server.yaml": s, "client.yaml": c} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a
+}
+
+// e2eTarget is a TCP server in this process.
+type e2eTarget struct {
+	ln    net.Listener
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	conns map[net.Conn]bool
+}
+
+func startE2ETarget(t *testing.T, handle func(net.Conn)) *e2eTarget {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := &e2eTarget{ln: ln, conns: map[net.Conn]bool{}}
+	tg.wg.Add(1)
+	go func() {
+		defer tg.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			tg.mu.Lock()
+			tg.conns[c] = true
+			tg.mu.Unlock()
+			tg.wg.Add(1)
+			go func() {
+				defer tg.wg.Done()
+				handle(c)
+				c.Close()
+				tg.mu.Lock()
+				delete(tg.conns, c)
+				tg.mu.Unlock()
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		tg.mu.Lock()
+		for c := range tg.conns {
+			c.Close()
+		}
+		tg.mu.Unlock()
+		tg.wg.Wait()
+	})
+	return tg
+}
+
+func e2eEcho(c net.Conn) {
+	if _, err := io.Copy(c, c); err == nil {
+		_ = c.(*net.TCPConn).CloseWrite()
+		_, _ = io.Copy(io.Discard, c)
+	}
+}
+
+type chacha struct{ r *rand.ChaCha8 }
+
+func (c chacha) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+func stream(seed uint64) io.Reader {
+	return chacha{rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), 'e', '2', 'e'})}
+}
+
+// roundTrip sends n bytes of stream(seed) through addr to the echo
+// service and checks the SHA-256 of what comes back.
+func roundTrip(addr string, n int64, seed uint64) error {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	sent := sha256.New()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(c, io.TeeReader(io.LimitReader(stream(seed), n), sent))
+		if err == nil {
+			err = c.(*net.TCPConn).CloseWrite()
+		}
+		errc <- err
+	}()
+	got := sha256.New()
+	m, rerr := io.Copy(got, c)
+	if werr := <-errc; werr != nil {
+		return fmt.Errorf("send: %w", werr)
+	}
+	if rerr != nil {
+		return fmt.Errorf("receive after %d bytes: %w", m, rerr)
+	}
+	if m != n || !bytes.Equal(got.Sum(nil), sent.Sum(nil)) {
+		return fmt.Errorf("echo of %d bytes came back as %d bytes with another SHA-256", n, m)
+	}
+	return nil
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still failing after %v: %v", what, d, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func scrape(addr string) (string, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+// srcSeed seeds the endless stream the "src" target sends.
+const srcSeed = 99
+
+func TestE2E(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	bin := buildOffload(t)
+	dir := t.TempDir()
+	if out, err := exec.Command(bin, "keygen", "-o", filepath.Join(dir, "offload.key")).CombinedOutput(); err != nil {
+		t.Fatalf("keygen: %v\n%s", err, out)
+	}
+	echoT := startE2ETarget(t, e2eEcho)
+	srcT := startE2ETarget(t, func(c net.Conn) { _, _ = io.Copy(c, stream(srcSeed)) })
+	a := writeConfigs(t, dir, map[string]string{"echo": echoT.ln.Addr().String(), "src": srcT.ln.Addr().String()})
+	serverCfg, clientCfg := filepath.Join(dir, "server.yaml"), filepath.Join(dir, "client.yaml")
+
+	srv := startProc(t, "server", bin, "server", "-c", serverCfg)
+	cli := startProc(t, "client", bin, "client", "-c", clientCfg)
+	echoAddr := a.forwards["echo"]
+	waitFor(t, 15*time.Second, "first round trip", func() error { return roundTrip(echoAddr, 1000, 0) })
+
+	t.Run("transfer", func(t *testing.T) {
+		// 32 concurrent streams, 8 MiB each way per stream: 256 MiB
+		// up and 256 MiB back.
+		const streams = 32
+		per := int64(8 << 20)
+		if testing.Short() {
+			per = 256 << 10
+		}
+		start := time.Now()
+		var wg sync.WaitGroup
+		errs := make(chan error, streams)
+		for i := range streams {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := roundTrip(echoAddr, per, uint64(i+1)); err != nil {
+					errs <- fmt.Errorf("stream %d: %w", i, err)
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		d := time.Since(start)
+		total := streams * per
+		t.Logf("%d streams: %d MiB each way in %v (%.1f MiB/s each way)", streams, total>>20, d.Round(time.Millisecond), float64(total)/(1<<20)/d.Seconds())
+		m, err := scrape(a.serverMetrics)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{`offload_streams_total{role="server",result="ok"}`, `offload_bytes_total{engine="software",dir="decrypt"}`, `offload_handshakes_total{role="server",result="ok"} 1`} {
+			if !strings.Contains(m, want) {
+				t.Errorf("server metrics lack %s:\n%s", want, m)
+			}
+		}
+	})
+
+	parent := t
+	t.Run("server killed", func(t *testing.T) {
+		// Streams that are moving data when the server process dies must
+		// all end with an error; none may look complete. The application
+		// only reads: Linux reports a RST to the first call on the socket
+		// (a concurrent write would take the error and leave the read an
+		// EOF).
+		const streams = 8
+		type result struct {
+			read int64
+			err  error
+		}
+		results := make(chan result, streams)
+		progress := make(chan struct{}, streams)
+		var conns []net.Conn
+		var wg sync.WaitGroup
+		for range streams {
+			c, err := net.Dial("tcp", a.forwards["src"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			conns = append(conns, c)
+			wg.Add(1)
+			go func() { // checks every byte against what the target sends
+				defer wg.Done()
+				want := stream(srcSeed)
+				got := make([]byte, 32<<10)
+				exp := make([]byte, 32<<10)
+				var n int64
+				signalled := false
+				for {
+					k, err := c.Read(got)
+					if k > 0 {
+						_, _ = io.ReadFull(want, exp[:k])
+						if !bytes.Equal(got[:k], exp[:k]) {
+							results <- result{n, fmt.Errorf("corrupted bytes at offset %d", n)}
+							return
+						}
+						n += int64(k)
+						if n >= 1<<20 && !signalled {
+							signalled = true
+							progress <- struct{}{}
+						}
+					}
+					if err != nil {
+						results <- result{n, err}
+						return
+					}
+				}
+			}()
+		}
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+			wg.Wait()
+		}()
+		for range streams {
+			select {
+			case <-progress:
+			case <-time.After(30 * time.Second):
+				t.Fatal("streams made no progress")
+			}
+		}
+		srv.kill()
+		for range streams {
+			select {
+			case r := <-results:
+				if errors.Is(r.err, io.EOF) {
+					t.Errorf("server killed: a stream ended cleanly after %d bytes; want an error", r.read)
+				} else {
+					t.Logf("stream ended after %d bytes: %v", r.read, r.err)
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatal("streams did not end after the server was killed")
+			}
+		}
+
+		// Restart; the client redials and new streams work.
+		srv = startProc(parent, "server (restarted)", bin, "server", "-c", serverCfg)
+		waitFor(t, 15*time.Second, "round trip after the restart", func() error { return roundTrip(echoAddr, 1<<20, 7) })
+		m, err := scrape(a.clientMetrics)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"offload_link_up 1", `offload_streams_total{role="client",result="aborted"}`} {
+			if !strings.Contains(m, want) {
+				t.Errorf("client metrics lack %q:\n%s", want, m)
+			}
+		}
+		if strings.Contains(m, "offload_redials_total 0\n") {
+			t.Errorf("client metrics count no redials:\n%s", m)
+		}
+	})
+
+	// SIGTERM: both exit 0.
+	if code := cli.stop(t); code != 0 {
+		t.Errorf("client exited %d after SIGTERM", code)
+	}
+	if code := srv.stop(t); code != 0 {
+		t.Errorf("server exited %d after SIGTERM", code)
+	}
+	for _, p := range []*proc{cli, srv} {
+		if !strings.Contains(p.out.String(), "stopped") {
+			t.Errorf("%s did not log that it stopped", p.name)
+		}
+	}
+	http.DefaultClient.CloseIdleConnections()
+}
+
+// TestKeyFileMode: a key file others can read stops the start.
+func TestServerRefusesOpenKeyFile(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	dir := t.TempDir()
+	key := filepath.Join(dir, "offload.key")
+	if code, _, stderr := runCmd(t, "keygen", "-o", key); code != 0 {
+		t.Fatal(stderr)
+	}
+	if err := os.Chmod(key, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := writeConfigs(t, dir, map[string]string{"echo": "127.0.0.1:9"})
+	_ = a
+	for _, c := range []string{"server", "client"} {
+		code, _, stderr := runCmd(t, c, "-c", filepath.Join(dir, c+".yaml"))
+		if code != 1 || !strings.Contains(stderr, "chmod 600") || !strings.Contains(stderr, "key_file") {
+			t.Errorf("%s with a 0644 key: exit %d: %s", c, code, stderr)
+		}
+	}
+}
+
+// TestEngineRefused: an engine spec that can't serve stops the start with
+// the engine's reason.
+func TestEngineRefused(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	dir := t.TempDir()
+	if code, _, stderr := runCmd(t, "keygen", "-o", filepath.Join(dir, "offload.key")); code != 0 {
+		t.Fatal(stderr)
+	}
+	writeConfigs(t, dir, map[string]string{"echo": "127.0.0.1:9"})
+	p := filepath.Join(dir, "server.yaml")
+	b, _ := os.ReadFile(p)
+	for spec, want := range map[string]string{
+		"auto":                     "selector is not wired",
+		"afalg:no-such-driver-xyz": "engine afalg:no-such-driver-xyz can not serve",
+	} {
+		s := edit(t, "server.yaml", string(b), `(?m)^engine: .*$`, "engine: "+spec)
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, _, stderr := runCmd(t, "server", "-c", p)
+		if code != 1 || !strings.Contains(stderr, want) {
+			t.Errorf("engine %s: exit %d: %s", spec, code, stderr)
+		}
+	}
+}

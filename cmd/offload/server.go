@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+
+	"github.com/VictoriaMetrics/metrics"
+	"go.uber.org/zap"
+
+	"github.com/offload-dev/offload/config"
+	"github.com/offload-dev/offload/tunnel"
+)
+
+func init() {
+	register(&command{
+		Name:  "server",
+		Short: "run the tunnel's server end: accept clients, forward their streams to the services",
+		Usage: "-c FILE",
+		Flags: func(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int, error) {
+			file := fs.String("c", "", "server config `FILE` (see examples/server.yaml)")
+			return func(ctx context.Context, env *runEnv, args []string) (int, error) {
+				if len(args) != 0 || *file == "" {
+					return 2, errUsage
+				}
+				return runServer(ctx, env, *file)
+			}
+		},
+	})
+}
+
+func runServer(ctx context.Context, env *runEnv, file string) (int, error) {
+	cfg, err := config.LoadServer(file)
+	if err != nil {
+		return 1, err
+	}
+	key, err := cfg.LoadKey()
+	if err != nil {
+		return 1, err
+	}
+	log := newLogger(cfg.Log, env.Stderr)
+	defer func() { _ = log.Sync() }()
+	opt, err := tunnelOptions(&cfg.Common, key, log)
+	if err != nil {
+		return 1, err
+	}
+	srv, err := tunnel.NewServer(tunnel.ServerConfig{Options: opt, Services: cfg.Services})
+	if err != nil {
+		return 1, err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return 1, cfg.FieldError("listen", err)
+	}
+	stopMetrics, err := startMetrics(ctx, &cfg.Common, srv.RegisterMetrics, log)
+	if err != nil {
+		_ = ln.Close()
+		return 1, err
+	}
+	err = srv.Serve(ctx, ln)
+	stopMetrics()
+	if err != nil {
+		return 1, err
+	}
+	log.Info("stopped")
+	return 0, nil
+}
+
+// tunnelOptions maps the config's common part to tunnel.Options; the
+// engine is set up here, and one that can't serve the suite stops the
+// start with its reason.
+func tunnelOptions(c *config.Common, key []byte, log *zap.Logger) (tunnel.Options, error) {
+	engines, policy, err := tunnel.EngineSetup(c.Engine, c.Suite, log.Named("engine"))
+	if err != nil {
+		return tunnel.Options{}, c.FieldError("engine", err)
+	}
+	return tunnel.Options{
+		Suite:            c.Suite,
+		PSK:              key,
+		Engines:          engines,
+		Policy:           policy,
+		MaxFrame:         c.MaxFrame,
+		YamuxWindow:      c.YamuxWindow,
+		Keepalive:        c.Keepalive,
+		DialTimeout:      c.DialTimeout,
+		HandshakeTimeout: c.HandshakeTimeout,
+		MaxStreams:       c.MaxStreams,
+		DrainTimeout:     c.DrainTimeout,
+		Logger:           log,
+	}, nil
+}
+
+// startMetrics serves Prometheus metrics on the config's metrics address,
+// if any, until ctx ends; the returned func waits for it to stop.
+func startMetrics(ctx context.Context, c *config.Common, register func(*metrics.Set), log *zap.Logger) (func(), error) {
+	if c.Metrics == "" {
+		return func() {}, nil
+	}
+	ln, err := net.Listen("tcp", c.Metrics)
+	if err != nil {
+		return nil, c.FieldError("metrics", err)
+	}
+	set := metrics.NewSet()
+	register(set)
+	log.Info("metrics", zap.String("url", fmt.Sprintf("http://%s/metrics", ln.Addr())))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := tunnel.ServeMetrics(ctx, ln, set, log); err != nil {
+			log.Error("metrics server failed", zap.Error(err))
+		}
+	}()
+	return func() { <-done }, nil
+}
