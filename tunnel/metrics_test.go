@@ -1,0 +1,138 @@
+package tunnel
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+func TestMetricsAndStatus(t *testing.T) {
+	leakCheck(t)
+	echoT := startTarget(t, echo)
+	addrs, srv, cli, _, _ := pair(t, map[string]string{"echo": echoT.addr()}, "echo", "nope")
+	if err := echoRoundTrip(addrs["echo"], 100000, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := dialAndRead(addrs["nope"]); !isAbortive(err) {
+		t.Fatalf("unknown service: %v", err)
+	}
+
+	set := metrics.NewSet()
+	srv.RegisterMetrics(set)
+	cli.RegisterMetrics(set)
+	ln := listen(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ServeMetrics(ctx, ln, set, nil) }()
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	var body string
+	eventually(t, 5*time.Second, "the counters to settle", func() bool {
+		resp, err := hc.Get("http://" + ln.Addr().String() + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body = string(b)
+		return strings.Contains(body, `offload_streams_total{role="server",result="ok"} 1`)
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	line := regexp.MustCompile(`^[a-z_]+(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? [0-9]+$`)
+	for _, l := range strings.Split(strings.TrimSpace(body), "\n") {
+		if !line.MatchString(l) {
+			t.Errorf("not a Prometheus text line: %q", l)
+		}
+	}
+	for _, want := range []string{
+		`offload_handshakes_total{role="server",result="ok"} 1`,
+		`offload_handshakes_total{role="client",result="ok"} 1`,
+		`offload_streams_total{role="server",result="refused"} 1`,
+		`offload_streams_total{role="client",result="ok"} 1`,
+		`offload_streams_active{role="client"} 0`,
+		`offload_link_up 1`,
+		`offload_links_active 1`,
+		`offload_redials_total 0`,
+		`offload_auth_failures_total{role="server"} 0`,
+		`offload_engine_fallbacks_total{engine="software"} 0`,
+	} {
+		if !strings.Contains(body, want+"\n") {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	// The client encrypted at least the 100,000 bytes it sent.
+	m := regexp.MustCompile(`offload_bytes_total\{engine="software",dir="encrypt"\} ([0-9]+)`).FindAllStringSubmatch(body, -1)
+	if len(m) != 2 {
+		t.Fatalf("want the encrypt bytes of server and client, got %v", m)
+	}
+
+	core, logs := observer.New(zap.InfoLevel)
+	cli.ctr.logStatus(zap.New(core))
+	e := logs.All()
+	if len(e) != 1 || e[0].Message != "status" {
+		t.Fatalf("status log: %v", e)
+	}
+	f := e[0].ContextMap()
+	if f["link_up"] != true || f["streams_ok"] != uint64(1) {
+		t.Errorf("status fields %v", f)
+	}
+	eng, ok := f["engines"].(map[string]any)["software"].(map[string]any)
+	if !ok || eng["encrypt_bytes"].(uint64) < 100000 {
+		t.Errorf("status engines %v", f["engines"])
+	}
+}
+
+// dialAndRead connects to addr and reads until the connection ends.
+func dialAndRead(addr string) error {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return readErr(c)
+}
+
+func TestBackoff(t *testing.T) {
+	b := backoff{min: 100 * time.Millisecond, max: 2 * time.Second}
+	var prevCeil time.Duration
+	for i := range 12 {
+		d := b.next()
+		ceil := min(b.max, b.min<<i)
+		if d < b.min || d > b.max || d > ceil || d < ceil/2 {
+			t.Fatalf("delay %d = %v, want in [%v, %v] within [min, max]", i, d, max(b.min, ceil/2), ceil)
+		}
+		if ceil < prevCeil {
+			t.Fatalf("ceiling shrank")
+		}
+		prevCeil = ceil
+	}
+	b.reset()
+	if d := b.next(); d != b.min {
+		t.Fatalf("after reset: %v, want %v", d, b.min)
+	}
+	// Jitter: the delays are not all the same.
+	seen := map[time.Duration]bool{}
+	for range 20 {
+		b.attempt = 5
+		seen[b.next()] = true
+	}
+	if len(seen) < 2 {
+		t.Fatal("no jitter")
+	}
+	// A huge attempt count does not overflow.
+	b.attempt = 1000
+	if d := b.next(); d < b.max/2 || d > b.max {
+		t.Fatalf("attempt 1000: %v", d)
+	}
+}
