@@ -1,0 +1,312 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/internal/speed"
+	"github.com/offload-dev/offload/internal/sysinfo"
+)
+
+func init() {
+	register(&command{
+		Name:  "speed",
+		Short: "measure engines like 'openssl speed -evp CIPHER -elapsed [-engine E]'",
+		Usage: "[-evp CIPHER] [-engine software|afalg[:DRIVER]|cryptodev|all] [-elapsed] [-seconds N] [-bytes N] [-decrypt] [-multi N] [-irq] [-json]",
+		Flags: speedFlags,
+	})
+}
+
+type speedOpts struct {
+	evp     string
+	engine  string
+	elapsed bool
+	seconds int
+	bytes   int
+	decrypt bool
+	multi   int
+	irq     bool
+	json    bool
+}
+
+func speedFlags(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int, error) {
+	var o speedOpts
+	fs.StringVar(&o.evp, "evp", "aes-256-cbc", "cipher: aes-128|192|256-cbc|ctr")
+	fs.StringVar(&o.engine, "engine", engine.SoftwareName, "engine: "+engine.Specs+", or all (every engine and driver found)")
+	fs.BoolVar(&o.elapsed, "elapsed", false, "divide by elapsed time instead of user CPU time (use it: kernel and device work is not user CPU time)")
+	fs.IntVar(&o.seconds, "seconds", 3, "seconds per block size")
+	fs.IntVar(&o.bytes, "bytes", 0, "measure only this block size")
+	fs.BoolVar(&o.decrypt, "decrypt", false, "measure decryption")
+	fs.IntVar(&o.multi, "multi", 1, "run N workers in parallel, each with its own session")
+	fs.BoolVar(&o.irq, "irq", false, "show the /proc/interrupts lines that moved while each engine ran")
+	fs.BoolVar(&o.json, "json", false, "print JSON for machines instead of the table")
+	return func(ctx context.Context, env *runEnv, args []string) (int, error) {
+		if len(args) != 0 || o.seconds <= 0 || o.multi <= 0 || o.bytes < 0 {
+			return 2, errUsage
+		}
+		return runSpeed(ctx, env, o)
+	}
+}
+
+// speedReport is the -json document.
+type speedReport struct {
+	Offload   string        `json:"offload"`
+	Go        string        `json:"go"`
+	Platform  string        `json:"platform"`
+	Kernel    string        `json:"kernel"`
+	CPUAES    bool          `json:"cpu_aes"`
+	Cipher    string        `json:"cipher"`
+	Direction string        `json:"direction"`
+	Seconds   int           `json:"seconds"`
+	Multi     int           `json:"multi"`
+	Elapsed   bool          `json:"elapsed"`
+	Engines   []engineRun   `json:"engines"`
+	Bands     []speed.Band  `json:"bands,omitempty"`
+	sizes     []int
+}
+
+type engineRun struct {
+	Engine      string            `json:"engine"`
+	Available   bool              `json:"available"`
+	Unavailable string            `json:"unavailable,omitempty"`
+	Error       string            `json:"error,omitempty"`
+	Driver      *engine.Driver    `json:"driver,omitempty"`
+	Results     []speed.Result    `json:"results,omitempty"`
+	IRQ         map[string]uint64 `json:"irq_delta,omitempty"`
+}
+
+func runSpeed(ctx context.Context, env *runEnv, o speedOpts) (int, error) {
+	c, err := engine.ParseCipher(o.evp)
+	if err != nil {
+		return 2, err
+	}
+	dir := engine.Encrypt
+	if o.decrypt {
+		dir = engine.Decrypt
+	}
+	sizes := speed.OpenSSLSizes
+	if o.bytes > 0 {
+		sizes = []int{o.bytes}
+	}
+	var engines []engine.Engine
+	if o.engine == "all" {
+		engines = engine.Discover(c, engine.Options{})
+	} else {
+		e, err := engine.Open(o.engine, engine.Options{})
+		if err != nil {
+			return 2, err
+		}
+		if _, err := e.Driver(c); err != nil {
+			return 1, fmt.Errorf("%s: %w", e.Name(), err)
+		}
+		engines = []engine.Engine{e}
+	}
+
+	rep := speedReport{
+		Offload: version(), Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH,
+		Kernel: sysinfo.Kernel(), CPUAES: engine.HardwareAES(), Cipher: c.String(), Direction: dir.String(),
+		Seconds: o.seconds, Multi: o.multi, Elapsed: o.elapsed, sizes: sizes,
+	}
+	progress := env.Stderr
+	if o.elapsed && !o.json {
+		fmt.Fprintln(progress, "You have chosen to measure elapsed time instead of user CPU time.")
+	}
+	var curves []speed.Curve
+	for _, e := range engines {
+		run := engineRun{Engine: e.Name()}
+		if _, err := e.Driver(c); err != nil {
+			run.Unavailable = err.Error()
+			fmt.Fprintf(progress, "engine %s: unavailable: %v\n", e.Name(), err)
+			rep.Engines = append(rep.Engines, run)
+			continue
+		}
+		run.Available = true
+		if len(engines) > 1 {
+			fmt.Fprintf(progress, "engine %s:\n", e.Name())
+		}
+		var irq0 map[string]uint64
+		if o.irq {
+			irq0, err = engine.ReadInterrupts()
+			if err != nil {
+				return 1, fmt.Errorf("-irq: %w", err)
+			}
+		}
+		results, drv, err := speed.Run(ctx, e, speed.Config{
+			Cipher: c, Direction: dir, Sizes: sizes, Multi: o.multi,
+			Duration: time.Duration(o.seconds) * time.Second,
+			Start: func(size int) {
+				fmt.Fprintf(progress, "Doing %s for %ds on %d size blocks: ", c, o.seconds, size)
+			},
+			Done: func(r speed.Result) {
+				d := r.UserCPU
+				if o.elapsed || d <= 0 {
+					d = r.Elapsed
+				}
+				fmt.Fprintf(progress, "%d %s's in %.2fs\n", r.Ops, c, d.Seconds())
+			},
+		})
+		if drv.Name != "" {
+			run.Driver = &drv
+		}
+		run.Results = results
+		if o.irq {
+			irq1, ierr := engine.ReadInterrupts()
+			if ierr != nil {
+				return 1, fmt.Errorf("-irq: %w", ierr)
+			}
+			run.IRQ = irqDelta(irq0, irq1)
+		}
+		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				return 130, err
+			}
+			run.Error = err.Error()
+			fmt.Fprintf(progress, "\nengine %s failed: %v\n", e.Name(), err)
+		} else {
+			curves = append(curves, speed.Curve{Engine: e.Name(), Results: results})
+		}
+		rep.Engines = append(rep.Engines, run)
+	}
+	if len(curves) > 1 {
+		rep.Bands = speed.Winners(curves)
+	}
+	if o.json {
+		enc := json.NewEncoder(env.Stdout)
+		enc.SetIndent("", "  ")
+		return 0, enc.Encode(rep)
+	}
+	printSpeedTable(env.Stdout, &rep)
+	if len(curves) == 0 {
+		return 1, errors.New("no engine could be measured")
+	}
+	return 0, nil
+}
+
+func irqDelta(before, after map[string]uint64) map[string]uint64 {
+	d := map[string]uint64{}
+	for k, v := range after {
+		if v > before[k] {
+			d[k] = v - before[k]
+		}
+	}
+	return d
+}
+
+// printSpeedTable prints openssl's table (in 1000s of bytes per second),
+// one row per engine, then what openssl does not say: the driver that
+// served each row, the crossovers, and the interrupts that moved.
+func printSpeedTable(w io.Writer, rep *speedReport) {
+	fmt.Fprintf(w, "offload %s %s %s, kernel %s, CPU AES instructions: %v\n", rep.Offload, rep.Go, rep.Platform, rep.Kernel, yesNo(rep.CPUAES))
+	fmt.Fprintln(w, "The 'numbers' are in 1000s of bytes per second processed.")
+	label := func(r engineRun) string {
+		if len(rep.Engines) == 1 {
+			return rep.Cipher
+		}
+		return rep.Cipher + " " + r.Engine
+	}
+	width := 18
+	for _, r := range rep.Engines {
+		width = max(width, len(label(r))+2)
+	}
+	fmt.Fprintf(w, "%-*s", width, "type")
+	for _, s := range rep.sizes {
+		fmt.Fprintf(w, " %12s", fmt.Sprintf("%d bytes", s))
+	}
+	fmt.Fprintln(w)
+	for _, r := range rep.Engines {
+		if len(r.Results) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "%-*s", width, label(r))
+		for _, res := range r.Results {
+			bps := res.BytesPerUserSecond()
+			if rep.Elapsed || res.UserCPU <= 0 {
+				bps = res.BytesPerSecond()
+			}
+			fmt.Fprintf(w, " %11.2fk", bps/1000)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w, "\nengine drivers:")
+	for _, r := range rep.Engines {
+		switch {
+		case r.Driver != nil:
+			fmt.Fprintf(w, "  %-*s %s\n", width, r.Engine, describeDriver(*r.Driver))
+			if r.Error != "" {
+				fmt.Fprintf(w, "  %-*s failed: %s\n", width, "", r.Error)
+			}
+		case r.Unavailable != "":
+			fmt.Fprintf(w, "  %-*s [unavailable: %s]\n", width, r.Engine, r.Unavailable)
+		case r.Error != "":
+			fmt.Fprintf(w, "  %-*s failed: %s\n", width, r.Engine, r.Error)
+		}
+	}
+	if len(rep.Bands) > 0 {
+		fmt.Fprintln(w, "\nfastest engine by block size:")
+		for i, b := range rep.Bands {
+			fmt.Fprintf(w, "  %6d..%-6d bytes  %s\n", b.From, b.To, b.Engine)
+			if i > 0 {
+				fmt.Fprintf(w, "  crossover: %s overtakes %s between %d and %d bytes\n", b.Engine, rep.Bands[i-1].Engine, rep.Bands[i-1].To, b.From)
+			}
+		}
+		if len(rep.Bands) == 1 {
+			fmt.Fprintf(w, "  no crossover: %s is fastest at every measured size\n", rep.Bands[0].Engine)
+		}
+	}
+	for _, r := range rep.Engines {
+		if r.IRQ == nil {
+			continue
+		}
+		if len(r.IRQ) == 0 {
+			fmt.Fprintf(w, "\ninterrupts during %s: none moved\n", r.Engine)
+			continue
+		}
+		fmt.Fprintf(w, "\ninterrupts during %s:\n", r.Engine)
+		keys := make([]string, 0, len(r.IRQ))
+		for k := range r.IRQ {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool { return r.IRQ[keys[i]] > r.IRQ[keys[j]] })
+		for _, k := range keys {
+			fmt.Fprintf(w, "  %10d  %s\n", r.IRQ[k], k)
+		}
+	}
+}
+
+func describeDriver(d engine.Driver) string {
+	var parts []string
+	parts = append(parts, d.Name)
+	if d.Module != "" {
+		parts[0] += " (" + d.Module + ")"
+	}
+	if d.Priority != 0 {
+		parts = append(parts, fmt.Sprintf("priority %d", d.Priority))
+	}
+	if d.Async {
+		parts = append(parts, "async")
+	}
+	kind := "cpu"
+	if d.Hardware {
+		kind = "hardware"
+	}
+	if d.HardwareWhy != "" {
+		kind += " (" + d.HardwareWhy + ")"
+	}
+	return strings.Join(append(parts, kind), ", ")
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

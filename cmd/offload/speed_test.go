@@ -1,0 +1,150 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/offload-dev/offload/engine"
+)
+
+// The progress lines and the table must read like openssl's so the seeds'
+// tables compare line by line.
+func TestSpeedOpenSSLFormat(t *testing.T) {
+	code, out, errs := runCmd(t, "speed", "-evp", "aes-128-ctr", "-elapsed", "-seconds", "1", "-bytes", "64", "-multi", "2")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	if !strings.Contains(errs, "You have chosen to measure elapsed time instead of user CPU time.") {
+		t.Errorf("no elapsed notice in %q", errs)
+	}
+	doing := regexp.MustCompile(`(?m)^Doing aes-128-ctr for 1s on 64 size blocks: (\d+) aes-128-ctr's in (\d+\.\d\d)s$`)
+	m := doing.FindStringSubmatch(errs)
+	if m == nil {
+		t.Fatalf("no Doing line in %q", errs)
+	}
+	ops, _ := strconv.ParseInt(m[1], 10, 64)
+	secs, _ := strconv.ParseFloat(m[2], 64)
+	if ops <= 0 || secs < 1 || secs > 5 {
+		t.Errorf("Doing line: %d ops in %vs", ops, secs)
+	}
+	if !strings.Contains(out, "The 'numbers' are in 1000s of bytes per second processed.") {
+		t.Errorf("no numbers line:\n%s", out)
+	}
+	row := regexp.MustCompile(`(?m)^aes-128-ctr\s+(\d+\.\d\d)k$`).FindStringSubmatch(out)
+	if row == nil {
+		t.Fatalf("no table row:\n%s", out)
+	}
+	// The row is the Doing line's figure: ops*64 bytes / seconds / 1000.
+	k, _ := strconv.ParseFloat(row[1], 64)
+	want := float64(ops) * 64 / secs / 1000
+	if k < want*0.98 || k > want*1.02 {
+		t.Errorf("table says %.2fk, Doing line implies %.2fk", k, want)
+	}
+	if !regexp.MustCompile(`(?m)^type\s+64 bytes$`).MatchString(out) {
+		t.Errorf("no type header:\n%s", out)
+	}
+}
+
+func TestSpeedJSON(t *testing.T) {
+	code, out, errs := runCmd(t, "speed", "-evp", "aes-256-cbc", "-decrypt", "-elapsed", "-seconds", "1", "-bytes", "1024", "-json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var rep speedReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("bad JSON: %v\n%s", err, out)
+	}
+	if rep.Cipher != "aes-256-cbc" || rep.Direction != "decrypt" || len(rep.Engines) != 1 {
+		t.Fatalf("report %+v", rep)
+	}
+	e := rep.Engines[0]
+	if e.Engine != "software" || !e.Available || e.Driver == nil || len(e.Results) != 1 || e.Results[0].Size != 1024 || e.Results[0].Ops <= 0 {
+		t.Fatalf("engine run %+v", e)
+	}
+}
+
+func TestSpeedAllListsEveryEngine(t *testing.T) {
+	code, out, errs := runCmd(t, "speed", "-engine", "all", "-elapsed", "-seconds", "1", "-bytes", "16", "-json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var rep speedReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]engineRun{}
+	for _, e := range rep.Engines {
+		got[e.Engine] = e
+	}
+	for _, name := range []string{"software", "afalg", "cryptodev"} {
+		e, ok := got[name]
+		if !ok {
+			t.Errorf("engine %s missing from -engine all", name)
+			continue
+		}
+		if !e.Available && e.Unavailable == "" {
+			t.Errorf("engine %s unavailable without a reason", name)
+		}
+	}
+}
+
+func TestSpeedErrors(t *testing.T) {
+	if code, _, errs := runCmd(t, "speed", "-engine", "nosuch"); code != 2 || !strings.Contains(errs, "unknown engine") {
+		t.Errorf("unknown engine: exit %d, %q", code, errs)
+	}
+	if code, _, errs := runCmd(t, "speed", "-evp", "des-cbc"); code != 2 || !strings.Contains(errs, "unknown cipher") {
+		t.Errorf("unknown cipher: exit %d, %q", code, errs)
+	}
+	if code, _, _ := runCmd(t, "speed", "-seconds", "0"); code != 2 {
+		t.Errorf("-seconds 0: exit %d", code)
+	}
+	if code, _, errs := runCmd(t, "speed", "-evp", "aes-128-cbc", "-bytes", "100", "-seconds", "1"); code != 1 || !strings.Contains(errs, "multiple of the block size") {
+		t.Errorf("CBC -bytes 100: exit %d, %q", code, errs)
+	}
+	// An explicitly named engine that is unavailable is an error with the
+	// reason, never a silent run on another engine.
+	c := engine.Cipher{Mode: engine.CBC, KeyBits: 256}
+	if _, err := engine.NewCryptodev(engine.Options{}).Driver(c); err != nil {
+		code, out, errs := runCmd(t, "speed", "-engine", "cryptodev", "-seconds", "1")
+		if code != 1 || !strings.Contains(errs, "cryptodev") || out != "" {
+			t.Errorf("unavailable cryptodev: exit %d, out %q, err %q", code, out, errs)
+		}
+		if !errors.Is(err, engine.ErrUnavailable) {
+			t.Errorf("cryptodev error %v does not wrap ErrUnavailable", err)
+		}
+	}
+}
+
+func TestEngines(t *testing.T) {
+	code, out, errs := runCmd(t, "engines")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"(software) Go crypto/aes on the CPU", "(afalg) ", "(cryptodev) ", "aes-256-ctr  go/"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("engines output lacks %q:\n%s", want, out)
+		}
+	}
+	if !regexp.MustCompile(`\[ (available|unavailable: .+) \]`).MatchString(out) {
+		t.Errorf("no availability lines:\n%s", out)
+	}
+	code, out, _ = runCmd(t, "engines", "-json")
+	var list []engineInfo
+	if code != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list) < 3 {
+		t.Fatalf("engines -json: exit %d\n%s", code, out)
+	}
+	for _, e := range list {
+		if len(e.Ciphers) != len(engine.Ciphers) {
+			t.Errorf("%s: %d ciphers", e.Engine, len(e.Ciphers))
+		}
+		for _, c := range e.Ciphers {
+			if (c.Driver == nil) == (c.Unavailable == "") {
+				t.Errorf("%s %s: want exactly one of driver or reason: %+v", e.Engine, c.Cipher, c)
+			}
+		}
+	}
+}
