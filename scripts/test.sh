@@ -149,7 +149,7 @@ offload_steps() {
 		return
 	fi
 	local usage line sub
-	usage=$(go run ./cmd/offload 2>&1 || true)
+	usage=$(timeout 120 go run ./cmd/offload </dev/null 2>&1 || true)
 	into+=(-bin ./cmd/offload)
 	for line in "$@"; do
 		read -r _ sub _ <<<"$line"
