@@ -59,18 +59,18 @@ func speedFlags(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int,
 
 // speedReport is the -json document.
 type speedReport struct {
-	Offload   string        `json:"offload"`
-	Go        string        `json:"go"`
-	Platform  string        `json:"platform"`
-	Kernel    string        `json:"kernel"`
-	CPUAES    bool          `json:"cpu_aes"`
-	Cipher    string        `json:"cipher"`
-	Direction string        `json:"direction"`
-	Seconds   int           `json:"seconds"`
-	Multi     int           `json:"multi"`
-	Elapsed   bool          `json:"elapsed"`
-	Engines   []engineRun   `json:"engines"`
-	Bands     []speed.Band  `json:"bands,omitempty"`
+	Offload   string       `json:"offload"`
+	Go        string       `json:"go"`
+	Platform  string       `json:"platform"`
+	Kernel    string       `json:"kernel"`
+	CPUAES    bool         `json:"cpu_aes"`
+	Cipher    string       `json:"cipher"`
+	Direction string       `json:"direction"`
+	Seconds   int          `json:"seconds"`
+	Multi     int          `json:"multi"`
+	Elapsed   bool         `json:"elapsed"`
+	Engines   []engineRun  `json:"engines"`
+	Bands     []speed.Band `json:"bands,omitempty"`
 	sizes     []int
 }
 
