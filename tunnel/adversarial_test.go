@@ -297,12 +297,7 @@ func TestMaxStreams(t *testing.T) {
 			t.Fatalf("stream %d: %v", i, err)
 		}
 	}
-	c, err := net.Dial("tcp", addrs["hold"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := readErr(c); !isAbortive(err) {
+	if err := dialAndRead(addrs["hold"]); !isAbortive(err) {
 		t.Fatalf("third stream ended with %v, want a reset", err)
 	}
 	once.Do(func() { close(release) })

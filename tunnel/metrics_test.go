@@ -43,7 +43,9 @@ func TestMetricsAndStatus(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		body = string(b)
-		return strings.Contains(body, `offload_streams_total{role="server",result="ok"} 1`)
+		return strings.Contains(body, `offload_streams_total{role="server",result="ok"} 1`) &&
+			strings.Contains(body, `offload_streams_total{role="client",result="ok"} 1`) &&
+			strings.Contains(body, `offload_streams_active{role="client"} 0`)
 	})
 	cancel()
 	if err := <-done; err != nil {

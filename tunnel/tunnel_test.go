@@ -107,12 +107,7 @@ func TestUnknownServiceRefused(t *testing.T) {
 	leakCheck(t)
 	tg := startTarget(t, echo)
 	addrs, srv, cli, _, _ := pair(t, map[string]string{"echo": tg.addr()}, "nope")
-	c, err := net.Dial("tcp", addrs["nope"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := readErr(c); !isAbortive(err) {
+	if err := dialAndRead(addrs["nope"]); !isAbortive(err) {
 		t.Fatalf("local connection to an unknown service ended with %v, want a reset", err)
 	}
 	if n := srv.ctr.streams[streamRefused].Load(); n != 1 {
@@ -134,14 +129,9 @@ func TestNoOpenProxy(t *testing.T) {
 	names := []string{canary.addr(), "localhost:" + port, "[::1]:" + port, "tcp://" + canary.addr(), ":" + port, port, "echo\x00" + canary.addr(), "ECHO", "echo "}
 	addrs, srv, _, _, _ := pair(t, map[string]string{"echo": tg.addr()}, append(names, "echo")...)
 	for _, name := range names {
-		c, err := net.Dial("tcp", addrs[name])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := readErr(c); !isAbortive(err) {
+		if err := dialAndRead(addrs[name]); !isAbortive(err) {
 			t.Errorf("service %q: ended with %v, want a reset", name, err)
 		}
-		c.Close()
 	}
 	if err := echoRoundTrip(addrs["echo"], 1000, 1); err != nil {
 		t.Fatalf("the real service: %v", err)
@@ -160,12 +150,7 @@ func TestDialFailedRefused(t *testing.T) {
 	dead := ln.Addr().String()
 	ln.Close()
 	addrs, srv, _, _, _ := pair(t, map[string]string{"dead": dead}, "dead")
-	c, err := net.Dial("tcp", addrs["dead"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := readErr(c); !isAbortive(err) {
+	if err := dialAndRead(addrs["dead"]); !isAbortive(err) {
 		t.Fatalf("ended with %v, want a reset", err)
 	}
 	if n := srv.ctr.streams[streamRefused].Load(); n != 1 {
@@ -186,12 +171,7 @@ func TestTargetResetPropagates(t *testing.T) {
 	sink := startTarget(t, func(c net.Conn) { gotErr <- readErr(c) })
 	addrs, _, _, _, _ := pair(t, map[string]string{"reset": tg.addr(), "sink": sink.addr()}, "reset", "sink")
 
-	c, err := net.Dial("tcp", addrs["reset"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := readErr(c); !isAbortive(err) {
+	if err := dialAndRead(addrs["reset"]); !isAbortive(err) {
 		t.Fatalf("target reset, application saw %v", err)
 	}
 
