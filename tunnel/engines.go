@@ -3,7 +3,6 @@ package tunnel
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"go.uber.org/zap"
 
@@ -37,22 +36,15 @@ func EngineSetup(spec string, s suite.Suite, log *zap.Logger) ([]engine.Engine, 
 		log = zap.NewNop()
 	}
 	opts := engine.Options{Logger: log}
-	name, driver, hasDriver := strings.Cut(spec, ":")
-	var e engine.Engine
-	switch {
-	case name == engine.SoftwareName && !hasDriver:
-		return []engine.Engine{engine.Software{}}, record.SoftwareOnly{}, nil
-	case name == engine.AFALGName:
-		if hasDriver && driver == "" {
-			return nil, nil, fmt.Errorf("%w %q: no driver name after the colon", engine.ErrUnknownEngine, spec)
-		}
-		e = engine.NewAFALG(driver, opts)
-	case name == engine.CryptodevName && !hasDriver:
-		e = engine.NewCryptodev(opts)
-	case name == "auto" && !hasDriver:
+	if spec == "auto" {
 		return nil, nil, ErrSelectorNotWired
-	default:
-		return nil, nil, fmt.Errorf("%w %q (want software, afalg, afalg:DRIVER, cryptodev or auto)", engine.ErrUnknownEngine, spec)
+	}
+	e, err := engine.Open(spec, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if e.Name() == engine.SoftwareName {
+		return []engine.Engine{engine.Software{}}, record.SoftwareOnly{}, nil
 	}
 	drv, err := e.Driver(s.Cipher)
 	if err != nil {
