@@ -1,0 +1,106 @@
+package selector
+
+import (
+	"sort"
+
+	"github.com/offload-dev/offload/engine"
+)
+
+// winner returns the engine to use at pt among the usable engines: the
+// fastest one, except that an engine other than software must beat
+// software by more than margin (hysteresis); otherwise software, the
+// simpler choice, stays. Engines missing from pt are not candidates.
+func winner(pt Point, usable []string, margin float64) string {
+	best, bestBPS := "", -1.0
+	for _, name := range usable {
+		if bps, ok := pt.BPS[name]; ok && bps > bestBPS {
+			best, bestBPS = name, bps
+		}
+	}
+	sw, ok := pt.BPS[engine.SoftwareName]
+	if !ok || best == engine.SoftwareName || !contains(usable, engine.SoftwareName) {
+		return best
+	}
+	if bestBPS <= sw*(1+margin) {
+		return engine.SoftwareName
+	}
+	return best
+}
+
+// bands turns the winners at the measured points (ascending sizes) into
+// bands that cover every size from 1 to maxFrame: a band starts at the
+// first point its engine wins and ends just before the next band's first
+// point, so the switch happens at a size where the new engine was measured
+// to win.
+func bands(points []Point, usable []string, margin float64, maxFrame int) []Band {
+	var out []Band
+	for _, pt := range points {
+		w := winner(pt, usable, margin)
+		if w == "" {
+			continue
+		}
+		if n := len(out); n > 0 {
+			if out[n-1].Engine == w {
+				continue
+			}
+			out[n-1].To = pt.Size - 1
+			out = append(out, Band{From: pt.Size, Engine: w})
+			continue
+		}
+		out = append(out, Band{From: 1, Engine: w})
+	}
+	if len(out) == 0 {
+		return []Band{{From: 1, To: maxFrame, Engine: engine.SoftwareName}}
+	}
+	out[len(out)-1].To = max(maxFrame, out[len(out)-1].From)
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// median of xs (not modified); 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// grid is the sizes calibration measures first: powers of two from 16 to
+// maxFrame, and the sizes real frames take: maxFrame (a full frame of CTR,
+// or of CBC whose padding fills a block), maxFrame-16 (a full CBC frame of
+// 16n-1 bytes or less plaintext), and typical MTU-sized payloads (1472 B:
+// a 1500-byte IPv4 MTU minus UDP/IP headers; 1440 B, a TCP MSS of 1448
+// bytes rounded down to blocks). All are multiples of 16.
+func grid(maxFrame int) []int {
+	var s []int
+	for n := 16; n <= maxFrame; n *= 2 {
+		s = append(s, n)
+	}
+	for _, n := range []int{maxFrame, maxFrame - 16, 1472, 1440} {
+		if n >= 16 && n <= maxFrame {
+			s = append(s, n&^15)
+		}
+	}
+	sort.Ints(s)
+	out := s[:0]
+	for i, n := range s {
+		if i == 0 || n != s[i-1] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
