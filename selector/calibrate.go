@@ -143,7 +143,7 @@ func Calibrate(ctx context.Context, cfg Config) (*Profile, error) {
 				n++
 			}
 		}
-		cal.total += len(cfg.Directions) * n * (len(g) + 1)
+		cal.total += len(cfg.Directions) * n * len(g)
 	}
 	for _, c := range cfg.Ciphers {
 		for _, d := range cfg.Directions {
