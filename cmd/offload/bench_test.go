@@ -1,0 +1,214 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/offload-dev/offload/config"
+	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/internal/bench"
+	"github.com/offload-dev/offload/tunnel"
+	"github.com/offload-dev/offload/tunnel/suite"
+)
+
+func runBenchCmd(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(append([]string{"bench"}, args...), &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// checkRun checks one measured run: verified, and the data direction's
+// ciphertext is the payload plus framing (yamux headers, chunk headers,
+// the stream request), not less and not much more.
+func checkRun(t *testing.T, r benchRun, want int64) {
+	t.Helper()
+	if r.Error != "" || !r.Verified || r.Bytes != want || r.MBps <= 0 || r.Seconds <= 0 {
+		t.Errorf("run %s/%d: %+v; want %d verified bytes, a rate, no error", r.Policy, r.Streams, r, want)
+	}
+	if len(r.Engines) != 1 || r.Engines[0].Engine != "software" {
+		t.Fatalf("run %s/%d engines %+v; want software alone", r.Policy, r.Streams, r.Engines)
+	}
+	e := r.Engines[0]
+	up := e.By["client/encrypt"]
+	if e.Frames == 0 || up.Frames == 0 {
+		t.Errorf("run %s/%d: no frames counted: %+v", r.Policy, r.Streams, e)
+	}
+	// Per stream: request and status, chunk headers (4 B per 16 KiB),
+	// yamux headers (12 B per write); a few percent at most.
+	if hi := want + want/20 + 4096*int64(r.Streams); int64(up.Bytes) < want || int64(up.Bytes) > hi {
+		t.Errorf("run %s/%d: client sealed %d bytes for %d payload bytes; want %d..%d", r.Policy, r.Streams, up.Bytes, want, want, hi)
+	}
+	if down := e.By["server/decrypt"]; down != up {
+		t.Errorf("run %s/%d: server opened %+v, client sealed %+v", r.Policy, r.Streams, down, up)
+	}
+}
+
+func TestBenchJSONSoftwareAndUnavailable(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	const size = 300 << 10
+	code, out, errOut := runBenchCmd(t, "-policy", "software,afalg:no_such_driver,hybrid", "-streams", "1,3", "-bytes", "300KiB", "-json")
+	if code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", code, errOut)
+	}
+	var rep benchReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("-json output does not parse: %v\n%s", err, out)
+	}
+	if rep.Mode != "in-process" || rep.Suite != suite.Default.String() || rep.Bytes != size {
+		t.Errorf("report header %+v", rep)
+	}
+	if len(rep.Runs) != 2 || rep.Runs[0].Streams != 1 || rep.Runs[1].Streams != 3 {
+		t.Fatalf("runs %+v; want software with 1 and 3 streams", rep.Runs)
+	}
+	for _, r := range rep.Runs {
+		checkRun(t, r, size)
+		if r.Gain != 1 {
+			t.Errorf("software's gain over itself is %v", r.Gain)
+		}
+	}
+	skipped := map[string]string{}
+	for _, s := range rep.Skipped {
+		skipped[s.Policy] = s.Reason
+	}
+	for _, p := range []string{"afalg:no_such_driver", "hybrid"} {
+		if skipped[p] == "" {
+			t.Errorf("policy %s not reported as skipped with a reason: %+v", p, rep.Skipped)
+		}
+		if !strings.Contains(errOut, "policy "+p+": unavailable, skipped") {
+			t.Errorf("stderr does not say %s was skipped:\n%s", p, errOut)
+		}
+	}
+}
+
+func TestBenchTable(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	code, out, errOut := runBenchCmd(t, "-policy", "software,cryptodev", "-streams", "2", "-bytes", "64KiB", "-repeat", "3")
+	if code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", code, errOut)
+	}
+	for _, want := range []string{"median of 3", "policy", "MB/s", "CPU s/GB", "gain", "frames per engine",
+		"software        2", "1.00x", "software ", "skipped (unavailable here):", "cryptodev"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(errOut, "bench: software, 2 streams (run "); n != 3 {
+		t.Errorf("stderr shows %d progress lines for 3 repeats:\n%s", n, errOut)
+	}
+}
+
+func TestBenchSeconds(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	code, out, errOut := runBenchCmd(t, "-policy", "software", "-streams", "2", "-seconds", "0.2", "-json")
+	if code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", code, errOut)
+	}
+	var rep benchReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Runs) != 1 || rep.Runs[0].Bytes == 0 || rep.Runs[0].Seconds < 0.2 || !rep.Runs[0].Verified {
+		t.Errorf("runs %+v; want one verified run of at least 0.2s", rep.Runs)
+	}
+}
+
+// TestBenchRemote runs a tunnel server here with a bench sink as its
+// service and benches against it with -server, as against a router.
+func TestBenchRemote(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	key := bytes.Repeat([]byte{9}, 32)
+	keyFile := filepath.Join(t.TempDir(), "offload.key")
+	if err := config.WriteKeyFile(keyFile, key, false); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	sinkLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sinkDone := make(chan error, 1)
+	go func() { sinkDone <- bench.ServeSink(ctx, sinkLn, zaptest.NewLogger(t)) }()
+	srv, err := tunnel.NewServer(tunnel.ServerConfig{
+		Options:  tunnel.Options{Suite: suite.Default, PSK: key, StatusInterval: -1, Logger: zaptest.NewLogger(t)},
+		Services: map[string]string{"sink": sinkLn.Addr().String()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvDone := make(chan error, 1)
+	go func() { srvDone <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		for _, c := range []chan error{srvDone, sinkDone} {
+			select {
+			case err := <-c:
+				if err != nil {
+					t.Error(err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Error("server or sink did not stop")
+			}
+		}
+	})
+
+	code, out, errOut := runBenchCmd(t, "-server", ln.Addr().String(), "-key", keyFile, "-service", "sink",
+		"-policy", "software", "-streams", "2", "-bytes", "200KiB", "-json")
+	if code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", code, errOut)
+	}
+	var rep benchReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Mode != "remote" || len(rep.Runs) != 1 {
+		t.Fatalf("report %+v", rep)
+	}
+	r := rep.Runs[0]
+	up := r.Engines[0].By["client/encrypt"]
+	if !r.Verified || r.Bytes != 200<<10 || int64(up.Bytes) < r.Bytes {
+		t.Errorf("remote run %+v; want 200 KiB verified and sealed by the client", r)
+	}
+	if _, ok := r.Engines[0].By["server/decrypt"]; ok {
+		t.Errorf("remote run counts a server end it cannot see: %+v", r.Engines[0].By)
+	}
+	// The server also opened the warm-up stream's frames.
+	if got := srv.Stats().Bytes[engine.Decrypt][0].Load(); got < up.Bytes {
+		t.Errorf("server opened %d bytes, client sealed %d in the measured run", got, up.Bytes)
+	}
+
+	// A service that is not a bench sink fails the run, it does not
+	// count as fast.
+	code, _, errOut = runBenchCmd(t, "-server", ln.Addr().String(), "-key", keyFile, "-service", "nope",
+		"-policy", "software", "-streams", "1", "-bytes", "1KiB")
+	if code == 0 || !strings.Contains(errOut, "unknown service") {
+		t.Errorf("unknown service: exit %d, stderr:\n%s", code, errOut)
+	}
+}
+
+func TestBenchUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"-server", "127.0.0.1:1"},
+		{"-streams", "0"},
+		{"-bytes", "12MB"},
+		{"-suite", "aes-512-ctr-hmac-sha256"},
+		{"extra"},
+	} {
+		if code, _, _ := runBenchCmd(t, args...); code != 2 {
+			t.Errorf("bench %v: exit %d, want 2", args, code)
+		}
+	}
+}
