@@ -213,7 +213,7 @@ func TestKernelVirtioInterrupts(t *testing.T) {
 		}
 		var n uint64
 		for _, dev := range devs {
-			n += in.Sum(dev + "-")
+			n += in.Device(dev)
 		}
 		return n
 	}

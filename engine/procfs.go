@@ -387,6 +387,19 @@ func (in Interrupts) Sum(prefix string) uint64 {
 	return n
 }
 
+// Device adds the counters of one device's lines: those whose name is dev
+// ("virtio0", as arm and mips name the line) or starts with dev+"-"
+// ("virtio0-virtqueues", "virtio0-config", as x86 with MSI-X names them).
+func (in Interrupts) Device(dev string) uint64 {
+	var n uint64
+	for k, v := range in {
+		if _, name, _ := strings.Cut(k, ": "); name == dev || strings.HasPrefix(name, dev+"-") {
+			n += v
+		}
+	}
+	return n
+}
+
 // ParseInterrupts parses the text of /proc/interrupts: a header of CPU
 // columns, then one line per interrupt with one counter per CPU (some, like
 // ERR, have one counter only), then chip, hardware IRQ and action name

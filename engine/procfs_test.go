@@ -358,3 +358,24 @@ ERR:          2
 		}
 	}
 }
+
+// Each architecture names a virtio device's interrupt lines its own way;
+// Device must count them all and nothing of virtio1 or virtio10.
+func TestInterruptsDevice(t *testing.T) {
+	for _, tc := range []struct {
+		arch, text string
+		want       uint64
+	}{
+		{"amd64", "           CPU0       CPU1\n 24:          0          0  PCI-MSIX-0000:00:03.0   0-edge      virtio0-config\n 25:       1466         34  PCI-MSIX-0000:00:03.0   1-edge      virtio0-virtqueues\n 26:          9          0  PCI-MSIX-0000:00:04.0   1-edge      virtio1-virtqueues\n", 1500},
+		{"arm", "           CPU0       CPU1\n 32:        403          0     GIC-0  79 Edge      virtio0\n 33:          7          0     GIC-0  80 Edge      virtio10\n", 403},
+		{"mipsle", "           CPU0\n 10:       6682    XT-PIC  10  virtio0\n 11:          5    XT-PIC  11  virtio1\n", 6682},
+	} {
+		in, err := engine.ParseInterrupts(strings.NewReader(tc.text))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.arch, err)
+		}
+		if got := in.Device("virtio0"); got != tc.want {
+			t.Errorf("%s: Device(virtio0) = %d, want %d (%v)", tc.arch, got, tc.want, in)
+		}
+	}
+}
