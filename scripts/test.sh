@@ -35,6 +35,9 @@ vm_runs() {
 		[ "$arch" = amd64 ] && continue
 		vm "$arch-virtio-crypto" -arch "$arch" -virtio-crypto -test ./engine "${offload[@]}"
 	done
+	# Two hosts: offload server and client in two network namespaces over
+	# a veth with netem delay and loss (harness/netns).
+	vm amd64-netns -arch amd64 -netns -bin ./cmd/offload -test ./harness/netns
 	# The harness itself: a failing guest test, a failing command, a hung
 	# and a crashed guest must each fail a run.
 	vm_selftest
