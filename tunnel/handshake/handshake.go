@@ -130,7 +130,7 @@ func run(ctx context.Context, conn net.Conn, cfg Config, initiator bool) (record
 	if len(cfg.PSK) != PSKSize {
 		return record.Keys{}, fmt.Errorf("handshake: %w (got %d)", ErrPSK, len(cfg.PSK))
 	}
-	if !cfg.Suite.Cipher.Valid() || cfg.Suite.MAC != suite.HMACSHA256 {
+	if !cfg.Suite.Valid() {
 		return record.Keys{}, fmt.Errorf("handshake: %w: %v", record.ErrSuite, cfg.Suite)
 	}
 	timeout := cfg.Timeout

@@ -1,11 +1,8 @@
 package record
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
-	"hash"
 	"math/bits"
 	"sync"
 	"time"
@@ -141,23 +138,27 @@ func (f *frame) ready(block bool) bool {
 
 // worker seals or opens frames of one direction. It owns its Crypters (one
 // per engine, made on first use: Crypters are not safe for concurrent use),
-// its HMAC state and a spare buffer for engines that write out of place.
+// its MAC state and a spare buffer for engines that write out of place.
 type worker struct {
 	c        *Conn
 	dir      engine.Direction
 	keys     *DirKeys
 	crypters [MaxEngines]engine.Crypter
 	retryAt  [MaxEngines]time.Time // no NewCrypter before this after a failure
-	mac      hash.Hash
-	sum      [sha256.Size]byte
-	ad       [12]byte
+	mac      MAC
+	macErr   error // why mac could not be made (keys not Checked)
+	sum      [TagSize]byte
 	blk, iv  [engine.BlockSize]byte
 	zero     [engine.BlockSize]byte
 	spare    []byte
 }
 
 func newWorker(c *Conn, dir engine.Direction, keys *DirKeys) *worker {
-	return &worker{c: c, dir: dir, keys: keys, mac: hmac.New(sha256.New, keys.MAC)}
+	w := &worker{c: c, dir: dir, keys: keys}
+	// New has Checked keys against the suite, so this does not fail there;
+	// should it, every frame fails with the reason instead of a panic.
+	w.mac, w.macErr = NewMAC(c.suite.MAC, keys.MAC)
+	return w
 }
 
 // run processes frames until work is closed. Every frame it takes gets its
@@ -214,19 +215,12 @@ func (w *worker) frameIV(seq uint64) error {
 	return nil
 }
 
-// tag computes the frame's tag into w.sum[:TagSize].
-func (w *worker) tag(seq uint64, ct []byte) []byte {
-	binary.BigEndian.PutUint64(w.ad[:8], seq)
-	binary.BigEndian.PutUint32(w.ad[8:], uint32(len(ct)))
-	w.mac.Reset()
-	w.mac.Write(w.ad[:])
-	w.mac.Write(ct)
-	return w.mac.Sum(w.sum[:0])[:TagSize]
-}
-
 // seal encrypts and tags f in place: f.buf[HeaderSize:][:f.n] holds the
 // plaintext, with room for padding and the tag after it.
 func (w *worker) seal(f *frame) error {
+	if w.macErr != nil {
+		return w.macErr
+	}
 	n := f.n
 	if w.c.suite.Cipher.Mode == engine.CBC {
 		pad := engine.BlockSize - n%engine.BlockSize
@@ -242,8 +236,8 @@ func (w *worker) seal(f *frame) error {
 	if err := w.crypt(f, n); err != nil {
 		return fmt.Errorf("record: sealing frame %d: %w", f.seq, err)
 	}
-	ct := f.buf[HeaderSize : HeaderSize+n]
-	copy(f.buf[HeaderSize+n:], w.tag(f.seq, ct))
+	w.mac.Sum(&w.sum, f.seq, f.buf[:HeaderSize+n])
+	copy(f.buf[HeaderSize+n:], w.sum[:])
 	f.n = n
 	return nil
 }
@@ -251,9 +245,11 @@ func (w *worker) seal(f *frame) error {
 // open verifies and decrypts f: f.buf holds a whole wire frame with
 // ciphertext length f.n. Nothing is decrypted unless the tag verified.
 func (w *worker) open(f *frame) error {
+	if w.macErr != nil {
+		return w.macErr
+	}
 	n := f.n
-	ct := f.buf[HeaderSize : HeaderSize+n]
-	if !hmac.Equal(w.tag(f.seq, ct), f.buf[HeaderSize+n:HeaderSize+n+TagSize]) {
+	if !w.mac.Verify(f.buf[HeaderSize+n:HeaderSize+n+TagSize], f.seq, f.buf[:HeaderSize+n]) {
 		w.c.stats.AuthFailures.Add(1)
 		return fmt.Errorf("frame %d: %w", f.seq, ErrAuth)
 	}

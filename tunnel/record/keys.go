@@ -8,7 +8,9 @@ import (
 	"github.com/offload-dev/offload/tunnel/suite"
 )
 
-// MACKeySize is the length of K_mac, the HMAC-SHA256 key of one direction.
+// MACKeySize is the length of K_mac, the MAC key of one direction: 32
+// bytes for every suite MAC (the HMAC-SHA256 key, the AES-256 key of GMAC,
+// the ChaCha20 key that derives each frame's Poly1305 key).
 const MACKeySize = 32
 
 // DirKeys are the record keys of one direction, as the handshake derives
@@ -31,7 +33,7 @@ func (k *DirKeys) Check(s suite.Suite) error {
 	if err := engine.CheckKey(s.Cipher, k.Enc); err != nil {
 		return fmt.Errorf("record: K_enc: %w", err)
 	}
-	if s.MAC != suite.HMACSHA256 {
+	if !s.MAC.Valid() {
 		return fmt.Errorf("record: %w: %v", ErrSuite, s.MAC)
 	}
 	if len(k.MAC) != MACKeySize {
