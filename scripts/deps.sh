@@ -22,6 +22,8 @@ say() { printf 'deps: %s\n' "$*"; }
 
 arches=${OFFLOAD_VM_ARCHES:-amd64}
 packages=(qemu-system-x86 busybox-static qemu-user-static iproute2 xz-utils)
+# harness/compare: the tools offload is measured beside (socat, ssh -L, spiped).
+packages+=(socat openssh-server openssh-client spiped)
 foreign=()
 for a in $arches; do
 	case $a in

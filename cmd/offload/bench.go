@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strconv"
@@ -51,6 +53,7 @@ type benchOpts struct {
 	unverified             bool
 	sink                   string
 	irq, json              bool
+	cpuProfile             string
 }
 
 func benchFlags(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int, error) {
@@ -72,6 +75,7 @@ func benchFlags(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int,
 	fs.StringVar(&o.sink, "sink", "", "only run a bench sink on `ADDR` until interrupted, for a server's bench service")
 	fs.BoolVar(&o.irq, "irq", false, "show the /proc/interrupts lines that moved during each run")
 	fs.BoolVar(&o.json, "json", false, "print JSON for machines instead of the table")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the runs (both ends in-process) to `FILE`, for go tool pprof")
 	return func(ctx context.Context, env *runEnv, args []string) (int, error) {
 		if len(args) != 0 || o.repeat <= 0 || o.seconds < 0 {
 			return 2, errUsage
@@ -230,6 +234,22 @@ func runBench(ctx context.Context, env *runEnv, o benchOpts) (int, error) {
 		b.sinkAddr = ln.Addr().String()
 	}
 
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return 1, fmt.Errorf("-cpuprofile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			_ = f.Close()
+			return 1, fmt.Errorf("-cpuprofile: %w", err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				fmt.Fprintf(env.Stderr, "bench: -cpuprofile: %v\n", err)
+			}
+		}()
+	}
 	for _, p := range policies {
 		engines, policy, err := tunnel.EngineSetup(p, st, log.Named("engine"))
 		if err != nil {

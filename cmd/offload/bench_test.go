@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -109,9 +110,13 @@ func TestBenchTable(t *testing.T) {
 
 func TestBenchSeconds(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) })
-	code, out, errOut := runBenchCmd(t, "-policy", "software", "-streams", "2", "-seconds", "0.2", "-json")
+	prof := filepath.Join(t.TempDir(), "cpu.out")
+	code, out, errOut := runBenchCmd(t, "-policy", "software", "-streams", "2", "-seconds", "0.2", "-json", "-cpuprofile", prof)
 	if code != 0 {
 		t.Fatalf("exit %d\nstderr:\n%s", code, errOut)
+	}
+	if fi, err := os.Stat(prof); err != nil || fi.Size() == 0 {
+		t.Errorf("-cpuprofile wrote no profile: %v", err)
 	}
 	var rep benchReport
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {

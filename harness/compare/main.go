@@ -1,0 +1,775 @@
+// Command compare measures offload beside the tools people would use
+// instead, in one run on loopback, with one load generator for all
+// (internal/bench: N streams to a sink that checks every byte):
+//
+//	direct   no tunnel: the load generator straight to the sink (ceiling)
+//	socat    plaintext relay (socat TCP-LISTEN,fork → TCP)
+//	ssh -L   a private sshd on loopback, -c aes256-ctr -m hmac-sha2-256
+//	spiped   an encrypt/decrypt pair
+//	offload  the built binary, server and client, aes-256-ctr-hmac-sha256
+//
+// and the resident memory (VmRSS, VmHWM) of each offload end idle and with
+// 100 streams open under load. Run from the repository root, as root (for
+// sshd) with socat, openssh-server/-client and spiped installed
+// (scripts/deps.sh):
+//
+//	go run ./harness/compare                 # 256 MiB per run, 1 and 8 streams, median of 3
+//	go run ./harness/compare -quick          # smoke: every tool runs, data intact (SHA-256)
+//
+// Progress goes to stderr, the report to stdout (-json for machines).
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/offload-dev/offload/config"
+	"github.com/offload-dev/offload/internal/bench"
+)
+
+type options struct {
+	bytes      int64
+	streams    []int
+	repeat     int
+	rssStreams int
+	rssBytes   int64
+	offload    string
+	digest     bench.Digest
+	json       bool
+	quick      bool
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	size := fs.String("bytes", "256MiB", "payload per run, over all streams")
+	streams := fs.String("streams", "1,8", "stream counts, comma separated")
+	repeat := fs.Int("repeat", 3, "runs per tool and stream count; the median is reported")
+	rssStreams := fs.Int("rss-streams", 100, "streams open at once for the memory figure")
+	rssSize := fs.String("rss-bytes", "200MiB", "payload of the memory run, over all its streams")
+	bin := fs.String("offload", "", "offload binary (default: go build ./cmd/offload)")
+	digest := fs.String("digest", "crc32c", "the sink's check: crc32c (cheap, for speed) or sha256")
+	asJSON := fs.Bool("json", false, "print JSON instead of the tables")
+	quick := fs.Bool("quick", false, "smoke test: 4 MiB per run, one run each, SHA-256, 100 streams of 16 KiB; checks that every tool ran and the data arrived intact, not the speeds")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	o := options{repeat: *repeat, rssStreams: *rssStreams, offload: *bin, json: *asJSON, quick: *quick}
+	n, err := config.ParseSize(*size)
+	if err != nil {
+		fmt.Fprintf(stderr, "compare: -bytes: %v\n", err)
+		return 2
+	}
+	o.bytes = int64(n)
+	if n, err = config.ParseSize(*rssSize); err != nil {
+		fmt.Fprintf(stderr, "compare: -rss-bytes: %v\n", err)
+		return 2
+	}
+	o.rssBytes = int64(n)
+	for _, f := range strings.Split(*streams, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			fmt.Fprintf(stderr, "compare: -streams %q: want positive integers\n", *streams)
+			return 2
+		}
+		o.streams = append(o.streams, n)
+	}
+	switch *digest {
+	case "crc32c":
+		o.digest = bench.CRC32C
+	case "sha256":
+		o.digest = bench.SHA256
+	default:
+		fmt.Fprintf(stderr, "compare: -digest %q: want crc32c or sha256\n", *digest)
+		return 2
+	}
+	if o.quick {
+		o.bytes, o.repeat, o.digest, o.rssBytes = 4<<20, 1, bench.SHA256, int64(o.rssStreams)*16<<10
+	}
+	if o.repeat <= 0 || o.rssStreams <= 0 || fs.NArg() != 0 {
+		fs.Usage()
+		return 2
+	}
+	rep, err := compare(ctx, o, stderr)
+	if rep != nil {
+		if o.json {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			_ = enc.Encode(rep)
+		} else {
+			printReport(stdout, rep)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "compare: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// report is the whole result.
+type report struct {
+	Date    string     `json:"date"`
+	Host    string     `json:"host"`
+	CPU     string     `json:"cpu"`
+	CPUs    int        `json:"cpus"`
+	LoadAvg string     `json:"loadavg_before"`
+	LoadEnd string     `json:"loadavg_after"`
+	Bytes   int64      `json:"bytes_per_run"`
+	Repeat  int        `json:"repeat"`
+	Digest  string     `json:"digest"`
+	Tools   []toolInfo `json:"tools"`
+	Results []result   `json:"results"`
+	Memory  []memory   `json:"offload_memory"`
+	Goals   []goal     `json:"goals"`
+	Quick   bool       `json:"quick"`
+}
+
+type toolInfo struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	How     string `json:"how"`
+}
+
+type result struct {
+	Tool    string    `json:"tool"`
+	Streams int       `json:"streams"`
+	MBps    float64   `json:"mb_per_s"` // median
+	Runs    []float64 `json:"runs_mb_per_s"`
+}
+
+type memory struct {
+	End     string       `json:"end"` // server or client
+	Idle    bench.Memory `json:"idle"`
+	Load    bench.Memory `json:"under_load"` // RSS: the most seen while the streams ran; Peak: VmHWM after
+	Streams int          `json:"streams"`
+	// PeakAll is VmHWM at the end of the whole comparison, speed runs
+	// included.
+	PeakAll int64 `json:"peak_all_bytes"`
+}
+
+type goal struct {
+	What string `json:"what"`
+	Want string `json:"want"`
+	Got  string `json:"got"`
+	Met  bool   `json:"met"`
+}
+
+// tunnelUnderTest is one tool set up and verified with a first byte.
+type tunnelUnderTest struct {
+	name  string
+	addr  string // where the load connects
+	procs []*proc
+}
+
+func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
+	work, err := os.MkdirTemp("", "offload-compare-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(work)
+
+	rep := &report{
+		Date: time.Now().UTC().Format("2006-01-02 15:04 UTC"), CPU: bench.CPUModel(), CPUs: runtime.NumCPU(),
+		LoadAvg: bench.LoadAvg(), Bytes: o.bytes, Repeat: o.repeat, Digest: o.digest.String(), Quick: o.quick,
+	}
+	rep.Host, _ = os.Hostname()
+
+	// The sink, in this process.
+	sinkLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	sinkCtx, stopSink := context.WithCancel(context.WithoutCancel(ctx))
+	sinkDone := make(chan error, 1)
+	zl := zap.NewNop()
+	go func() { sinkDone <- bench.ServeSink(sinkCtx, sinkLn, zl) }()
+	defer func() { stopSink(); <-sinkDone }()
+	sink := sinkLn.Addr().String()
+
+	offloadBin := o.offload
+	if offloadBin == "" {
+		offloadBin = filepath.Join(work, "offload-bin")
+		fmt.Fprintln(log, "compare: go build -o "+offloadBin+" ./cmd/offload")
+		if out, err := exec.CommandContext(ctx, "go", "build", "-o", offloadBin, "./cmd/offload").CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("go build ./cmd/offload (run from the repository root, or give -offload): %w\n%s", err, out)
+		}
+	}
+
+	var tuts []*tunnelUnderTest
+	defer func() {
+		for _, t := range tuts {
+			for _, p := range slices.Backward(t.procs) {
+				p.stop()
+			}
+		}
+	}()
+	setups := []struct {
+		name string
+		fn   func(ctx context.Context, work, sink string) (*tunnelUnderTest, toolInfo, error)
+	}{
+		{"direct", setupDirect},
+		{"socat", setupSocat},
+		{"ssh -L", setupSSH},
+		{"spiped", setupSpiped},
+		{"offload", func(ctx context.Context, work, sink string) (*tunnelUnderTest, toolInfo, error) {
+			return setupOffload(ctx, work, sink, offloadBin)
+		}},
+	}
+	var failed []string
+	for _, s := range setups {
+		fmt.Fprintf(log, "compare: starting %s\n", s.name)
+		t, info, err := s.fn(ctx, filepath.Join(work, strings.ReplaceAll(s.name, " ", "")), sink)
+		if t != nil {
+			tuts = append(tuts, t)
+		}
+		if err == nil {
+			err = firstByte(ctx, t.addr)
+		}
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("%s: %v", s.name, err))
+			fmt.Fprintf(log, "compare: %s did not come up: %v\n", s.name, err)
+			for _, p := range t.procsOrNil() {
+				fmt.Fprintf(log, "compare: %s output:\n%s\n", p.name, p.output())
+			}
+			continue
+		}
+		rep.Tools = append(rep.Tools, info)
+	}
+	if len(failed) > 0 {
+		return rep, fmt.Errorf("tools that did not run: %s", strings.Join(failed, "; "))
+	}
+
+	// Memory of the offload ends first, idle and then with many streams,
+	// so that the speed runs' bigger transfers do not set the peak.
+	off := tuts[len(tuts)-1]
+	mem, err := offloadMemory(ctx, off, o, log)
+	if err != nil {
+		return rep, err
+	}
+	rep.Memory = mem
+
+	// Speed: round robin over the tools inside each repeat, so that a
+	// change of the machine's load hits every tool alike.
+	for _, n := range o.streams {
+		runs := map[string][]float64{}
+		for i := range o.repeat {
+			for _, t := range tuts {
+				fmt.Fprintf(log, "compare: %-8s %2d stream(s), run %d of %d: ", t.name, n, i+1, o.repeat)
+				res, err := bench.Run(ctx, bench.Load{Addr: t.addr, Streams: n, Bytes: o.bytes, Digest: o.digest, Seed: uint64(i)})
+				if err != nil {
+					fmt.Fprintln(log, "failed")
+					return rep, fmt.Errorf("%s, %d streams: %w", t.name, n, err)
+				}
+				if !res.Verified || res.Bytes != o.bytes {
+					return rep, fmt.Errorf("%s, %d streams: %d bytes, verified %v; want %d verified", t.name, n, res.Bytes, res.Verified, o.bytes)
+				}
+				fmt.Fprintf(log, "%.1f MB/s (%s ok)\n", res.MBps(), o.digest)
+				runs[t.name] = append(runs[t.name], res.MBps())
+			}
+		}
+		for _, t := range tuts {
+			rep.Results = append(rep.Results, result{Tool: t.name, Streams: n, MBps: medianOf(runs[t.name]), Runs: runs[t.name]})
+		}
+	}
+
+	for i, p := range off.procs {
+		m, err := bench.ProcMemory(p.cmd.Process.Pid)
+		if err != nil {
+			return rep, err
+		}
+		rep.Memory[i].PeakAll = m.Peak
+	}
+	rep.LoadEnd = bench.LoadAvg()
+	rep.Goals = goals(rep)
+	return rep, nil
+}
+
+func (t *tunnelUnderTest) procsOrNil() []*proc {
+	if t == nil {
+		return nil
+	}
+	return t.procs
+}
+
+// firstByte waits until one verified byte crosses the tool (it may still
+// be starting), for up to 20 s.
+func firstByte(ctx context.Context, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	for {
+		_, err := bench.Run(ctx, bench.Load{Addr: addr, Bytes: 1, Digest: bench.SHA256})
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("no verified byte through it within 20s: %w", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// offloadMemory reads VmRSS/VmHWM of both offload ends idle, then samples
+// them while rssStreams streams are open at once.
+func offloadMemory(ctx context.Context, off *tunnelUnderTest, o options, log io.Writer) ([]memory, error) {
+	ends := off.procs // server, client
+	var out []memory
+	for _, p := range ends {
+		m, err := bench.ProcMemory(p.cmd.Process.Pid)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, memory{End: p.name, Idle: m, Streams: o.rssStreams})
+	}
+	fmt.Fprintf(log, "compare: offload memory with %d streams open (%s over them): ", o.rssStreams, sizeString(o.rssBytes))
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var sampleErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			for i, p := range ends {
+				m, err := bench.ProcMemory(p.cmd.Process.Pid)
+				if err != nil {
+					sampleErr = err
+					return
+				}
+				out[i].Load.RSS = max(out[i].Load.RSS, m.RSS)
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	res, err := bench.Run(ctx, bench.Load{Addr: off.addr, Streams: o.rssStreams, Bytes: o.rssBytes, WriteSize: 16 << 10, Digest: o.digest})
+	close(done)
+	wg.Wait()
+	if err != nil {
+		return nil, fmt.Errorf("offload with %d streams: %w", o.rssStreams, err)
+	}
+	if sampleErr != nil {
+		return nil, sampleErr
+	}
+	fmt.Fprintf(log, "%.1f MB/s, verified\n", res.MBps())
+	for i, p := range ends {
+		m, err := bench.ProcMemory(p.cmd.Process.Pid)
+		if err != nil {
+			return nil, err
+		}
+		out[i].Load.Peak = m.Peak
+	}
+	return out, nil
+}
+
+func goals(rep *report) []goal {
+	get := func(tool string, streams int) float64 {
+		for _, r := range rep.Results {
+			if r.Tool == tool && r.Streams == streams {
+				return r.MBps
+			}
+		}
+		return 0
+	}
+	var g []goal
+	off := get("offload", 1)
+	for _, c := range []struct {
+		tool string
+		want float64
+	}{{"ssh -L", 1.5}, {"spiped", 4}} {
+		if other := get(c.tool, 1); other > 0 && off > 0 {
+			g = append(g, goal{What: "offload vs " + c.tool + ", 1 stream", Want: fmt.Sprintf(">= %.1fx", c.want),
+				Got: fmt.Sprintf("%.2fx (%.0f vs %.0f MB/s)", off/other, off, other), Met: off/other >= c.want})
+		}
+	}
+	for _, m := range rep.Memory {
+		peak := max(m.Load.Peak, m.Load.RSS)
+		g = append(g, goal{What: fmt.Sprintf("offload %s RSS, %d streams under load", m.End, m.Streams), Want: "< 32 MiB",
+			Got: sizeString(peak) + " (VmHWM)", Met: peak < 32<<20})
+	}
+	return g
+}
+
+func medianOf(v []float64) float64 {
+	s := slices.Clone(v)
+	sort.Float64s(s)
+	return s[(len(s)-1)/2]
+}
+
+func sizeString(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func printReport(w io.Writer, rep *report) {
+	fmt.Fprintf(w, "harness/compare, %s on %s: CPU %q x%d, load average %s before, %s after\n",
+		rep.Date, rep.Host, rep.CPU, rep.CPUs, rep.LoadAvg, rep.LoadEnd)
+	mode := fmt.Sprintf("median of %d", rep.Repeat)
+	if rep.Quick {
+		mode = "quick smoke run: speeds mean nothing"
+	}
+	fmt.Fprintf(w, "%s per run, checked with %s at the sink, %s\n\n", sizeString(rep.Bytes), rep.Digest, mode)
+	for _, t := range rep.Tools {
+		fmt.Fprintf(w, "  %-8s %s\n  %-8s %s\n", t.Name, t.How, "", t.Version)
+	}
+	var streams []int
+	for _, r := range rep.Results {
+		if !slices.Contains(streams, r.Streams) {
+			streams = append(streams, r.Streams)
+		}
+	}
+	if len(streams) > 0 {
+		fmt.Fprintf(w, "\n%-8s", "MB/s")
+		for _, n := range streams {
+			fmt.Fprintf(w, " %12s", fmt.Sprintf("%d stream(s)", n))
+		}
+		fmt.Fprintln(w)
+		for _, t := range rep.Tools {
+			fmt.Fprintf(w, "%-8s", t.Name)
+			for _, n := range streams {
+				for _, r := range rep.Results {
+					if r.Tool == t.Name && r.Streams == n {
+						fmt.Fprintf(w, " %12.1f", r.MBps)
+					}
+				}
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	if len(rep.Memory) > 0 {
+		fmt.Fprintf(w, "\noffload memory   idle VmRSS   %d streams: max VmRSS   VmHWM   VmHWM after the speed runs\n", rep.Memory[0].Streams)
+		for _, m := range rep.Memory {
+			fmt.Fprintf(w, "  %-14s %10s   %21s   %8s   %s\n", m.End, sizeString(m.Idle.RSS), sizeString(m.Load.RSS), sizeString(m.Load.Peak), sizeString(m.PeakAll))
+		}
+	}
+	if len(rep.Goals) > 0 {
+		fmt.Fprintln(w, "\ngoals:")
+		for _, g := range rep.Goals {
+			met := "MISSED"
+			if g.Met {
+				met = "met"
+			}
+			fmt.Fprintf(w, "  %-6s %-44s want %-9s got %s\n", met, g.What, g.Want, g.Got)
+		}
+	}
+}
+
+// proc is a tool process started here.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	out  strings.Builder
+	done chan struct{}
+}
+
+func (p *proc) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.out.Len() < 64<<10 {
+		p.out.Write(b)
+	}
+	return len(b), nil
+}
+
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+func startProc(name string, args ...string) (*proc, error) {
+	p := &proc{name: name, cmd: exec.Command(args[0], args[1:]...), done: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = p, p
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	go func() {
+		_ = p.cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// stop ends the process: SIGTERM, then SIGKILL after 5 s.
+func (p *proc) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+func port(addr string) string {
+	_, p, _ := net.SplitHostPort(addr)
+	return p
+}
+
+// toolVersion runs a version command and keeps its first line.
+func toolVersion(args ...string) string {
+	out, _ := exec.Command(args[0], args[1:]...).CombinedOutput()
+	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	return line
+}
+
+func setupDirect(_ context.Context, _, sink string) (*tunnelUnderTest, toolInfo, error) {
+	return &tunnelUnderTest{name: "direct", addr: sink}, toolInfo{Name: "direct", How: "no tunnel: the load generator to the sink", Version: runtime.Version()}, nil
+}
+
+func setupSocat(_ context.Context, _, sink string) (*tunnelUnderTest, toolInfo, error) {
+	info := toolInfo{Name: "socat", Version: toolVersion("socat", "-V")}
+	if _, err := exec.LookPath("socat"); err != nil {
+		return nil, info, fmt.Errorf("%w (apt-get install socat; scripts/deps.sh)", err)
+	}
+	addr, err := freePort()
+	if err != nil {
+		return nil, info, err
+	}
+	args := []string{"socat", "TCP-LISTEN:" + port(addr) + ",bind=127.0.0.1,reuseaddr,fork,backlog=256", "TCP:" + sink}
+	info.How = strings.Join(args, " ")
+	p, err := startProc("socat", args...)
+	if err != nil {
+		return nil, info, err
+	}
+	return &tunnelUnderTest{name: "socat", addr: addr, procs: []*proc{p}}, info, nil
+}
+
+func setupSSH(ctx context.Context, dir, sink string) (*tunnelUnderTest, toolInfo, error) {
+	info := toolInfo{Name: "ssh -L", Version: toolVersion("ssh", "-V")}
+	const sshd = "/usr/sbin/sshd"
+	for _, b := range []string{sshd, "ssh", "ssh-keygen"} {
+		if _, err := exec.LookPath(b); err != nil {
+			return nil, info, fmt.Errorf("%w (apt-get install openssh-server openssh-client; scripts/deps.sh)", err)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, info, err
+	}
+	// sshd refuses to start without its privilege separation directory.
+	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
+		return nil, info, fmt.Errorf("sshd needs /run/sshd: %w", err)
+	}
+	hostKey, userKey := filepath.Join(dir, "host_ed25519"), filepath.Join(dir, "id_ed25519")
+	for _, k := range []string{hostKey, userKey} {
+		if out, err := exec.CommandContext(ctx, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", k).CombinedOutput(); err != nil {
+			return nil, info, fmt.Errorf("ssh-keygen: %w\n%s", err, out)
+		}
+	}
+	pub, err := os.ReadFile(userKey + ".pub")
+	if err != nil {
+		return nil, info, err
+	}
+	auth := filepath.Join(dir, "authorized_keys")
+	if err := os.WriteFile(auth, pub, 0o600); err != nil {
+		return nil, info, err
+	}
+	u, err := user.Current()
+	if err != nil {
+		return nil, info, err
+	}
+	sshdAddr, err := freePort()
+	if err != nil {
+		return nil, info, err
+	}
+	conf := filepath.Join(dir, "sshd_config")
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf(`Port %s
+ListenAddress 127.0.0.1
+HostKey %s
+AuthorizedKeysFile %s
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+AllowTcpForwarding yes
+PidFile none
+Ciphers aes256-ctr
+MACs hmac-sha2-256
+Compression no
+LogLevel ERROR
+`, port(sshdAddr), hostKey, auth)), 0o600); err != nil {
+		return nil, info, err
+	}
+	d, err := startProc("sshd", sshd, "-f", conf, "-D", "-e")
+	if err != nil {
+		return nil, info, err
+	}
+	t := &tunnelUnderTest{name: "ssh -L", procs: []*proc{d}}
+	if err := waitListen(ctx, sshdAddr, d); err != nil {
+		return t, info, fmt.Errorf("sshd: %w", err)
+	}
+	fwd, err := freePort()
+	if err != nil {
+		return t, info, err
+	}
+	args := []string{"ssh", "-F", "/dev/null", "-N", "-T", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+		"-o", "UserKnownHostsFile=/dev/null", "-o", "ExitOnForwardFailure=yes", "-o", "Compression=no", "-o", "LogLevel=ERROR",
+		"-c", "aes256-ctr", "-m", "hmac-sha2-256", "-i", userKey, "-p", port(sshdAddr),
+		"-L", "127.0.0.1:" + port(fwd) + ":" + sink, u.Username + "@127.0.0.1"}
+	info.How = "sshd -f CONFIG -D -e (Ciphers aes256-ctr, MACs hmac-sha2-256); " + strings.Join(args[:len(args)-1], " ") + " USER@127.0.0.1"
+	c, err := startProc("ssh", args...)
+	if err != nil {
+		return t, info, err
+	}
+	t.procs = append(t.procs, c)
+	t.addr = fwd
+	return t, info, waitListen(ctx, fwd, c)
+}
+
+func setupSpiped(ctx context.Context, dir, sink string) (*tunnelUnderTest, toolInfo, error) {
+	info := toolInfo{Name: "spiped", Version: toolVersion("spiped", "-v")}
+	if _, err := exec.LookPath("spiped"); err != nil {
+		return nil, info, fmt.Errorf("%w (apt-get install spiped; scripts/deps.sh)", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, info, err
+	}
+	key := filepath.Join(dir, "spiped.key")
+	k := make([]byte, 32)
+	_, _ = rand.Read(k)
+	if err := os.WriteFile(key, k, 0o600); err != nil {
+		return nil, info, err
+	}
+	encAddr, err := freePort()
+	if err != nil {
+		return nil, info, err
+	}
+	decAddr, err := freePort()
+	if err != nil {
+		return nil, info, err
+	}
+	bracket := func(a string) string { return "[127.0.0.1]:" + port(a) }
+	dec := []string{"spiped", "-d", "-F", "-n", "1000", "-s", bracket(decAddr), "-t", bracket(sink), "-k", key}
+	enc := []string{"spiped", "-e", "-F", "-n", "1000", "-s", bracket(encAddr), "-t", bracket(decAddr), "-k", key}
+	info.How = strings.Join(enc, " ") + "; " + strings.Join(dec, " ")
+	t := &tunnelUnderTest{name: "spiped", addr: encAddr}
+	for _, args := range [][]string{dec, enc} {
+		p, err := startProc("spiped "+args[1], args...)
+		if err != nil {
+			return t, info, err
+		}
+		t.procs = append(t.procs, p)
+		a := decAddr
+		if args[1] == "-e" {
+			a = encAddr
+		}
+		if err := waitListen(ctx, a, p); err != nil {
+			return t, info, err
+		}
+	}
+	return t, info, nil
+}
+
+func setupOffload(ctx context.Context, dir, sink, bin string) (*tunnelUnderTest, toolInfo, error) {
+	info := toolInfo{Name: "offload", Version: toolVersion(bin, "version")}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, info, err
+	}
+	key := filepath.Join(dir, "offload.key")
+	if out, err := exec.CommandContext(ctx, bin, "keygen", "-o", key).CombinedOutput(); err != nil {
+		return nil, info, fmt.Errorf("offload keygen: %w\n%s", err, out)
+	}
+	srvAddr, err := freePort()
+	if err != nil {
+		return nil, info, err
+	}
+	fwd, err := freePort()
+	if err != nil {
+		return nil, info, err
+	}
+	// As examples/*.yaml, with loopback addresses and the sink as service.
+	common := "key_file: offload.key\nsuite: aes-256-ctr-hmac-sha256\nengine: software\nlog:\n  level: warn\n"
+	srvConf, cliConf := filepath.Join(dir, "server.yaml"), filepath.Join(dir, "client.yaml")
+	if err := os.WriteFile(srvConf, []byte(fmt.Sprintf("listen: %s\nservices:\n  sink: %s\n%s", srvAddr, sink, common)), 0o600); err != nil {
+		return nil, info, err
+	}
+	if err := os.WriteFile(cliConf, []byte(fmt.Sprintf("server: %s\nforwards:\n  - listen: %s\n    service: sink\n%s", srvAddr, fwd, common)), 0o600); err != nil {
+		return nil, info, err
+	}
+	info.How = "offload server -c server.yaml; offload client -c client.yaml (aes-256-ctr-hmac-sha256, engine software, defaults otherwise)"
+	t := &tunnelUnderTest{name: "offload", addr: fwd}
+	s, err := startProc("server", bin, "server", "-c", srvConf)
+	if err != nil {
+		return t, info, err
+	}
+	t.procs = append(t.procs, s)
+	if err := waitListen(ctx, srvAddr, s); err != nil {
+		return t, info, err
+	}
+	c, err := startProc("client", bin, "client", "-c", cliConf)
+	if err != nil {
+		return t, info, err
+	}
+	t.procs = append(t.procs, c)
+	return t, info, waitListen(ctx, fwd, c)
+}
+
+// waitListen waits up to 10 s for addr to accept connections, and fails
+// early if p exits.
+func waitListen(ctx context.Context, addr string, p *proc) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			_ = c.Close()
+			return nil
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("%s exited (%v) before listening on %s:\n%s", p.name, p.cmd.ProcessState, addr, p.output())
+		case <-ctx.Done():
+			return errors.Join(fmt.Errorf("%s not listening on %s within 10s", p.name, addr), err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
