@@ -53,7 +53,30 @@ func bands(points []Point, usable []string, margin float64, maxFrame int) []Band
 		return []Band{{From: 1, To: maxFrame, Engine: engine.SoftwareName}}
 	}
 	out[len(out)-1].To = max(maxFrame, out[len(out)-1].From)
-	return out
+	return smooth(out)
+}
+
+// smooth merges bands narrower than 1/16 of their first size into the band
+// before them when they lie between two bands of one engine (A B A) or end
+// the table: sizes that close cannot have different winners but for noise
+// (e.g. 65520 and 65536 bytes), and such a band gains nothing measurable.
+func smooth(bs []Band) []Band {
+	narrow := func(b Band) bool { return b.From > 1 && (b.To-b.From+1)*16 < b.From }
+	for i := 1; i < len(bs); i++ {
+		last := i == len(bs)-1
+		if !narrow(bs[i]) || !(last || bs[i-1].Engine == bs[i+1].Engine) {
+			continue
+		}
+		bs[i-1].To = bs[i].To
+		if !last {
+			bs[i-1].To = bs[i+1].To
+			bs = append(bs[:i], bs[i+2:]...)
+		} else {
+			bs = bs[:i]
+		}
+		i = 0 // merged bands may now be neighbours of their own engine
+	}
+	return bs
 }
 
 func contains(list []string, s string) bool {

@@ -40,6 +40,9 @@ type Config struct {
 	MaxFrame int
 	// Duration is the time of one run at one size; default DefaultDuration.
 	Duration time.Duration
+	// Runs is how many runs each grid point gets (median); default 1.
+	// Raise it on a machine whose load changes under the measurement.
+	Runs int
 	// Repeats is how many runs the points next to a change of winner (and
 	// close calls) get; their median counts. Default DefaultRepeats.
 	Repeats int
@@ -93,9 +96,13 @@ func (c *Config) defaults() {
 	if c.Duration <= 0 {
 		c.Duration = DefaultDuration
 	}
+	if c.Runs <= 0 {
+		c.Runs = 1
+	}
 	if c.Repeats <= 0 {
 		c.Repeats = DefaultRepeats
 	}
+	c.Repeats = max(c.Repeats, c.Runs)
 	if c.RefineSteps == 0 {
 		c.RefineSteps = DefaultRefineSteps
 	}
@@ -143,7 +150,7 @@ func Calibrate(ctx context.Context, cfg Config) (*Profile, error) {
 				n++
 			}
 		}
-		cal.total += len(cfg.Directions) * n * len(g)
+		cal.total += len(cfg.Directions) * n * len(g) * cfg.Runs
 	}
 	for _, c := range cfg.Ciphers {
 		for _, d := range cfg.Directions {
@@ -187,46 +194,57 @@ func (cal *calibration) table(ctx context.Context, c engine.Cipher, d engine.Dir
 		live = append(live, run{e, &t.Engines[i]})
 	}
 	samples := map[int]map[string][]float64{}
-	// measure runs every live engine at sizes, times rounds; the engines
-	// take turns within a round so that drift hits all of them alike.
+	var measureSize func(phase string, size int) error
+	// measure runs every live engine at sizes, rounds times. The engines
+	// take turns at each size, so that a change of machine load (other
+	// processes, an emulator's host) hits all of them alike rather than
+	// one engine's whole curve.
 	measure := func(phase string, sizes []int, rounds int) error {
 		for range rounds {
-			for _, r := range live {
-				if r.info.Failed != "" {
-					continue
+			for _, size := range sizes {
+				if err := measureSize(phase, size); err != nil {
+					return err
 				}
-				_, drv, err := cfg.measure(ctx, r.e, speed.Config{
-					Cipher: c, Direction: d, Sizes: sizes, Duration: cfg.Duration,
-					Done: func(res speed.Result) {
-						bps := res.BytesPerSecond()
-						m := samples[res.Size]
-						if m == nil {
-							m = map[string][]float64{}
-							samples[res.Size] = m
-						}
-						m[r.e.Name()] = append(m[r.e.Name()], bps)
-						cal.done++
-						log.Debug("measured", zap.String("phase", phase), zap.String("engine", r.e.Name()),
-							zap.Int("size", res.Size), zap.Float64("MB/s", bps/1e6))
-						if cfg.Progress != nil {
-							cfg.Progress(Progress{Cipher: c, Direction: d, Phase: phase, Engine: r.e.Name(),
-								Size: res.Size, BPS: bps, Done: cal.done, Total: max(cal.total, cal.done)})
-						}
-					},
-				})
-				if drv.Name != "" {
-					r.info.Driver = &drv // what really served the run
-				}
-				if err != nil {
-					if ctxErr := ctx.Err(); ctxErr != nil {
-						return ctxErr
+			}
+		}
+		return nil
+	}
+	measureSize = func(phase string, size int) error {
+		for _, r := range live {
+			if r.info.Failed != "" {
+				continue
+			}
+			_, drv, err := cfg.measure(ctx, r.e, speed.Config{
+				Cipher: c, Direction: d, Sizes: []int{size}, Duration: cfg.Duration,
+				Done: func(res speed.Result) {
+					bps := res.BytesPerSecond()
+					m := samples[res.Size]
+					if m == nil {
+						m = map[string][]float64{}
+						samples[res.Size] = m
 					}
-					r.info.Failed = err.Error()
-					log.Warn("engine failed during calibration; it is left out", zap.String("engine", r.e.Name()), zap.Error(err))
+					m[r.e.Name()] = append(m[r.e.Name()], bps)
+					cal.done++
+					log.Debug("measured", zap.String("phase", phase), zap.String("engine", r.e.Name()),
+						zap.Int("size", res.Size), zap.Float64("MB/s", bps/1e6))
 					if cfg.Progress != nil {
 						cfg.Progress(Progress{Cipher: c, Direction: d, Phase: phase, Engine: r.e.Name(),
-							Err: err, Done: cal.done, Total: max(cal.total, cal.done)})
+							Size: res.Size, BPS: bps, Done: cal.done, Total: max(cal.total, cal.done)})
 					}
+				},
+			})
+			if drv.Name != "" {
+				r.info.Driver = &drv // what really served the run
+			}
+			if err != nil {
+				if ctxErr := ctx.Err(); ctxErr != nil {
+					return ctxErr
+				}
+				r.info.Failed = err.Error()
+				log.Warn("engine failed during calibration; it is left out", zap.String("engine", r.e.Name()), zap.Error(err))
+				if cfg.Progress != nil {
+					cfg.Progress(Progress{Cipher: c, Direction: d, Phase: phase, Engine: r.e.Name(),
+						Size: size, Err: err, Done: cal.done, Total: max(cal.total, cal.done)})
 				}
 			}
 		}
@@ -254,7 +272,7 @@ func (cal *calibration) table(ctx context.Context, c engine.Cipher, d engine.Dir
 	if err := cal.warmUp(ctx, live, c, d); err != nil {
 		return t, err
 	}
-	if err := measure("grid", g, 1); err != nil {
+	if err := measure("grid", g, cfg.Runs); err != nil {
 		return t, err
 	}
 	// Points next to a change of winner, and close calls, again.
@@ -268,9 +286,9 @@ func (cal *calibration) table(ctx context.Context, c engine.Cipher, d engine.Dir
 			again = append(again, size)
 		}
 	}
-	if len(again) > 0 && cfg.Repeats > 1 {
-		cal.total += len(again) * (cfg.Repeats - 1) * len(usable())
-		if err := measure("repeat", again, cfg.Repeats-1); err != nil {
+	if len(again) > 0 && cfg.Repeats > cfg.Runs {
+		cal.total += len(again) * (cfg.Repeats - cfg.Runs) * len(usable())
+		if err := measure("repeat", again, cfg.Repeats-cfg.Runs); err != nil {
 			return t, err
 		}
 	}
