@@ -49,9 +49,18 @@ func checkRun(t *testing.T, r benchRun, want int64) {
 	if hi := want + want/20 + 4096*int64(r.Streams); int64(up.Bytes) < want || int64(up.Bytes) > hi {
 		t.Errorf("run %s/%d: client sealed %d bytes for %d payload bytes; want %d..%d", r.Policy, r.Streams, up.Bytes, want, want, hi)
 	}
-	if down := e.By["server/decrypt"]; down != up {
+	// A few small control frames (yamux window updates and closes of the
+	// warm-up stream) may be in flight when a snapshot is taken.
+	if down := e.By["server/decrypt"]; absDiff(down.Frames, up.Frames) > 4 || absDiff(down.Bytes, up.Bytes) > 4*64 {
 		t.Errorf("run %s/%d: server opened %+v, client sealed %+v", r.Policy, r.Streams, down, up)
 	}
+}
+
+func absDiff(a, b uint64) uint64 {
+	if a > b {
+		return a - b
+	}
+	return b - a
 }
 
 func TestBenchJSONSoftwareAndUnavailable(t *testing.T) {
