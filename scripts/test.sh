@@ -30,6 +30,7 @@ vm_runs() {
 	local offload=()
 	offload_steps offload 'offload engines' 'offload speed -engine all -irq -seconds 1'
 	vm amd64-virtio-crypto -arch amd64 -virtio-crypto -test ./engine "${offload[@]}"
+	vm amd64-selector -arch amd64 -virtio-crypto -test ./selector -run KernelAuto
 	local arch
 	for arch in ${OFFLOAD_VM_ARCHES:-}; do
 		[ "$arch" = amd64 ] && continue
