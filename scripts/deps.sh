@@ -2,7 +2,8 @@
 # Installs what offload's tests need and is not there yet; safe to run again.
 #
 #   Debian packages: qemu-system-x86 (+ qemu-system-arm, qemu-system-mips
-#   when OFFLOAD_VM_ARCHES names arm/mipsle), busybox-static,
+#   and the dpkg architectures armhf, mipsel for the 32-bit guests, which
+#   the VM harness takes kernels and busybox-static from), busybox-static,
 #   qemu-user-static, iproute2, xz-utils; staticcheck (pinned) with go install.
 #
 # As root, missing packages are installed with apt-get (apt-get update first,
@@ -13,14 +14,15 @@
 #
 # Environment:
 #   OFFLOAD_SKIP_VM=1        do not fail for missing VM/emulation packages
-#   OFFLOAD_VM_ARCHES="..."  guest architectures to prepare (default: amd64)
+#   OFFLOAD_VM_ARCHES="..."  guest architectures to prepare (default:
+#                            "amd64 arm mipsle", as scripts/test.sh)
 set -euo pipefail
 
 STATICCHECK_VERSION=v0.8.2 # staticcheck 2026.2.2
 
 say() { printf 'deps: %s\n' "$*"; }
 
-arches=${OFFLOAD_VM_ARCHES:-amd64}
+arches=${OFFLOAD_VM_ARCHES-amd64 arm mipsle}
 packages=(qemu-system-x86 busybox-static qemu-user-static iproute2 xz-utils)
 # harness/compare: the tools offload is measured beside (socat, ssh -L, spiped).
 packages+=(socat openssh-server openssh-client spiped)
