@@ -58,6 +58,7 @@ type options struct {
 	digest     bench.Digest
 	json       bool
 	quick      bool
+	maxFrame   string
 }
 
 func main() {
@@ -77,12 +78,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	rssSize := fs.String("rss-bytes", "200MiB", "payload of the memory run, over all its streams")
 	bin := fs.String("offload", "", "offload binary (default: go build ./cmd/offload)")
 	digest := fs.String("digest", "crc32c", "the sink's check: crc32c (cheap, for speed) or sha256")
+	maxFrame := fs.String("max-frame", "", "offload's max_frame in both configs (default: the config default, 16KiB)")
 	asJSON := fs.Bool("json", false, "print JSON instead of the tables")
 	quick := fs.Bool("quick", false, "smoke test: 4 MiB per run, one run each, SHA-256, 100 streams of 16 KiB; checks that every tool ran and the data arrived intact, not the speeds")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	o := options{repeat: *repeat, rssStreams: *rssStreams, offload: *bin, json: *asJSON, quick: *quick}
+	o := options{repeat: *repeat, rssStreams: *rssStreams, offload: *bin, json: *asJSON, quick: *quick, maxFrame: *maxFrame}
+	if o.maxFrame != "" {
+		if _, err := config.ParseSize(o.maxFrame); err != nil {
+			fmt.Fprintf(stderr, "compare: -max-frame: %v\n", err)
+			return 2
+		}
+	}
 	n, err := config.ParseSize(*size)
 	if err != nil {
 		fmt.Fprintf(stderr, "compare: -bytes: %v\n", err)
@@ -164,6 +172,9 @@ type result struct {
 	Streams int       `json:"streams"`
 	MBps    float64   `json:"mb_per_s"` // median
 	Runs    []float64 `json:"runs_mb_per_s"`
+	// CPUPerGB is the median CPU time (user+system) of the tool's own
+	// processes and their children per 10^9 payload bytes; 0 for direct.
+	CPUPerGB float64 `json:"tool_cpu_s_per_gb"`
 }
 
 type memory struct {
@@ -241,7 +252,7 @@ func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
 		{"ssh -L", setupSSH},
 		{"spiped", setupSpiped},
 		{"offload", func(ctx context.Context, work, sink string) (*tunnelUnderTest, toolInfo, error) {
-			return setupOffload(ctx, work, sink, offloadBin)
+			return setupOffload(ctx, work, sink, offloadBin, o.maxFrame)
 		}},
 	}
 	var failed []string
@@ -280,11 +291,16 @@ func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
 	// Speed: round robin over the tools inside each repeat, so that a
 	// change of the machine's load hits every tool alike.
 	for _, n := range o.streams {
-		runs := map[string][]float64{}
+		runs, cpus := map[string][]float64{}, map[string][]float64{}
 		for i := range o.repeat {
 			for _, t := range tuts {
 				fmt.Fprintf(log, "compare: %-8s %2d stream(s), run %d of %d: ", t.name, n, i+1, o.repeat)
+				cpu0, cerr0 := t.cpu()
 				res, err := bench.Run(ctx, bench.Load{Addr: t.addr, Streams: n, Bytes: o.bytes, Digest: o.digest, Seed: uint64(i)})
+				cpu1, cerr1 := t.cpu()
+				if err == nil {
+					err = errors.Join(cerr0, cerr1)
+				}
 				if err != nil {
 					fmt.Fprintln(log, "failed")
 					return rep, fmt.Errorf("%s, %d streams: %w", t.name, n, err)
@@ -292,12 +308,15 @@ func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
 				if !res.Verified || res.Bytes != o.bytes {
 					return rep, fmt.Errorf("%s, %d streams: %d bytes, verified %v; want %d verified", t.name, n, res.Bytes, res.Verified, o.bytes)
 				}
-				fmt.Fprintf(log, "%.1f MB/s (%s ok)\n", res.MBps(), o.digest)
+				cpuGB := (cpu1.Total() - cpu0.Total()).Seconds() / (float64(res.Bytes) / 1e9)
+				fmt.Fprintf(log, "%.1f MB/s, %.2f CPU s/GB (%s ok)\n", res.MBps(), cpuGB, o.digest)
 				runs[t.name] = append(runs[t.name], res.MBps())
+				cpus[t.name] = append(cpus[t.name], cpuGB)
 			}
 		}
 		for _, t := range tuts {
-			rep.Results = append(rep.Results, result{Tool: t.name, Streams: n, MBps: medianOf(runs[t.name]), Runs: runs[t.name]})
+			rep.Results = append(rep.Results, result{Tool: t.name, Streams: n, MBps: medianOf(runs[t.name]), Runs: runs[t.name],
+				CPUPerGB: medianOf(cpus[t.name])})
 		}
 	}
 
@@ -311,6 +330,18 @@ func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
 	rep.LoadEnd = bench.LoadAvg()
 	rep.Goals = goals(rep)
 	return rep, nil
+}
+
+// cpu is the CPU time of the tool's processes and their children.
+func (t *tunnelUnderTest) cpu() (bench.CPUTime, error) {
+	if len(t.procs) == 0 {
+		return bench.CPUTime{}, nil
+	}
+	pids := make([]int, len(t.procs))
+	for i, p := range t.procs {
+		pids[i] = p.cmd.Process.Pid
+	}
+	return bench.TreeCPU(pids)
 }
 
 func (t *tunnelUnderTest) procsOrNil() []*proc {
@@ -467,6 +498,26 @@ func printReport(w io.Writer, rep *report) {
 				for _, r := range rep.Results {
 					if r.Tool == t.Name && r.Streams == n {
 						fmt.Fprintf(w, " %12.1f", r.MBps)
+					}
+				}
+			}
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "\n%-8s", "CPU s/GB")
+		for _, n := range streams {
+			fmt.Fprintf(w, " %12s", fmt.Sprintf("%d stream(s)", n))
+		}
+		fmt.Fprintln(w, "   (the tool's processes, user+system, per 10^9 bytes)")
+		for _, t := range rep.Tools {
+			fmt.Fprintf(w, "%-8s", t.Name)
+			for _, n := range streams {
+				for _, r := range rep.Results {
+					if r.Tool == t.Name && r.Streams == n {
+						if r.CPUPerGB > 0 {
+							fmt.Fprintf(w, " %12.2f", r.CPUPerGB)
+						} else {
+							fmt.Fprintf(w, " %12s", "-")
+						}
 					}
 				}
 			}
@@ -709,7 +760,7 @@ func setupSpiped(ctx context.Context, dir, sink string) (*tunnelUnderTest, toolI
 	return t, info, nil
 }
 
-func setupOffload(ctx context.Context, dir, sink, bin string) (*tunnelUnderTest, toolInfo, error) {
+func setupOffload(ctx context.Context, dir, sink, bin, maxFrame string) (*tunnelUnderTest, toolInfo, error) {
 	info := toolInfo{Name: "offload", Version: toolVersion(bin, "version")}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, info, err
@@ -728,6 +779,11 @@ func setupOffload(ctx context.Context, dir, sink, bin string) (*tunnelUnderTest,
 	}
 	// As examples/*.yaml, with loopback addresses and the sink as service.
 	common := "key_file: offload.key\nsuite: aes-256-ctr-hmac-sha256\nengine: software\nlog:\n  level: warn\n"
+	how := "defaults otherwise"
+	if maxFrame != "" {
+		common += "max_frame: " + maxFrame + "\n"
+		how = "max_frame " + maxFrame
+	}
 	srvConf, cliConf := filepath.Join(dir, "server.yaml"), filepath.Join(dir, "client.yaml")
 	if err := os.WriteFile(srvConf, []byte(fmt.Sprintf("listen: %s\nservices:\n  sink: %s\n%s", srvAddr, sink, common)), 0o600); err != nil {
 		return nil, info, err
@@ -735,7 +791,7 @@ func setupOffload(ctx context.Context, dir, sink, bin string) (*tunnelUnderTest,
 	if err := os.WriteFile(cliConf, []byte(fmt.Sprintf("server: %s\nforwards:\n  - listen: %s\n    service: sink\n%s", srvAddr, fwd, common)), 0o600); err != nil {
 		return nil, info, err
 	}
-	info.How = "offload server -c server.yaml; offload client -c client.yaml (aes-256-ctr-hmac-sha256, engine software, defaults otherwise)"
+	info.How = "offload server -c server.yaml; offload client -c client.yaml (aes-256-ctr-hmac-sha256, engine software, " + how + ")"
 	t := &tunnelUnderTest{name: "offload", addr: fwd}
 	s, err := startProc("server", bin, "server", "-c", srvConf)
 	if err != nil {

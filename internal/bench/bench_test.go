@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -245,4 +246,53 @@ func TestParseCPUModel(t *testing.T) {
 			t.Errorf("parseCPUModel(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+func TestParseStat(t *testing.T) {
+	line := "1234 (ssh d) x) S 77 1234 1234 0 -1 4194560 500 0 0 0 150 25 30 5 20 0 1 0 100 1000 200 18446744073709551615\n"
+	st, err := parseStat([]byte(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ppid != 77 || st.cpu.User != 1800*time.Millisecond || st.cpu.System != 300*time.Millisecond {
+		t.Errorf("got %+v; want ppid 77, user 1.8s (150+30 ticks), system 0.3s (25+5 ticks)", st)
+	}
+	if _, err := parseStat([]byte("1 (init) S 0 1")); err == nil {
+		t.Error("short line: no error")
+	}
+}
+
+func TestTreeCPU(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	if _, err := TreeCPU([]int{1 << 30}); err == nil {
+		t.Error("TreeCPU of a pid that does not exist: no error")
+	}
+	// A shell that burns CPU for a while, then sleeps in a child.
+	cmd := exec.Command(sh, "-c", `i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; sleep 30`)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	c0, err := TreeCPU([]int{cmd.Process.Pid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		c1, err := TreeCPU([]int{cmd.Process.Pid})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c1.Total() > c0.Total() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Error("CPU time of a busy process tree did not advance in 20s")
 }
