@@ -32,12 +32,23 @@ func winner(pt Point, usable []string, margin float64) string {
 // first point its engine wins and ends just before the next band's first
 // point, so the switch happens at a size where the new engine was measured
 // to win.
+//
+// Between engines other than software the margin applies too: the engine
+// of the band so far keeps the next point unless the fastest one beats it
+// by more than margin, so two devices (or a device and the kernel's CPU
+// driver) within noise of each other do not alternate.
 func bands(points []Point, usable []string, margin float64, maxFrame int) []Band {
 	var out []Band
 	for _, pt := range points {
 		w := winner(pt, usable, margin)
 		if w == "" {
 			continue
+		}
+		if n := len(out); n > 0 && w != out[n-1].Engine && w != engine.SoftwareName {
+			inc := out[n-1].Engine
+			if bps, ok := pt.BPS[inc]; ok && contains(usable, inc) && pt.BPS[w] <= bps*(1+margin) {
+				w = inc
+			}
 		}
 		if n := len(out); n > 0 {
 			if out[n-1].Engine == w {

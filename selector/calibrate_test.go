@@ -344,3 +344,20 @@ func TestSmooth(t *testing.T) {
 		}
 	}
 }
+
+// Two devices within noise of each other, alternating: one band, not
+// many; a clear overtaking still switches.
+func TestBandsHysteresisBetweenDevices(t *testing.T) {
+	u := []string{"software", "a", "b"}
+	pt := func(size int, sw, a, b float64) Point {
+		return Point{Size: size, BPS: map[string]float64{"software": sw, "a": a, "b": b}}
+	}
+	got := bands([]Point{
+		pt(16, 10, 1, 1), pt(1024, 10, 20, 20.2), pt(2048, 10, 20.4, 20), pt(4096, 10, 30, 30.5),
+		pt(8192, 10, 30.8, 30), pt(16384, 10, 40, 30), pt(32768, 10, 45, 30),
+	}, u, DefaultMargin, 32768)
+	want := []Band{{1, 1023, "software"}, {1024, 16383, "b"}, {16384, 32768, "a"}}
+	if !slices.Equal(got, want) {
+		t.Errorf("bands %v, want %v", got, want)
+	}
+}
