@@ -138,7 +138,7 @@ func TestSVGFromProfile(t *testing.T) {
 		t.Errorf("crossover line at x1=%s x2=%s, want %.1f", line.attr("x1"), line.attr("x2"), wantX)
 	}
 	for _, want := range []string{
-		"6144 B: software → afalg:virtio_crypto_aes_cbc", // label
+		"6144 B: software → afalg:virtio_crypto_aes_cbc",                                 // label
 		"aes-256-cbc encrypt", "linux 6.1.0-57-amd64", "virtio_crypto_aes_cbc, hardware", // title, legend
 		"MB/s", "block (frame) size", ">16<", ">64K<",
 	} {
