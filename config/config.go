@@ -103,6 +103,10 @@ type Common struct {
 	// Metrics is a listen address for Prometheus text metrics; empty
 	// means none.
 	Metrics string
+	// Profile is the selector's calibration profile for engine auto and
+	// hybrid; a relative path is relative to the config file. Empty means
+	// the selector's default path.
+	Profile string
 
 	// fields maps field paths to where they are in File, for FieldError.
 	fields map[string]at
@@ -385,6 +389,17 @@ func (d *decoder) common(c *Common) []fieldSpec {
 			c.Suite = s
 		}),
 		track("engine", func(v value) { d.str(v, &c.Engine, CheckEngine) }),
+		track("profile", func(v value) {
+			d.str(v, &c.Profile, func(s string) error {
+				if s == "" {
+					return errors.New("is empty (leave it out for the default path)")
+				}
+				return nil
+			})
+			if c.Profile != "" && !filepath.IsAbs(c.Profile) {
+				c.Profile = filepath.Join(filepath.Dir(c.File), c.Profile)
+			}
+		}),
 		track("max_frame", func(v value) { d.size(v, &c.MaxFrame, MinMaxFrame, MaxMaxFrame) }),
 		track("yamux_window", func(v value) { d.size(v, &c.YamuxWindow, MinYamuxWindow, MaxYamuxWindow) }),
 		track("keepalive", func(v value) { d.duration(v, &c.Keepalive, false) }),

@@ -313,3 +313,25 @@ func TestLoadFileErrors(t *testing.T) {
 		t.Fatalf("LoadServer(big) = %v", err)
 	}
 }
+
+func TestParseProfileAndHybrid(t *testing.T) {
+	c, err := ParseClient("/etc/offload/client.yaml", []byte(goodClient+"engine: hybrid\nprofile: calib/profile.json\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Engine != EngineHybrid || c.Profile != "/etc/offload/calib/profile.json" {
+		t.Errorf("engine %q profile %q", c.Engine, c.Profile)
+	}
+	c, err = ParseClient("client.yaml", []byte(goodClient+"profile: /var/lib/offload/p.json\n"))
+	if err != nil || c.Profile != "/var/lib/offload/p.json" {
+		t.Errorf("absolute profile: %v %q", err, c.Profile)
+	}
+	if c, _ := ParseClient("client.yaml", []byte(goodClient)); c.Profile != "" {
+		t.Errorf("default profile %q, want empty (the selector's default)", c.Profile)
+	}
+	_, err = ParseClient("client.yaml", []byte(goodClient+"profile: ''\n"))
+	var errs Errors
+	if !errors.As(err, &errs) || len(errs) != 1 || errs[0].Field != "profile" || errs[0].Line != 6 {
+		t.Errorf("empty profile: %v", err)
+	}
+}

@@ -168,15 +168,16 @@ const (
 	EngineAFALG     = "afalg"     // also "afalg:DRIVER", e.g. afalg:safexcel-cbc-aes
 	EngineCryptodev = "cryptodev" // /dev/crypto
 	EngineAuto      = "auto"      // measured choice per frame size (the selector)
+	EngineHybrid    = "hybrid"    // auto, with bulk frames shared by device and CPU
 )
 
 // CheckEngine validates the syntax of an engine spec: software, afalg,
-// afalg:DRIVER, cryptodev or auto. DRIVER is a kernel cra_driver_name such
+// afalg:DRIVER, cryptodev, auto or hybrid. DRIVER is a kernel cra_driver_name such
 // as "cbc-aes-aesni" or "cbc(aes-generic)".
 func CheckEngine(spec string) error {
 	name, driver, hasDriver := strings.Cut(spec, ":")
 	switch name {
-	case EngineSoftware, EngineCryptodev, EngineAuto:
+	case EngineSoftware, EngineCryptodev, EngineAuto, EngineHybrid:
 		if hasDriver {
 			return fmt.Errorf("engine %q: only afalg takes a :DRIVER", spec)
 		}
@@ -196,5 +197,5 @@ func CheckEngine(spec string) error {
 		}
 		return nil
 	}
-	return fmt.Errorf("%w %q (want software, afalg, afalg:DRIVER, cryptodev or auto)", engine.ErrUnknownEngine, spec)
+	return fmt.Errorf("%w %q (want software, afalg, afalg:DRIVER, cryptodev, auto or hybrid)", engine.ErrUnknownEngine, spec)
 }
