@@ -2,10 +2,13 @@ package tunnel
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"testing"
@@ -305,26 +308,34 @@ func TestMaxStreams(t *testing.T) {
 
 func TestEngineSetup(t *testing.T) {
 	leakCheck(t)
-	engines, policy, err := EngineSetup("software", suite.Default, zap.NewNop())
+	ctx := context.Background()
+	engines, policy, err := EngineSetup(ctx, "software", suite.Default, EngineOptions{Logger: zap.NewNop()})
 	if err != nil || len(engines) != 1 || policy.Pick(100, engine.Encrypt) != 0 {
 		t.Fatalf("software: %v %v %v", engines, policy, err)
 	}
-	if _, _, err := EngineSetup("auto", suite.Default, nil); !errors.Is(err, ErrSelectorNotWired) {
-		t.Errorf("auto: %v", err)
+	// auto goes to the selector: with a fresh profile path it measures
+	// this machine, and every engine it returns starts with software.
+	profile := filepath.Join(t.TempDir(), "profile.json")
+	engines, policy, err = EngineSetup(ctx, "auto", suite.Default, EngineOptions{Profile: profile, Stats: new(record.Stats)})
+	if err != nil || len(engines) == 0 || engines[0].Name() != engine.SoftwareName || policy.Pick(16, engine.Encrypt) != 0 {
+		t.Fatalf("auto: %v %v %v", engines, policy, err)
+	}
+	if _, err := os.Stat(profile); err != nil {
+		t.Errorf("auto did not save its profile: %v", err)
 	}
 	for _, spec := range []string{"bogus", "software:x", "cryptodev:x", "afalg:"} {
-		if _, _, err := EngineSetup(spec, suite.Default, nil); !errors.Is(err, engine.ErrUnknownEngine) {
+		if _, _, err := EngineSetup(ctx, spec, suite.Default, EngineOptions{}); !errors.Is(err, engine.ErrUnknownEngine) {
 			t.Errorf("%q: %v, want ErrUnknownEngine", spec, err)
 		}
 	}
 	// A driver no kernel has: the engine's reason, no fallback.
-	if _, _, err := EngineSetup("afalg:no-such-driver-xyz", suite.Default, nil); !errors.Is(err, engine.ErrUnavailable) {
+	if _, _, err := EngineSetup(ctx, "afalg:no-such-driver-xyz", suite.Default, EngineOptions{}); !errors.Is(err, engine.ErrUnavailable) {
 		t.Errorf("afalg:no-such-driver-xyz: %v, want ErrUnavailable", err)
 	}
 	// Whatever this machine has, a kernel engine is either set up pinned
 	// to index 1 or refused with ErrUnavailable.
 	for _, spec := range []string{"afalg", "cryptodev"} {
-		engines, policy, err := EngineSetup(spec, suite.Default, nil)
+		engines, policy, err := EngineSetup(ctx, spec, suite.Default, EngineOptions{})
 		switch {
 		case err == nil:
 			if len(engines) != 2 || engines[1].Name() != spec || policy.Pick(16384, engine.Decrypt) != 1 {

@@ -1,21 +1,16 @@
 package tunnel
 
 import (
-	"errors"
+	"context"
 	"fmt"
 
 	"go.uber.org/zap"
 
 	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/selector"
 	"github.com/offload-dev/offload/tunnel/record"
 	"github.com/offload-dev/offload/tunnel/suite"
 )
-
-// ErrSelectorNotWired is returned by EngineSetup for "auto": the selector
-// that picks an engine per frame size from a calibration profile is not
-// connected to the tunnel yet. Name an engine (software, afalg,
-// afalg:DRIVER, cryptodev) instead.
-var ErrSelectorNotWired = errors.New(`engine "auto": the selector is not wired into the tunnel yet; name one of software, afalg, afalg:DRIVER, cryptodev`)
 
 // pinned is the Policy for a single chosen engine: every frame goes to
 // Engines[idx]; the record layer redoes a frame it failed in software
@@ -24,21 +19,42 @@ type pinned struct{ idx int }
 
 func (p pinned) Pick(int, engine.Direction) int { return p.idx }
 
+// EngineOptions are what EngineSetup needs beyond the spec and suite.
+type EngineOptions struct {
+	Logger *zap.Logger
+	// MaxFrame is the largest frame the selector must cover (auto,
+	// hybrid); 0 means the record layer's default.
+	MaxFrame int
+	// Profile is the selector's calibration profile path; "" means
+	// selector.DefaultPath().
+	Profile string
+	// Stats must be the record.Stats the links count into (Options.Stats),
+	// so the selector can take out an engine whose frames keep failing.
+	Stats *record.Stats
+}
+
 // EngineSetup maps an engine spec from the config to the record layer's
 // Engines and Policy: "software" is software alone; "afalg",
 // "afalg:DRIVER" and "cryptodev" are [software, that engine] with every
-// frame sent to the engine. The engine must serve s's cipher now: if it
+// frame sent to the engine; "auto" and "hybrid" are the selector's
+// per-frame-size choice from a calibration profile (measured now if it is
+// missing or stale). A named engine must serve s's cipher now: if it
 // can't, EngineSetup returns the engine's reason (wrapping
 // engine.ErrUnavailable) and the caller must not start; there is no silent
-// fallback. "auto" is ErrSelectorNotWired for now.
-func EngineSetup(spec string, s suite.Suite, log *zap.Logger) ([]engine.Engine, record.Policy, error) {
+// fallback.
+func EngineSetup(ctx context.Context, spec string, s suite.Suite, o EngineOptions) ([]engine.Engine, record.Policy, error) {
+	log := o.Logger
 	if log == nil {
 		log = zap.NewNop()
 	}
-	opts := engine.Options{Logger: log}
-	if spec == "auto" {
-		return nil, nil, ErrSelectorNotWired
+	if spec == "auto" || spec == "hybrid" {
+		maxFrame := o.MaxFrame
+		if maxFrame == 0 {
+			maxFrame = record.DefaultMaxFrame
+		}
+		return selector.Setup(ctx, spec, s.Cipher, o.Profile, selector.SetupOptions{Logger: log, MaxFrame: maxFrame, Stats: o.Stats})
 	}
+	opts := engine.Options{Logger: log}
 	e, err := engine.Open(spec, opts)
 	if err != nil {
 		return nil, nil, err

@@ -80,8 +80,11 @@ type counters struct {
 	linkErrors atomic.Uint64 // links that ended with a record-layer error
 }
 
-func newCounters(role string, engines []engine.Engine) *counters {
-	c := &counters{role: role, stats: new(record.Stats)}
+func newCounters(role string, engines []engine.Engine, stats *record.Stats) *counters {
+	if stats == nil {
+		stats = new(record.Stats)
+	}
+	c := &counters{role: role, stats: stats}
 	for _, e := range engines {
 		c.engines = append(c.engines, e.Name())
 	}

@@ -59,6 +59,9 @@ type Options struct {
 	// from an engine spec. nil means software only.
 	Engines []engine.Engine
 	Policy  record.Policy
+	// Stats receives the record layer's counters of every link; give the
+	// same Stats to EngineSetup. nil means a new one.
+	Stats *record.Stats
 	// MaxFrame is the record layer's largest frame (0: its default).
 	MaxFrame int
 	// YamuxWindow is the per-stream receive window (MaxStreamWindowSize).

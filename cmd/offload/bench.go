@@ -54,6 +54,7 @@ type benchOpts struct {
 	sink                   string
 	irq, json              bool
 	cpuProfile             string
+	profile                string
 }
 
 func benchFlags(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int, error) {
@@ -75,6 +76,7 @@ func benchFlags(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int,
 	fs.StringVar(&o.sink, "sink", "", "only run a bench sink on `ADDR` until interrupted, for a server's bench service")
 	fs.BoolVar(&o.irq, "irq", false, "show the /proc/interrupts lines that moved during each run")
 	fs.BoolVar(&o.json, "json", false, "print JSON for machines instead of the table")
+	fs.StringVar(&o.profile, "profile", "", "selector profile for the auto and hybrid policies (default: the selector's default path; measured if missing or stale)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the runs (both ends in-process) to `FILE`, for go tool pprof")
 	return func(ctx context.Context, env *runEnv, args []string) (int, error) {
 		if len(args) != 0 || o.repeat <= 0 || o.seconds < 0 {
@@ -251,7 +253,9 @@ func runBench(ctx context.Context, env *runEnv, o benchOpts) (int, error) {
 		}()
 	}
 	for _, p := range policies {
-		engines, policy, err := tunnel.EngineSetup(p, st, log.Named("engine"))
+		engines, policy, err := tunnel.EngineSetup(ctx, p, st, tunnel.EngineOptions{
+			Logger: log.Named("engine"), MaxFrame: maxFrame, Profile: o.profile,
+		})
 		if err != nil {
 			fmt.Fprintf(env.Stderr, "bench: policy %s: unavailable, skipped: %v\n", p, err)
 			rep.Skipped = append(rep.Skipped, benchSkipped{Policy: p, Reason: err.Error()})

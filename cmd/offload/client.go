@@ -38,7 +38,7 @@ func runClient(ctx context.Context, env *runEnv, file string) (int, error) {
 	}
 	log := newLogger(cfg.Log, env.Stderr)
 	defer func() { _ = log.Sync() }()
-	opt, err := tunnelOptions(&cfg.Common, key, log)
+	opt, err := tunnelOptions(ctx, &cfg.Common, key, log)
 	if err != nil {
 		return 1, err
 	}

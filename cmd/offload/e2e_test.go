@@ -499,7 +499,6 @@ func TestEngineRefused(t *testing.T) {
 	p := filepath.Join(dir, "server.yaml")
 	b, _ := os.ReadFile(p)
 	for spec, want := range map[string]string{
-		"auto":                     "selector is not wired",
 		"afalg:no-such-driver-xyz": "engine afalg:no-such-driver-xyz can not serve",
 	} {
 		s := edit(t, "server.yaml", string(b), `(?m)^engine: .*$`, "engine: "+spec)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/offload-dev/offload/config"
 	"github.com/offload-dev/offload/tunnel"
+	"github.com/offload-dev/offload/tunnel/record"
 )
 
 func init() {
@@ -41,7 +42,7 @@ func runServer(ctx context.Context, env *runEnv, file string) (int, error) {
 	}
 	log := newLogger(cfg.Log, env.Stderr)
 	defer func() { _ = log.Sync() }()
-	opt, err := tunnelOptions(&cfg.Common, key, log)
+	opt, err := tunnelOptions(ctx, &cfg.Common, key, log)
 	if err != nil {
 		return 1, err
 	}
@@ -70,8 +71,11 @@ func runServer(ctx context.Context, env *runEnv, file string) (int, error) {
 // tunnelOptions maps the config's common part to tunnel.Options; the
 // engine is set up here, and one that can't serve the suite stops the
 // start with its reason.
-func tunnelOptions(c *config.Common, key []byte, log *zap.Logger) (tunnel.Options, error) {
-	engines, policy, err := tunnel.EngineSetup(c.Engine, c.Suite, log.Named("engine"))
+func tunnelOptions(ctx context.Context, c *config.Common, key []byte, log *zap.Logger) (tunnel.Options, error) {
+	stats := new(record.Stats)
+	engines, policy, err := tunnel.EngineSetup(ctx, c.Engine, c.Suite, tunnel.EngineOptions{
+		Logger: log.Named("engine"), MaxFrame: c.MaxFrame, Profile: c.Profile, Stats: stats,
+	})
 	if err != nil {
 		return tunnel.Options{}, c.FieldError("engine", err)
 	}
@@ -80,6 +84,7 @@ func tunnelOptions(c *config.Common, key []byte, log *zap.Logger) (tunnel.Option
 		PSK:              key,
 		Engines:          engines,
 		Policy:           policy,
+		Stats:            stats,
 		MaxFrame:         c.MaxFrame,
 		YamuxWindow:      c.YamuxWindow,
 		Keepalive:        c.Keepalive,
