@@ -31,7 +31,7 @@ cd "$(dirname "$0")/.."
 vm_runs() {
 	local offload=()
 	offload_steps offload 'offload engines' 'offload speed -engine all -irq -seconds 1'
-	vm amd64-virtio-crypto -arch amd64 -virtio-crypto -test ./engine "${offload[@]}"
+	vm amd64-virtio-crypto -arch amd64 -virtio-crypto -modules authenc -test ./engine "${offload[@]}"
 	vm amd64-selector -arch amd64 -virtio-crypto -test ./selector -run KernelAuto
 	# 32-bit kernels (armhf virt, mipsel malta): the AF_ALG engine tests and
 	# offload speed over every driver, the virtio-crypto device included.
@@ -39,7 +39,7 @@ vm_runs() {
 	offload_steps offload32 'offload engines' 'offload speed -engine all -elapsed -irq -seconds 1'
 	for arch in ${OFFLOAD_VM_ARCHES-amd64 arm mipsle}; do
 		[ "$arch" = amd64 ] && continue
-		vm "$arch-virtio-crypto" -arch "$arch" -virtio-crypto -test ./engine -run Kernel "${offload32[@]}"
+		vm "$arch-virtio-crypto" -arch "$arch" -virtio-crypto -modules authenc -test ./engine -run Kernel "${offload32[@]}"
 	done
 	# Two hosts: offload server and client in two network namespaces over
 	# a veth with netem delay and loss (harness/netns).

@@ -151,6 +151,11 @@ type worker struct {
 	blk, iv  [engine.BlockSize]byte
 	zero     [engine.BlockSize]byte
 	spare    []byte
+
+	// Whole-frame sealers of engines that have them (mac_aead.go).
+	sealers   [MaxEngines]engine.FrameSealer
+	sealRetry [MaxEngines]time.Time
+	ad        [12]byte // seq | len, their associated data
 }
 
 func newWorker(c *Conn, dir engine.Direction, keys *DirKeys) *worker {
@@ -184,6 +189,7 @@ func (w *worker) close() {
 			w.crypters[i] = nil
 		}
 	}
+	w.closeSealers()
 	if w.spare != nil {
 		putBuf(w.spare)
 		w.spare = nil
@@ -233,7 +239,11 @@ func (w *worker) seal(f *frame) error {
 	if err := w.frameIV(f.seq); err != nil {
 		return err
 	}
-	if err := w.crypt(f, n); err != nil {
+	idx, done, err := w.sealWhole(f, n, w.pick(n))
+	if done {
+		return err
+	}
+	if err := w.crypt(f, n, idx); err != nil {
 		return fmt.Errorf("record: sealing frame %d: %w", f.seq, err)
 	}
 	w.mac.Sum(&w.sum, f.seq, f.buf[:HeaderSize+n])
@@ -249,6 +259,21 @@ func (w *worker) open(f *frame) error {
 		return w.macErr
 	}
 	n := f.n
+	idx := w.pick(n)
+	if w.sealerFor(idx, n) {
+		// A whole-frame engine checks the tag itself, before it decrypts.
+		if err := w.frameIV(f.seq); err != nil {
+			return err
+		}
+		var done bool
+		var err error
+		if idx, done, err = w.openWhole(f, n, idx); done {
+			if err != nil {
+				return err
+			}
+			return w.unpad(f, n)
+		}
+	}
 	if !w.mac.Verify(f.buf[HeaderSize+n:HeaderSize+n+TagSize], f.seq, f.buf[:HeaderSize+n]) {
 		w.c.stats.AuthFailures.Add(1)
 		return fmt.Errorf("frame %d: %w", f.seq, ErrAuth)
@@ -256,9 +281,15 @@ func (w *worker) open(f *frame) error {
 	if err := w.frameIV(f.seq); err != nil {
 		return err
 	}
-	if err := w.crypt(f, n); err != nil {
+	if err := w.crypt(f, n, idx); err != nil {
 		return fmt.Errorf("record: opening frame %d: %w", f.seq, err)
 	}
+	return w.unpad(f, n)
+}
+
+// unpad sets the opened plaintext of f (ciphertext length n) and, for CBC,
+// checks and strips its PKCS#7 padding.
+func (w *worker) unpad(f *frame, n int) error {
 	f.off, f.end = HeaderSize, HeaderSize+n
 	if w.c.suite.Cipher.Mode == engine.CBC {
 		pt := f.buf[HeaderSize : HeaderSize+n]
@@ -277,26 +308,26 @@ func (w *worker) open(f *frame) error {
 	return nil
 }
 
-// crypt runs the cipher over f.buf[HeaderSize:][:n] with w.iv on the engine
-// the policy picks. Engines other than software write out of place into
-// w.spare (then the buffers swap), so that when one fails the input is
-// intact and software redoes the frame: counted, logged (rate limited),
-// and the link stays up. Argument errors are bugs and fail the frame.
-func (w *worker) crypt(f *frame, n int) error {
+// pick asks the policy for the engine of a frame of n bytes.
+func (w *worker) pick(n int) int {
 	idx := w.c.opt.Policy.Pick(n, w.dir)
 	if idx < 0 || idx >= len(w.c.opt.Engines) {
 		idx = 0
 	}
+	return idx
+}
+
+// crypt runs the cipher over f.buf[HeaderSize:][:n] with w.iv on engine
+// idx (from pick). Engines other than software write out of place into
+// w.spare (then the buffers swap), so that when one fails the input is
+// intact and software redoes the frame: counted, logged (rate limited),
+// and the link stays up. Argument errors are bugs and fail the frame.
+func (w *worker) crypt(f *frame, n, idx int) error {
 	src := f.buf[HeaderSize : HeaderSize+n]
 	if idx != 0 {
 		cr, err := w.crypter(idx)
 		if err == nil {
-			if cap(w.spare) < len(f.buf) {
-				if w.spare != nil {
-					putBuf(w.spare)
-				}
-				w.spare = getBuf(len(f.buf))
-			}
+			w.ensureSpare(len(f.buf))
 			err = engine.Crypt(cr, w.dir, w.spare[HeaderSize:HeaderSize+n], src, w.iv[:])
 			if err == nil {
 				copy(w.spare[:HeaderSize], f.buf[:HeaderSize])
