@@ -609,6 +609,9 @@ func printBenchTable(w io.Writer, rep *benchReport) {
 	for _, r := range rep.Runs {
 		width = max(width, len(r.Policy))
 	}
+	for _, s := range rep.Skipped {
+		width = max(width, len(s.Policy))
+	}
 	fmt.Fprintf(w, "%-*s  %7s  %9s  %8s  %6s  %s\n", width, "policy", "streams", "MB/s", "CPU s/GB", "gain", "frames per engine")
 	for _, r := range rep.Runs {
 		if r.Error != "" {
