@@ -165,10 +165,11 @@ func CheckServiceName(name string) error {
 // only checks their syntax.
 const (
 	EngineSoftware  = "software"
-	EngineAFALG     = "afalg"     // also "afalg:DRIVER", e.g. afalg:safexcel-cbc-aes
-	EngineCryptodev = "cryptodev" // /dev/crypto
-	EngineAuto      = "auto"      // measured choice per frame size (the selector)
-	EngineHybrid    = "hybrid"    // auto, with bulk frames shared by device and CPU
+	EngineAFALG     = "afalg"      // also "afalg:DRIVER", e.g. afalg:safexcel-cbc-aes
+	EngineCryptodev = "cryptodev"  // /dev/crypto
+	EngineAFALGAEAD = "afalg-aead" // AF_ALG authenc: cipher and HMAC in one request
+	EngineAuto      = "auto"       // measured choice per frame size (the selector)
+	EngineHybrid    = "hybrid"     // auto, with bulk frames shared by device and CPU
 )
 
 // CheckEngine validates the syntax of an engine spec: software, afalg,
@@ -182,7 +183,7 @@ func CheckEngine(spec string) error {
 			return fmt.Errorf("engine %q: only afalg takes a :DRIVER", spec)
 		}
 		return nil
-	case EngineAFALG:
+	case EngineAFALG, EngineAFALGAEAD:
 		if !hasDriver {
 			return nil
 		}
@@ -197,5 +198,5 @@ func CheckEngine(spec string) error {
 		}
 		return nil
 	}
-	return fmt.Errorf("%w %q (want software, afalg, afalg:DRIVER, cryptodev, auto or hybrid)", engine.ErrUnknownEngine, spec)
+	return fmt.Errorf("%w %q (want software, afalg, afalg:DRIVER, afalg-aead, afalg-aead:DRIVER, cryptodev, auto or hybrid)", engine.ErrUnknownEngine, spec)
 }

@@ -6,19 +6,22 @@ import (
 )
 
 // Specs are the engine names Open accepts, for help texts.
-const Specs = "software, afalg, afalg:DRIVER, cryptodev"
+const Specs = "software, afalg, afalg:DRIVER, afalg-aead, afalg-aead:DRIVER, cryptodev"
 
 // Open returns the engine that spec names: "software", "afalg" (the
 // kernel's highest-priority driver), "afalg:DRIVER" (a driver name or
-// prefix, e.g. afalg:virtio_crypto) or "cryptodev". It does not check
-// availability: ask the engine's Driver for the cipher you need.
+// prefix, e.g. afalg:virtio_crypto), "afalg-aead[:DRIVER]" (whole frames,
+// cipher and HMAC-SHA256 in one kernel request) or "cryptodev". It does
+// not check availability: ask the engine's Driver for the cipher you need.
 func Open(spec string, o Options) (Engine, error) {
 	name, arg, hasArg := strings.Cut(strings.TrimSpace(spec), ":")
 	switch {
 	case name == SoftwareName && !hasArg:
 		return Software{}, nil
-	case name == "afalg" && (!hasArg || arg != ""):
+	case name == AFALGName && (!hasArg || arg != ""):
 		return NewAFALG(arg, o), nil
+	case name == AFALGAEADName && (!hasArg || arg != ""):
+		return NewAFALGAEAD(arg, o), nil
 	case name == "cryptodev" && !hasArg:
 		return NewCryptodev(o), nil
 	}

@@ -25,7 +25,7 @@ func TestOpen(t *testing.T) {
 			t.Errorf("Open(%q).Name() = %q, want %q", spec, e.Name(), want)
 		}
 	}
-	for _, spec := range []string{"", "openssl", "afalg:", "software:x", "cryptodev:x", "auto"} {
+	for _, spec := range []string{"", "openssl", "afalg:", "software:x", "cryptodev:x", "auto", "afalg-aead:"} {
 		if _, err := engine.Open(spec, engine.Options{}); !errors.Is(err, engine.ErrUnknownEngine) {
 			t.Errorf("Open(%q) = %v, want ErrUnknownEngine", spec, err)
 		}
