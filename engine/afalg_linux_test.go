@@ -280,3 +280,26 @@ func BenchmarkKernelAFALG(b *testing.B) {
 		cr.Close()
 	}
 }
+
+func TestKernelAFALGSyscallCount(t *testing.T) {
+	requireAFALG(t)
+	cr, err := engine.NewAFALG("", engine.Options{}).NewCrypter(cbc256, make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cr.Close()
+	sc, ok := cr.(interface{ Syscalls() uint64 })
+	if !ok {
+		t.Fatalf("%T does not count its syscalls", cr)
+	}
+	buf, iv := make([]byte, 4096), make([]byte, 16)
+	before := sc.Syscalls()
+	for range 10 {
+		if err := cr.Encrypt(buf, buf, iv); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := sc.Syscalls() - before; n != 20 {
+		t.Errorf("10 requests of 4 KiB made %d syscalls, want 20", n)
+	}
+}
