@@ -337,6 +337,9 @@ func (b *benchRunner) run(ctx context.Context, spec string, engines []engine.Eng
 		Suite: b.suite, PSK: b.psk, Engines: engines, Policy: policy,
 		MaxFrame: b.maxFrame, YamuxWindow: b.window, StatusInterval: -1,
 		DialTimeout: 10 * time.Second, Logger: b.log,
+		// The load's last streams may still be closing inside the tunnel
+		// when it stops: let them end instead of cutting them.
+		DrainTimeout: 10 * time.Second,
 	}
 	tctx, stop := context.WithCancel(ctx)
 	var waits []chan error

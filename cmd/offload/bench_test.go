@@ -93,6 +93,10 @@ func TestBenchJSONSoftwareAndUnavailable(t *testing.T) {
 	if _, err := os.Stat(profile); err != nil {
 		t.Errorf("hybrid did not write its profile: %v", err)
 	}
+	// Streams end cleanly: no stream cut at shutdown, nothing refused.
+	if strings.Contains(errOut, "WARN") || strings.Contains(errOut, "ERROR") {
+		t.Errorf("the tunnel logged warnings or errors:\n%s", errOut)
+	}
 	skipped := map[string]string{}
 	for _, s := range rep.Skipped {
 		skipped[s.Policy] = s.Reason
