@@ -65,7 +65,7 @@ func benchFlags(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int,
 	fs.StringVar(&o.streams, "streams", "1,8", "parallel streams per run, comma separated")
 	fs.StringVar(&o.bytes, "bytes", "64MiB", "payload per run, over all streams (KiB, MiB, GiB)")
 	fs.Float64Var(&o.seconds, "seconds", 0, "send for this many seconds per run instead of -bytes")
-	fs.IntVar(&o.repeat, "repeat", 1, "runs per policy and stream count; the median (by MB/s) is reported")
+	fs.IntVar(&o.repeat, "repeat", 3, "runs per policy and stream count; the median (by MB/s) is reported (single runs on a busy machine vary by tens of percent)")
 	fs.StringVar(&o.maxFrame, "max-frame", "16KiB", "record layer's largest frame (the tunnel cuts frames from the traffic up to this)")
 	fs.StringVar(&o.write, "write", strconv.Itoa(bench.DefaultWriteSize), "the load generator's write size")
 	fs.StringVar(&o.window, "window", "", "yamux per-stream window (default: the tunnel's)")
@@ -252,6 +252,17 @@ func runBench(ctx context.Context, env *runEnv, o benchOpts) (int, error) {
 			}
 		}()
 	}
+	// Set every policy up first, then take turns: repeat i of every
+	// policy and stream count runs before repeat i+1 of any, so a warming
+	// or busy machine does not favour the policies measured last.
+	type cell struct {
+		policy  string
+		engines []engine.Engine
+		pol     record.Policy
+		streams int
+		runs    []benchRun
+	}
+	var cells []*cell
 	for _, p := range policies {
 		engines, policy, err := tunnel.EngineSetup(ctx, p, st, tunnel.EngineOptions{
 			Logger: log.Named("engine"), MaxFrame: maxFrame, Profile: o.profile,
@@ -262,25 +273,26 @@ func runBench(ctx context.Context, env *runEnv, o benchOpts) (int, error) {
 			continue
 		}
 		for _, n := range streams {
-			var runs []benchRun
-			for i := range o.repeat {
-				fmt.Fprintf(env.Stderr, "bench: %s, %s%s: ", p, plural(n, "stream"), repeatNote(i, o.repeat))
-				r := b.run(ctx, p, engines, policy, n)
-				if r.Error != "" {
-					fmt.Fprintf(env.Stderr, "failed: %s\n", r.Error)
-				} else {
-					fmt.Fprintf(env.Stderr, "%s in %.2fs, %.1f MB/s\n", sizeString(r.Bytes), r.Seconds, r.MBps)
-				}
-				runs = append(runs, r)
-				if ctx.Err() != nil {
-					break
-				}
+			cells = append(cells, &cell{policy: p, engines: engines, pol: policy, streams: n})
+		}
+	}
+	for i := range o.repeat {
+		for _, c := range cells {
+			fmt.Fprintf(env.Stderr, "bench: %s, %s%s: ", c.policy, plural(c.streams, "stream"), repeatNote(i, o.repeat))
+			r := b.run(ctx, c.policy, c.engines, c.pol, c.streams)
+			if r.Error != "" {
+				fmt.Fprintf(env.Stderr, "failed: %s\n", r.Error)
+			} else {
+				fmt.Fprintf(env.Stderr, "%s in %.2fs, %.1f MB/s\n", sizeString(r.Bytes), r.Seconds, r.MBps)
 			}
-			rep.Runs = append(rep.Runs, median(runs))
+			c.runs = append(c.runs, r)
 			if ctx.Err() != nil {
 				return 130, ctx.Err()
 			}
 		}
+	}
+	for _, c := range cells {
+		rep.Runs = append(rep.Runs, median(c.runs))
 	}
 	computeGains(rep.Runs)
 
