@@ -12,6 +12,9 @@
 #   cross       go build ./... for linux/mipsle, mips, arm, arm64 and darwin/arm64
 #   qemu-user   engine tests for mipsle and arm under qemu-user-static
 #   vm          the runs listed in vm_runs below, in Debian's kernel under qemu
+#   budgets     harness/budget: RSS of server and client (printed; a generous
+#               sanity bound), stripped binary size per router target
+#               (fails over 8 MiB); figures and meaning in docs/budgets.md
 #
 # Environment:
 #   OFFLOAD_SKIP_VM=1   skip the VM stage (and qemu-user when it is not installed)
@@ -204,6 +207,18 @@ s_vm() {
 	fi
 }
 
+# s_budgets prints the memory figures (loopback, fast sink, default config
+# from examples/; -sanity is a generous bound, the goal is 24 MiB) and then
+# checks the binary size budget, which is deterministic and asserted.
+s_budgets() {
+	local rc=0
+	go build -o "$work/budget" ./harness/budget
+	"$work/budget" rss -streams 10,50,100,200 -windows 256KiB,1MiB,4MiB -sanity 96MiB || rc=1
+	echo
+	"$work/budget" size -max 8MiB || rc=1
+	return $rc
+}
+
 have() { command -v "$1" >/dev/null 2>&1; }
 
 stage deps "install missing tools" s_deps
@@ -226,6 +241,7 @@ if [ "${OFFLOAD_SKIP_VM:-}" = 1 ]; then
 else
 	stage vm "tests in Debian's kernel under qemu (TCG)" s_vm
 fi
+stage budgets "binary size and RSS budgets (harness/budget)" s_budgets
 
 report
 printf '\ntest.sh: all stages passed\n'
