@@ -4,7 +4,8 @@
 #   Debian packages: qemu-system-x86 (+ qemu-system-arm, qemu-system-mips
 #   and the dpkg architectures armhf, mipsel for the 32-bit guests, which
 #   the VM harness takes kernels and busybox-static from), busybox-static,
-#   qemu-user-static, iproute2, xz-utils; staticcheck (pinned) with go install.
+#   qemu-user-static, iproute2, xz-utils, shellcheck and systemd (for
+#   systemd-analyze verify); staticcheck (pinned) with go install.
 #
 # As root, missing packages are installed with apt-get (apt-get update first,
 # once, when the package lists are missing or stale). Not as root, it lists
@@ -26,6 +27,8 @@ arches=${OFFLOAD_VM_ARCHES-amd64 arm mipsle}
 packages=(qemu-system-x86 busybox-static qemu-user-static iproute2 xz-utils)
 # harness/compare: the tools offload is measured beside (socat, ssh -L, spiped).
 packages+=(socat openssh-server openssh-client spiped)
+# packaging checks: shellcheck (procd init script), systemd-analyze verify.
+packages+=(shellcheck systemd)
 foreign=()
 for a in $arches; do
 	case $a in

@@ -10,6 +10,8 @@
 #   test-race   go test -race -count=1 ./...
 #   test-noaes  GODEBUG=cpu.aes=off go test ./engine/... (software AES without AES-NI)
 #   cross       go build ./... for linux/mipsle, mips, arm, arm64 and darwin/arm64
+#   packaging   OpenWrt init script (sh -n, shellcheck), router configs
+#               (offload validate), systemd units (systemd-analyze verify)
 #   qemu-user   engine tests for mipsle and arm under qemu-user-static
 #   vm          the runs listed in vm_runs below, in Debian's kernel under qemu
 #   budgets     harness/budget: RSS of server and client (printed; a generous
@@ -207,6 +209,39 @@ s_vm() {
 	fi
 }
 
+# s_packaging checks packaging/ with the tools each platform has: the
+# procd init script with sh -n and shellcheck, the OpenWrt configs with
+# offload validate (key_file pointed at a fresh key), the systemd units with
+# systemd-analyze verify (ExecStart pointed at a built binary, so that
+# verify can check it; any warning, such as an unknown directive, fails).
+s_packaging() {
+	local init=packaging/openwrt/offload/files/offload.init dir="$work/packaging" bin r out
+	echo "sh -n and shellcheck $init"
+	sh -n "$init"
+	shellcheck "$init"
+	mkdir -p "$dir"
+	bin="$dir/offload"
+	CGO_ENABLED=0 go build -o "$bin" ./cmd/offload
+	"$bin" keygen -o "$dir/offload.key"
+	for r in server client; do
+		sed "s#/etc/offload/#$dir/#g" "packaging/openwrt/offload/files/$r.yaml" >"$dir/$r.yaml"
+		sed "s#^ExecStart=/usr/bin/offload #ExecStart=$bin #" "packaging/systemd/offload-$r.service" >"$dir/offload-$r.service"
+		grep -q "^ExecStart=$bin $r -c " "$dir/offload-$r.service"
+	done
+	"$bin" validate "$dir/server.yaml" "$dir/client.yaml"
+	echo "systemd-analyze verify packaging/systemd/offload-server.service offload-client.service"
+	out=$(systemd-analyze verify "$dir/offload-server.service" "$dir/offload-client.service" 2>&1) || {
+		echo "$out"
+		return 1
+	}
+	if [ -n "$out" ]; then
+		echo "systemd-analyze verify has warnings:"
+		echo "$out"
+		return 1
+	fi
+	echo "ok: init script, configs and units"
+}
+
 # s_budgets prints the memory figures (loopback, fast sink, default config
 # from examples/; -sanity is a generous bound, the goal is 24 MiB) and then
 # checks the binary size budget, which is deterministic and asserted.
@@ -228,6 +263,7 @@ stage staticcheck "staticcheck ./..." s_staticcheck
 stage test-race "go test -race -count=1 ./..." s_race
 stage test-noaes "GODEBUG=cpu.aes=off go test -count=1 ./engine/..." s_noaes
 stage cross "cross-builds" s_cross
+stage packaging "OpenWrt and systemd packaging checks" s_packaging
 if have qemu-mipsel-static && have qemu-arm-static; then
 	stage qemu-user "engine tests on mipsle and arm under qemu-user" s_qemu_user
 elif [ "${OFFLOAD_SKIP_VM:-}" = 1 ]; then
