@@ -10,7 +10,7 @@
 #   test-race   go test -race -count=1 ./...
 #   test-noaes  GODEBUG=cpu.aes=off go test ./engine/... (software AES without AES-NI)
 #   cross       go build ./... for linux/mipsle, mips, arm, arm64 and darwin/arm64
-#   packaging   OpenWrt init script (sh -n, shellcheck), router configs
+#   packaging   OpenWrt init script (sh -n, shellcheck, check-init.sh), router configs
 #               (offload validate), systemd units (systemd-analyze verify)
 #   qemu-user   engine tests for mipsle and arm under qemu-user-static
 #   vm          the runs listed in vm_runs below, in Debian's kernel under qemu
@@ -210,7 +210,8 @@ s_vm() {
 }
 
 # s_packaging checks packaging/ with the tools each platform has: the
-# procd init script with sh -n and shellcheck, the OpenWrt configs with
+# procd init script with sh -n and shellcheck, and its start_service under
+# busybox sh with stand-ins for procd (check-init.sh), the OpenWrt configs with
 # offload validate (key_file pointed at a fresh key), the systemd units with
 # systemd-analyze verify (ExecStart pointed at a built binary, so that
 # verify can check it; any warning, such as an unknown directive, fails).
@@ -219,6 +220,8 @@ s_packaging() {
 	echo "sh -n and shellcheck $init"
 	sh -n "$init"
 	shellcheck "$init"
+	shellcheck -x packaging/openwrt/check-init.sh
+	busybox sh packaging/openwrt/check-init.sh
 	mkdir -p "$dir"
 	bin="$dir/offload"
 	CGO_ENABLED=0 go build -o "$bin" ./cmd/offload
