@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -189,29 +187,4 @@ func (c *counters) statusLoop(ctx context.Context, interval time.Duration, log *
 			c.logStatus(log)
 		}
 	}
-}
-
-// ServeMetrics serves set in the Prometheus text format at /metrics on ln
-// until ctx ends; it closes ln.
-func ServeMetrics(ctx context.Context, ln net.Listener, set *metrics.Set, log *zap.Logger) error {
-	if log == nil {
-		log = zap.NewNop()
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		set.WritePrometheus(w)
-	})
-	srv := &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          zap.NewStdLog(log.Named("metrics")),
-	}
-	stop := context.AfterFunc(ctx, func() { _ = srv.Close() })
-	defer stop()
-	err := srv.Serve(ln)
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
-	return fmt.Errorf("metrics: %w", err)
 }

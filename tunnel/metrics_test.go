@@ -2,6 +2,7 @@ package tunnel
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -136,5 +137,53 @@ func TestBackoff(t *testing.T) {
 	b.attempt = 1000
 	if d := b.next(); d < b.max/2 || d > b.max {
 		t.Fatalf("attempt 1000: %v", d)
+	}
+}
+
+// The hand-written endpoint answers what a scraper asks and refuses the
+// rest without hanging or growing.
+func TestMetricsEndpointRequests(t *testing.T) {
+	leakCheck(t)
+	set := metrics.NewSet()
+	set.NewCounter("offload_test_total").Add(3)
+	ln := listen(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ServeMetrics(ctx, ln, set, nil) }()
+	ask := func(req string) string {
+		t.Helper()
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(15 * time.Second))
+		if _, err := io.WriteString(c, req); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(c)
+		return string(b)
+	}
+	for _, tc := range []struct{ req, status, body string }{
+		{"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 200 OK", "offload_test_total 3\n"},
+		{"GET /metrics?x=1 HTTP/1.0\r\n\r\n", "HTTP/1.1 200 OK", "offload_test_total 3\n"},
+		{"HEAD /metrics HTTP/1.1\r\n\r\n", "HTTP/1.1 200 OK", ""},
+		{"GET / HTTP/1.1\r\n\r\n", "HTTP/1.1 404 Not Found", "only /metrics is here\n"},
+		{"POST /metrics HTTP/1.1\r\n\r\n", "HTTP/1.1 405 Method Not Allowed", "GET or HEAD\n"},
+		{"garbage\r\n\r\n", "HTTP/1.1 400 Bad Request", "bad request\n"},
+		{"GET /metrics HTTP/1.1\r\n" + strings.Repeat("X-Long: "+strings.Repeat("a", 1000)+"\r\n", 20) + "\r\n", "HTTP/1.1 400 Bad Request", "bad request header\n"},
+	} {
+		got := ask(tc.req)
+		head, body, _ := strings.Cut(got, "\r\n\r\n")
+		if !strings.HasPrefix(head, tc.status+"\r\n") || body != tc.body {
+			t.Errorf("%q: got %q", tc.req[:min(len(tc.req), 30)], got)
+		}
+		if !strings.HasPrefix(tc.req, "HEAD") && !strings.Contains(head, fmt.Sprintf("Content-Length: %d", len(tc.body))) {
+			t.Errorf("%q: no right Content-Length in %q", tc.req[:min(len(tc.req), 30)], head)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
