@@ -41,6 +41,14 @@ const (
 	MinYamuxWindow     = 256 << 10
 	MaxYamuxWindow     = 16 << 20
 
+	// DefaultMemoryLimit is the Go runtime's soft memory limit (what
+	// GOMEMLIMIT sets): with it the garbage collector works harder as the
+	// heap nears the limit, which keeps an end with 100 busy streams under
+	// the 24 MiB a router can spare (docs/budgets.md). 0 means no limit;
+	// GOMEMLIMIT in the environment wins over the config.
+	DefaultMemoryLimit = 20 << 20
+	MinMemoryLimit     = 4 << 20
+
 	DefaultKeepalive        = 15 * time.Second // 0 disables keepalives
 	DefaultDialTimeout      = 10 * time.Second
 	DefaultHandshakeTimeout = 10 * time.Second
@@ -103,6 +111,9 @@ type Common struct {
 	// Metrics is a listen address for Prometheus text metrics; empty
 	// means none.
 	Metrics string
+	// MemoryLimit is the runtime's soft memory limit in bytes; 0 means
+	// none.
+	MemoryLimit int
 	// Profile is the selector's calibration profile for engine auto and
 	// hybrid; a relative path is relative to the config file. Empty means
 	// the selector's default path.
@@ -180,6 +191,7 @@ func defaultCommon(file string) Common {
 		HandshakeTimeout: DefaultHandshakeTimeout,
 		MaxStreams:       DefaultMaxStreams,
 		DrainTimeout:     DefaultDrainTimeout,
+		MemoryLimit:      DefaultMemoryLimit,
 		Log:              Log{Level: zapcore.InfoLevel, Format: LogConsole},
 		fields:           map[string]at{},
 	}
@@ -389,6 +401,21 @@ func (d *decoder) common(c *Common) []fieldSpec {
 			c.Suite = s
 		}),
 		track("engine", func(v value) { d.str(v, &c.Engine, CheckEngine) }),
+		track("memory_limit", func(v value) {
+			s, ok := d.scalar(v)
+			if !ok {
+				return
+			}
+			n, err := ParseSize(s)
+			switch {
+			case err != nil:
+				d.add(v.at, v.field, err)
+			case n != 0 && n < MinMemoryLimit:
+				d.errorf(v.at, v.field, "%s is less than the minimum of %d bytes (0 means no limit)", s, MinMemoryLimit)
+			default:
+				c.MemoryLimit = n
+			}
+		}),
 		track("profile", func(v value) {
 			d.str(v, &c.Profile, func(s string) error {
 				if s == "" {

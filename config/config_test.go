@@ -48,6 +48,7 @@ func TestParseServerDefaults(t *testing.T) {
 			HandshakeTimeout: 10 * time.Second,
 			MaxStreams:       1024,
 			DrainTimeout:     10 * time.Second,
+			MemoryLimit:      20 << 20,
 			Log:              Log{Level: zapcore.InfoLevel, Format: "console"},
 		},
 		Listen:   "192.0.2.1:7000",
@@ -333,5 +334,25 @@ func TestParseProfileAndHybrid(t *testing.T) {
 	var errs Errors
 	if !errors.As(err, &errs) || len(errs) != 1 || errs[0].Field != "profile" || errs[0].Line != 6 {
 		t.Errorf("empty profile: %v", err)
+	}
+}
+
+func TestParseMemoryLimit(t *testing.T) {
+	c, err := ParseClient("client.yaml", []byte(goodClient))
+	if err != nil || c.MemoryLimit != DefaultMemoryLimit {
+		t.Fatalf("default: %v %d", err, c.MemoryLimit)
+	}
+	for src, want := range map[string]int{"0": 0, "16MiB": 16 << 20, "64MiB": 64 << 20} {
+		c, err := ParseClient("client.yaml", []byte(goodClient+"memory_limit: "+src+"\n"))
+		if err != nil || c.MemoryLimit != want {
+			t.Errorf("memory_limit %s: %v %d, want %d", src, err, c.MemoryLimit, want)
+		}
+	}
+	for _, src := range []string{"1MiB", "lots", "-1"} {
+		_, err := ParseClient("client.yaml", []byte(goodClient+"memory_limit: "+src+"\n"))
+		var errs Errors
+		if !errors.As(err, &errs) || errs[0].Field != "memory_limit" || errs[0].Line != 6 {
+			t.Errorf("memory_limit %s: %v", src, err)
+		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"os"
+	"runtime/debug"
 
 	"github.com/VictoriaMetrics/metrics"
 	"go.uber.org/zap"
@@ -72,6 +74,7 @@ func runServer(ctx context.Context, env *runEnv, file string) (int, error) {
 // engine is set up here, and one that can't serve the suite stops the
 // start with its reason.
 func tunnelOptions(ctx context.Context, c *config.Common, key []byte, log *zap.Logger) (tunnel.Options, error) {
+	applyMemoryLimit(c.MemoryLimit, log)
 	stats := new(record.Stats)
 	engines, policy, err := tunnel.EngineSetup(ctx, c.Engine, c.Suite, tunnel.EngineOptions{
 		Logger: log.Named("engine"), MaxFrame: c.MaxFrame, Profile: c.Profile, Stats: stats,
@@ -117,4 +120,18 @@ func startMetrics(ctx context.Context, c *config.Common, register func(*metrics.
 		}
 	}()
 	return func() { <-done }, nil
+}
+
+// applyMemoryLimit sets the runtime's soft memory limit from the config's
+// memory_limit, unless GOMEMLIMIT in the environment already set one (the
+// systemd units and the procd script may).
+func applyMemoryLimit(limit int, log *zap.Logger) {
+	if env := os.Getenv("GOMEMLIMIT"); env != "" {
+		log.Info("memory limit from the environment", zap.String("GOMEMLIMIT", env))
+		return
+	}
+	if limit > 0 {
+		debug.SetMemoryLimit(int64(limit))
+		log.Info("memory limit", zap.Int("bytes", limit))
+	}
 }
