@@ -259,6 +259,11 @@ s_budgets() {
 
 have() { command -v "$1" >/dev/null 2>&1; }
 
+# s_compare is the smoke run of the comparison with socat, ssh -L and
+# spiped: every tool comes up and the data arrives intact (no speed
+# verdicts; docs/performance.md has the figures).
+s_compare() { go run ./harness/compare -quick; }
+
 stage deps "install missing tools" s_deps
 stage gofmt "gofmt -l ." s_gofmt
 stage vet "go vet ./..." s_vet
@@ -267,6 +272,11 @@ stage test-race "go test -race -count=1 ./..." s_race
 stage test-noaes "GODEBUG=cpu.aes=off go test -count=1 ./engine/..." s_noaes
 stage cross "cross-builds" s_cross
 stage packaging "OpenWrt and systemd packaging checks" s_packaging
+if have socat && have spiped && [ -x /usr/sbin/sshd ] && [ "$(id -u)" = 0 ]; then
+	stage compare "offload beside socat, ssh -L and spiped on loopback (smoke)" s_compare
+else
+	skip compare "needs root with socat, spiped and sshd (scripts/deps.sh installs them as root)"
+fi
 if have qemu-mipsel-static && have qemu-arm-static; then
 	stage qemu-user "engine tests on mipsle and arm under qemu-user" s_qemu_user
 elif [ "${OFFLOAD_SKIP_VM:-}" = 1 ]; then
