@@ -142,7 +142,7 @@ func (a *AFALGAEAD) resolve(c Cipher) (afalgBinding, error) {
 		// authenc(hmac(sha256-generic),virtio_crypto_aes_cbc).
 		b.name = "authenc(hmac(" + sha256Driver() + ")," + inner + ")"
 	}
-	fd, err := aeadSocket(b.name)
+	fd, err := algSocket(aeadAlgType, b.name)
 	if err != nil {
 		switch {
 		case errors.Is(err, unix.ENOENT):

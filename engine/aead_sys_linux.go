@@ -35,27 +35,6 @@ func authencKey(encKey, macKey []byte) []byte {
 	return append(b, encKey...)
 }
 
-// aeadSocket opens an AF_ALG aead socket bound to name.
-func aeadSocket(name string) (int, error) {
-	fd, err := sysOp("socket", func() (int, error) {
-		return unix.Socket(unix.AF_ALG, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	})
-	if err != nil {
-		return -1, err
-	}
-	if len(name) > maxAlgName {
-		algClose(fd)
-		return -1, os.NewSyscallError("bind", unix.ENAMETOOLONG)
-	}
-	if _, err := sysOp("bind", func() (int, error) {
-		return 0, unix.Bind(fd, &unix.SockaddrALG{Type: aeadAlgType, Name: name})
-	}); err != nil {
-		algClose(fd)
-		return -1, err
-	}
-	return fd, nil
-}
-
 // aeadSetAuthsize is setsockopt(fd, SOL_ALG, ALG_SET_AEAD_AUTHSIZE, NULL,
 // n): the tag length travels in optlen, with no option value.
 func aeadSetAuthsize(fd, n int) error {
@@ -108,39 +87,18 @@ func newAEADOp(name string, key []byte, authsize int) (*aeadOp, error) {
 	if aeadCtrlSize > aeadCtrlWords*8 {
 		return nil, fmt.Errorf("afalg-aead: control messages need %d bytes, buffer has %d", aeadCtrlSize, aeadCtrlWords*8)
 	}
-	tfm, err := aeadSocket(name)
+	tfm, fd, err := openOp(aeadAlgType, name, key, func(tfm int) error { return aeadSetAuthsize(tfm, authsize) })
 	if err != nil {
 		return nil, err
 	}
-	if err := algSetKey(tfm, key); err != nil {
-		algClose(tfm)
-		return nil, err
-	}
-	if err := aeadSetAuthsize(tfm, authsize); err != nil {
-		algClose(tfm)
-		return nil, err
-	}
-	o := &aeadOp{tfm: tfm, fd: -1}
-	if o.fd, err = algAccept(tfm); err != nil {
-		algClose(tfm)
-		return nil, err
-	}
+	o := &aeadOp{tfm: tfm, fd: fd}
 	o.initMsg()
 	return o, nil
 }
 
 func (o *aeadOp) initMsg() {
 	buf := unsafe.Slice((*byte)(unsafe.Pointer(&o.ctrl[0])), aeadCtrlWords*8)
-	op := (*unix.Cmsghdr)(unsafe.Pointer(&buf[0]))
-	op.Level, op.Type = unix.SOL_ALG, unix.ALG_SET_OP
-	op.SetLen(unix.CmsgLen(4))
-	o.opData = buf[cmsgHdrLen : cmsgHdrLen+4]
-	iv := (*unix.Cmsghdr)(unsafe.Pointer(&buf[cmsgOpSpace]))
-	iv.Level, iv.Type = unix.SOL_ALG, unix.ALG_SET_IV
-	iv.SetLen(unix.CmsgLen(4 + BlockSize))
-	ivlen := buf[cmsgOpSpace+cmsgHdrLen:]
-	binary.NativeEndian.PutUint32(ivlen, BlockSize)
-	o.ivData = ivlen[4 : 4+BlockSize]
+	o.opData, o.ivData = putOpIV(buf)
 	as := (*unix.Cmsghdr)(unsafe.Pointer(&buf[aeadAssocOff]))
 	as.Level, as.Type = unix.SOL_ALG, unix.ALG_SET_AEAD_ASSOCLEN
 	as.SetLen(unix.CmsgLen(4))

@@ -150,7 +150,7 @@ func (a *AFALG) resolve(c Cipher) (afalgBinding, error) {
 			return afalgBinding{}, err
 		}
 	}
-	fd, err := algSocket(b.name)
+	fd, err := algSocket(algType, b.name)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return afalgBinding{}, a.noAlgorithm(c, err)

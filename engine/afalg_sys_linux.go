@@ -44,10 +44,10 @@ func sysOp(op string, f func() (int, error)) (int, error) {
 	}
 }
 
-// algSocket opens an AF_ALG skcipher socket and binds it to name, an
-// algorithm ("cbc(aes)") or driver ("cbc-aes-aesni") name. The caller closes
-// the returned fd.
-func algSocket(name string) (int, error) {
+// algSocket opens an AF_ALG socket of type typ ("skcipher", "aead") and
+// binds it to name, an algorithm ("cbc(aes)") or driver ("cbc-aes-aesni")
+// name. The caller closes the returned fd.
+func algSocket(typ, name string) (int, error) {
 	fd, err := sysOp("socket", func() (int, error) {
 		return unix.Socket(unix.AF_ALG, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	})
@@ -59,7 +59,7 @@ func algSocket(name string) (int, error) {
 		return -1, os.NewSyscallError("bind", unix.ENAMETOOLONG)
 	}
 	_, err = sysOp("bind", func() (int, error) {
-		return 0, unix.Bind(fd, &unix.SockaddrALG{Type: algType, Name: name})
+		return 0, unix.Bind(fd, &unix.SockaddrALG{Type: typ, Name: name})
 	})
 	if err != nil {
 		algClose(fd)
@@ -138,24 +138,53 @@ type algOp struct {
 	fault func(syscall string) error
 }
 
+// openOp binds a socket of type typ to name, sets key, runs setup on it
+// (more socket options) and accepts an operation socket: the keyed
+// transform socket and the operation socket, or an error with nothing
+// left open.
+func openOp(typ, name string, key []byte, setup func(tfm int) error) (tfm, fd int, err error) {
+	if tfm, err = algSocket(typ, name); err != nil {
+		return -1, -1, err
+	}
+	if err = algSetKey(tfm, key); err == nil && setup != nil {
+		err = setup(tfm)
+	}
+	if err == nil {
+		fd, err = algAccept(tfm)
+	}
+	if err != nil {
+		algClose(tfm)
+		return -1, -1, err
+	}
+	return tfm, fd, nil
+}
+
+// putOpIV lays out, at the start of buf, the ALG_SET_OP control message
+// (a u32) and the ALG_SET_IV one (struct af_alg_iv with a 16-byte IV), and
+// returns where the op value and the IV go; both request kinds start their
+// control data with these two.
+func putOpIV(buf []byte) (opData, ivData []byte) {
+	op := (*unix.Cmsghdr)(unsafe.Pointer(&buf[0]))
+	op.Level, op.Type = unix.SOL_ALG, unix.ALG_SET_OP
+	op.SetLen(unix.CmsgLen(4))
+	iv := (*unix.Cmsghdr)(unsafe.Pointer(&buf[cmsgOpSpace]))
+	iv.Level, iv.Type = unix.SOL_ALG, unix.ALG_SET_IV
+	iv.SetLen(unix.CmsgLen(4 + BlockSize))
+	ivlen := buf[cmsgOpSpace+cmsgHdrLen:]
+	binary.NativeEndian.PutUint32(ivlen, BlockSize)
+	return buf[cmsgHdrLen : cmsgHdrLen+4], ivlen[4 : 4+BlockSize]
+}
+
 // newAlgOp binds name, sets key and accepts an operation socket.
 func newAlgOp(name string, key []byte) (*algOp, error) {
 	if cmsgCtrlSize > ctrlWords*8 {
 		return nil, fmt.Errorf("afalg: control messages need %d bytes, buffer has %d", cmsgCtrlSize, ctrlWords*8)
 	}
-	tfm, err := algSocket(name)
+	tfm, fd, err := openOp(algType, name, key, nil)
 	if err != nil {
 		return nil, err
 	}
-	if err := algSetKey(tfm, key); err != nil {
-		algClose(tfm)
-		return nil, err
-	}
-	o := &algOp{tfm: tfm, fd: -1}
-	if o.fd, err = algAccept(tfm); err != nil {
-		algClose(tfm)
-		return nil, err
-	}
+	o := &algOp{tfm: tfm, fd: fd}
 	o.initMsg()
 	return o, nil
 }
@@ -164,16 +193,7 @@ func newAlgOp(name string, key []byte) (*algOp, error) {
 // the op value, the IV bytes and the iovec change per request.
 func (o *algOp) initMsg() {
 	buf := unsafe.Slice((*byte)(unsafe.Pointer(&o.ctrl[0])), ctrlWords*8)
-	op := (*unix.Cmsghdr)(unsafe.Pointer(&buf[0]))
-	op.Level, op.Type = unix.SOL_ALG, unix.ALG_SET_OP
-	op.SetLen(unix.CmsgLen(4))
-	o.opData = buf[cmsgHdrLen : cmsgHdrLen+4]
-	iv := (*unix.Cmsghdr)(unsafe.Pointer(&buf[cmsgOpSpace]))
-	iv.Level, iv.Type = unix.SOL_ALG, unix.ALG_SET_IV
-	iv.SetLen(unix.CmsgLen(4 + BlockSize))
-	ivlen := buf[cmsgOpSpace+cmsgHdrLen:]
-	binary.NativeEndian.PutUint32(ivlen, BlockSize)
-	o.ivData = ivlen[4 : 4+BlockSize]
+	o.opData, o.ivData = putOpIV(buf)
 	o.msg.Control = &buf[0]
 	o.msg.SetControllen(cmsgCtrlSize)
 	o.msg.Iov = &o.iov
