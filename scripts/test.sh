@@ -37,7 +37,13 @@ vm_runs() {
 	local offload=()
 	offload_steps offload 'offload engines' 'offload speed -engine all -irq -seconds 1'
 	vm amd64-virtio-crypto -arch amd64 -virtio-crypto -modules authenc -test ./engine "${offload[@]}"
-	vm amd64-selector -arch amd64 -virtio-crypto -test ./selector -run KernelAuto
+	# The selector in the router-like case (Go's AES without AES-NI against
+	# the kernel's drivers and the virtio-crypto device): the crossover and
+	# auto's picks (TestKernelAutoVirtioCrypto), then calibrate and bench
+	# through the whole tunnel per policy, with the device's interrupts.
+	vm amd64-selector -arch amd64 -virtio-crypto -test ./selector -run KernelAuto -bin ./cmd/offload \
+		-cmd 'GODEBUG=cpu.aes=off offload calibrate -evp aes-256-cbc -both -seconds 0.1 -max-frame 65536 -o /tmp/profile.json' \
+		-cmd 'GODEBUG=cpu.aes=off offload bench -suite aes-256-cbc-poly1305 -max-frame 64KiB -policy software,afalg:virtio_crypto_aes_cbc,auto,hybrid -profile /tmp/profile.json -streams 1,4 -bytes 8MiB -repeat 1 -irq'
 	# 32-bit kernels (armhf virt, mipsel malta): the AF_ALG engine tests and
 	# offload speed over every driver, the virtio-crypto device included.
 	local offload32=() arch
