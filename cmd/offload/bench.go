@@ -55,6 +55,7 @@ type benchOpts struct {
 	irq, json              bool
 	cpuProfile             string
 	profile                string
+	cost                   bool
 }
 
 func benchFlags(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int, error) {
@@ -78,6 +79,7 @@ func benchFlags(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int,
 	fs.BoolVar(&o.json, "json", false, "print JSON for machines instead of the table")
 	fs.StringVar(&o.profile, "profile", "", "selector profile for the auto and hybrid policies (default: the selector's default path; measured if missing or stale)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the runs (both ends in-process) to `FILE`, for go tool pprof")
+	fs.BoolVar(&o.cost, "cost", false, "then show where a frame's time goes for the suite: cipher per engine, its MAC, copies, syscalls (offload frame-cost)")
 	return func(ctx context.Context, env *runEnv, args []string) (int, error) {
 		if len(args) != 0 || o.repeat <= 0 || o.seconds < 0 {
 			return 2, errUsage
@@ -88,7 +90,19 @@ func benchFlags(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int,
 		if (o.server == "") != (o.key == "") {
 			return 2, errors.New("-server and -key go together")
 		}
-		return runBench(ctx, env, o)
+		if o.cost && o.json {
+			return 2, errors.New("-cost prints a table; for JSON run offload frame-cost -json")
+		}
+		code, err := runBench(ctx, env, o)
+		if err != nil || !o.cost {
+			return code, err
+		}
+		st, err := suite.Parse(o.suite)
+		if err != nil {
+			return 2, err
+		}
+		fmt.Fprintln(env.Stdout)
+		return runFrameCost(ctx, env, frameCostOpts{evp: st.Cipher.String(), engine: "all", mac: st.MAC.String(), time: 300 * time.Millisecond})
 	}
 }
 

@@ -36,6 +36,7 @@ type speedOpts struct {
 	multi   int
 	irq     bool
 	json    bool
+	cost    bool
 }
 
 func speedFlags(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int, error) {
@@ -49,11 +50,22 @@ func speedFlags(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int,
 	fs.IntVar(&o.multi, "multi", 1, "run N workers in parallel, each with its own session")
 	fs.BoolVar(&o.irq, "irq", false, "show the /proc/interrupts lines that moved while each engine ran")
 	fs.BoolVar(&o.json, "json", false, "print JSON for machines instead of the table")
+	fs.BoolVar(&o.cost, "cost", false, "then show where a tunnel frame's time goes with these engines: cipher, each MAC, copies, syscalls (offload frame-cost)")
 	return func(ctx context.Context, env *runEnv, args []string) (int, error) {
 		if len(args) != 0 || o.seconds <= 0 || o.multi <= 0 || o.bytes < 0 {
 			return 2, errUsage
 		}
-		return runSpeed(ctx, env, o)
+		if o.cost && o.json {
+			return 2, errors.New("-cost prints a table; for JSON run offload frame-cost -json")
+		}
+		code, err := runSpeed(ctx, env, o)
+		if err != nil || !o.cost {
+			return code, err
+		}
+		fmt.Fprintln(env.Stdout)
+		return runFrameCost(ctx, env, frameCostOpts{
+			evp: o.evp, engine: o.engine, mac: "all", time: 300 * time.Millisecond, bytes: o.bytes, decrypt: o.decrypt,
+		})
 	}
 }
 

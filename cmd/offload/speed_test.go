@@ -148,3 +148,18 @@ func TestEngines(t *testing.T) {
 		}
 	}
 }
+
+func TestSpeedCost(t *testing.T) {
+	code, out, errs := runCmd(t, "speed", "-evp", "aes-128-ctr", "-elapsed", "-seconds", "1", "-bytes", "1024", "-cost")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"aes-128-ctr ", "Where the time of one aes-128-ctr frame goes", "mac hmac-sha256", "mac poly1305", "frame = cipher + mac"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("speed -cost output lacks %q:\n%s", want, out)
+		}
+	}
+	if code, _, errs := runCmd(t, "speed", "-cost", "-json"); code != 2 || !strings.Contains(errs, "frame-cost -json") {
+		t.Errorf("-cost -json: exit %d, %q", code, errs)
+	}
+}
