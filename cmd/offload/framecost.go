@@ -83,18 +83,9 @@ func runFrameCost(ctx context.Context, env *runEnv, o frameCostOpts) (int, error
 	if o.decrypt {
 		dir = engine.Decrypt
 	}
-	var engines []engine.Engine
-	if o.engine == "all" {
-		engines = engine.Discover(c, engine.Options{})
-	} else {
-		e, err := engine.Open(o.engine, engine.Options{})
-		if err != nil {
-			return 2, err
-		}
-		if _, err := e.Driver(c); err != nil {
-			return 1, fmt.Errorf("%s: %w", e.Name(), err)
-		}
-		engines = []engine.Engine{e}
+	engines, code, err := pickEngines(o.engine, c)
+	if err != nil {
+		return code, err
 	}
 	var sizes []int
 	if o.bytes > 0 {

@@ -109,18 +109,9 @@ func runSpeed(ctx context.Context, env *runEnv, o speedOpts) (int, error) {
 	if o.bytes > 0 {
 		sizes = []int{o.bytes}
 	}
-	var engines []engine.Engine
-	if o.engine == "all" {
-		engines = engine.Discover(c, engine.Options{})
-	} else {
-		e, err := engine.Open(o.engine, engine.Options{})
-		if err != nil {
-			return 2, err
-		}
-		if _, err := e.Driver(c); err != nil {
-			return 1, fmt.Errorf("%s: %w", e.Name(), err)
-		}
-		engines = []engine.Engine{e}
+	engines, code, err := pickEngines(o.engine, c)
+	if err != nil {
+		return code, err
 	}
 
 	rep := speedReport{
@@ -321,4 +312,22 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// pickEngines is the -engine flag of speed and frame-cost: "all" is every
+// engine and driver engine.Discover finds for c (unavailable ones
+// included, to be reported), anything else one engine, which must serve c
+// (exit code 2 for a bad spec, 1 for an unavailable engine).
+func pickEngines(spec string, c engine.Cipher) ([]engine.Engine, int, error) {
+	if spec == "all" {
+		return engine.Discover(c, engine.Options{}), 0, nil
+	}
+	e, err := engine.Open(spec, engine.Options{})
+	if err != nil {
+		return nil, 2, err
+	}
+	if _, err := e.Driver(c); err != nil {
+		return nil, 1, fmt.Errorf("%s: %w", e.Name(), err)
+	}
+	return []engine.Engine{e}, 0, nil
 }
