@@ -64,8 +64,7 @@ const aeadCtrlWords = 12
 // readv(aad scratch | out), two syscalls and no allocation. It must not
 // be copied (msg points into it).
 type aeadOp struct {
-	tfm    int
-	fd     int
+	algSockets
 	msg    unix.Msghdr
 	iov    [2]unix.Iovec // sendmsg: aad, data
 	riov   [2]unix.Iovec // readv: aad scratch, out
@@ -91,7 +90,7 @@ func newAEADOp(name string, key []byte, authsize int) (*aeadOp, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &aeadOp{tfm: tfm, fd: fd}
+	o := &aeadOp{algSockets: algSockets{tfm: tfm, fd: fd}}
 	o.initMsg()
 	return o, nil
 }
@@ -187,22 +186,4 @@ func (o *aeadOp) do(encrypt bool, iv, aad, in, out []byte) error {
 		return fmt.Errorf("afalg-aead: readv returned %d of %d bytes", n, len(aad)+len(out))
 	}
 	return nil
-}
-
-// reset drops the operation socket; the next request accepts a fresh one.
-func (o *aeadOp) reset() {
-	if o.fd >= 0 {
-		algClose(o.fd)
-		o.fd = -1
-	}
-}
-
-func (o *aeadOp) close() error {
-	o.reset()
-	if o.tfm < 0 {
-		return nil
-	}
-	err := algClose(o.tfm)
-	o.tfm = -1
-	return err
 }

@@ -16,7 +16,7 @@ import (
 // x/sys's own parser and the sizes the kernel expects on this GOARCH (the
 // cmsg header is 12 bytes on 32-bit arm and mips, 16 on 64-bit).
 func TestAFALGControlLayout(t *testing.T) {
-	o := &algOp{tfm: -1, fd: -1}
+	o := &algOp{algSockets: algSockets{tfm: -1, fd: -1}}
 	o.initMsg()
 	want := 64
 	if unsafe.Sizeof(uintptr(0)) == 4 {

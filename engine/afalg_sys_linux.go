@@ -122,8 +122,7 @@ const ctrlWords = 8
 // header, so that a request costs no allocation: sendmsg(op, IV, data) and
 // read(dst), two syscalls. It must not be copied (msg points into it).
 type algOp struct {
-	tfm    int // bound and keyed; kept to accept a fresh op socket
-	fd     int // operation socket, -1 until accepted
+	algSockets
 	msg    unix.Msghdr
 	iov    unix.Iovec
 	ctrl   [ctrlWords]uint64
@@ -184,7 +183,7 @@ func newAlgOp(name string, key []byte) (*algOp, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &algOp{tfm: tfm, fd: fd}
+	o := &algOp{algSockets: algSockets{tfm: tfm, fd: fd}}
 	o.initMsg()
 	return o, nil
 }
@@ -266,9 +265,16 @@ func (o *algOp) recv(dst []byte) error {
 	return nil
 }
 
+// algSockets are a request socket pair: the bound, keyed transform socket
+// and the operation socket accepted from it.
+type algSockets struct {
+	tfm int // bound and keyed; kept to accept a fresh op socket
+	fd  int // operation socket, -1 until accepted
+}
+
 // reset drops the operation socket and whatever the kernel still holds for
-// it; the next send accepts a fresh one from the keyed socket.
-func (o *algOp) reset() {
+// it; the next request accepts a fresh one from the keyed socket.
+func (o *algSockets) reset() {
 	if o.fd >= 0 {
 		algClose(o.fd)
 		o.fd = -1
@@ -276,7 +282,7 @@ func (o *algOp) reset() {
 }
 
 // close releases both sockets.
-func (o *algOp) close() error {
+func (o *algSockets) close() error {
 	o.reset()
 	if o.tfm < 0 {
 		return nil
