@@ -6,6 +6,9 @@
 //	frame = len:u32be | ciphertext[len] | tag[16]
 //	tag   = HMAC-SHA256(K_mac, seq:u64be | len:u32be | ciphertext)[:16]
 //
+// for the *-hmac-sha256 suites; the gmac and poly1305 suites tag the same
+// frame their own way (MAC, docs/macs.md), with the same layout.
+//
 // seq is implicit: 0 for the first frame, +1 per frame, never sent. CTR
 // frames start at counter block S_iv + seq·2^32 (mod 2^128); CBC frames use
 // IV = AES_K_enc(S_iv XOR seq) and PKCS#7 padding, checked after the tag.
