@@ -116,10 +116,13 @@ func TestKernelAutoVirtioCrypto(t *testing.T) {
 			}
 			t.Logf("%6d B: auto picks %-28s %8.2f MB/s (its runs as auto: %8.2f); software %8.2f, device %8.2f; virtio interrupts during auto: %d",
 				size, engines[idx].Name(), res.picked/1e6, res.auto/1e6, res.single[0]/1e6, res.single[1]/1e6, res.irq)
-			if res.ok() || attempt == 2 {
+			// An emulated VM on a shared host drifts between calibration
+			// and this check; a size next to the crossover, where the two
+			// engines are close, gets up to two more measurements.
+			if res.ok() || attempt == 3 {
 				break
 			}
-			t.Logf("%6d B: auto's pick below 95%% of the best engine; measuring once more", size)
+			t.Logf("%6d B: auto's pick below 95%% of the best engine; measuring again", size)
 		}
 		if !res.ok() {
 			best := max(res.single[0], res.single[1])
