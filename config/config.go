@@ -244,30 +244,27 @@ func Load(path string) (any, error) {
 // ParseServer is LoadServer on data already read; name is the file name
 // for messages and the base of a relative key_file.
 func ParseServer(name string, data []byte) (*Server, error) {
-	d := &decoder{file: name}
-	body := d.parse(data)
-	if body == nil {
-		return nil, d.result()
-	}
-	s := d.server(body)
-	if err := d.result(); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return parseAs(name, data, (*decoder).server)
 }
 
 // ParseClient is LoadClient on data already read, as ParseServer.
 func ParseClient(name string, data []byte) (*Client, error) {
+	return parseAs(name, data, (*decoder).client)
+}
+
+// parseAs parses data and decodes its top-level mapping with decode,
+// returning every error the two found.
+func parseAs[T any](name string, data []byte, decode func(*decoder, ast.Node) *T) (*T, error) {
 	d := &decoder{file: name}
 	body := d.parse(data)
 	if body == nil {
 		return nil, d.result()
 	}
-	c := d.client(body)
+	v := decode(d, body)
 	if err := d.result(); err != nil {
 		return nil, err
 	}
-	return c, nil
+	return v, nil
 }
 
 // Parse is Load on data already read, as ParseServer.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"net"
 	"strconv"
 
@@ -15,15 +14,7 @@ func init() {
 		Name:  "client",
 		Short: "run the tunnel's client end: listen locally, carry connections to the server",
 		Usage: "-c FILE",
-		Flags: func(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int, error) {
-			file := fs.String("c", "", "client config `FILE` (see examples/client.yaml)")
-			return func(ctx context.Context, env *runEnv, args []string) (int, error) {
-				if len(args) != 0 || *file == "" {
-					return 2, errUsage
-				}
-				return runClient(ctx, env, *file)
-			}
-		},
+		Flags: configFlags("client config `FILE` (see examples/client.yaml)", runClient),
 	})
 }
 

@@ -21,15 +21,7 @@ func init() {
 		Name:  "server",
 		Short: "run the tunnel's server end: accept clients, forward their streams to the services",
 		Usage: "-c FILE",
-		Flags: func(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int, error) {
-			file := fs.String("c", "", "server config `FILE` (see examples/server.yaml)")
-			return func(ctx context.Context, env *runEnv, args []string) (int, error) {
-				if len(args) != 0 || *file == "" {
-					return 2, errUsage
-				}
-				return runServer(ctx, env, *file)
-			}
-		},
+		Flags: configFlags("server config `FILE` (see examples/server.yaml)", runServer),
 	})
 }
 
@@ -68,6 +60,20 @@ func runServer(ctx context.Context, env *runEnv, file string) (int, error) {
 	}
 	log.Info("stopped")
 	return 0, nil
+}
+
+// configFlags is the flag set of server and client: -c FILE and no
+// arguments, then run with the file.
+func configFlags(usage string, run func(context.Context, *runEnv, string) (int, error)) func(*flag.FlagSet) func(context.Context, *runEnv, []string) (int, error) {
+	return func(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int, error) {
+		file := fs.String("c", "", usage)
+		return func(ctx context.Context, env *runEnv, args []string) (int, error) {
+			if len(args) != 0 || *file == "" {
+				return 2, errUsage
+			}
+			return run(ctx, env, *file)
+		}
+	}
 }
 
 // tunnelOptions maps the config's common part to tunnel.Options; the
