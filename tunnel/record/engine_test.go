@@ -193,3 +193,66 @@ func TestEngineFallbackIdenticalWire(t *testing.T) {
 		t.Fatalf("failures %d, fallbacks %d", e.failures[engine.Encrypt].Load(), c.stats.Fallbacks[1].Load())
 	}
 }
+
+// trackingPolicy picks engine 1 for every frame and counts Begin/End; the
+// engine (flakyEngine's calls) must run only between them.
+type trackingPolicy struct {
+	e                 *flakyEngine
+	begins, ends      atomic.Int64
+	inside, maxInside atomic.Int64
+	wrongIdx          atomic.Int64
+}
+
+func (p *trackingPolicy) Pick(int, engine.Direction) int { return 1 }
+func (p *trackingPolicy) Begin(idx int) {
+	if idx != 1 {
+		p.wrongIdx.Add(1)
+	}
+	p.begins.Add(1)
+	n := p.inside.Add(1)
+	for m := p.maxInside.Load(); n > m && !p.maxInside.CompareAndSwap(m, n); m = p.maxInside.Load() {
+	}
+}
+func (p *trackingPolicy) End(idx int) {
+	if idx != 1 {
+		p.wrongIdx.Add(1)
+	}
+	p.ends.Add(1)
+	p.inside.Add(-1)
+}
+
+// A Tracker policy sees every engine call bracketed by Begin and End, on
+// both ends, failures included, and never more at once than the workers.
+func TestTrackerBracketsEngineCalls(t *testing.T) {
+	for _, s := range []suite.Suite{ctr256, cbc256} {
+		t.Run(s.String(), func(t *testing.T) {
+			ea, eb := &flakyEngine{every: 7}, &flakyEngine{every: 5}
+			pa, pb := &trackingPolicy{e: ea}, &trackingPolicy{e: eb}
+			const workers = 3
+			c1, c2 := tcpPair(t)
+			a, b := newPair(t, c1, c2, s,
+				Options{Workers: workers, Engines: []engine.Engine{engine.Software{}, ea}, Policy: pa},
+				Options{Workers: workers, Engines: []engine.Engine{engine.Software{}, eb}, Policy: pb})
+			roundTrip(t, a, b, 1<<20, 4<<10)
+			for name, p := range map[string]*trackingPolicy{"sender": pa, "receiver": pb} {
+				calls := p.e.calls[engine.Encrypt].Load() + p.e.calls[engine.Decrypt].Load()
+				if calls == 0 {
+					t.Fatalf("%s: the engine was never called", name)
+				}
+				if b, e := p.begins.Load(), p.ends.Load(); b != calls || e != calls {
+					t.Errorf("%s: %d engine calls, %d Begin, %d End: want all equal", name, calls, b, e)
+				}
+				if p.inside.Load() != 0 {
+					t.Errorf("%s: %d frames still inside after the round trip", name, p.inside.Load())
+				}
+				// Each end seals and opens with its own workers.
+				if m := p.maxInside.Load(); m < 1 || m > 2*workers {
+					t.Errorf("%s: %d frames at the engine at once, want 1..%d", name, m, 2*workers)
+				}
+				if p.wrongIdx.Load() != 0 {
+					t.Errorf("%s: Begin/End for an engine other than 1", name)
+				}
+			}
+		})
+	}
+}

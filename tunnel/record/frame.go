@@ -328,7 +328,9 @@ func (w *worker) crypt(f *frame, n, idx int) error {
 		cr, err := w.crypter(idx)
 		if err == nil {
 			w.ensureSpare(len(f.buf))
+			w.begin(idx)
 			err = engine.Crypt(cr, w.dir, w.spare[HeaderSize:HeaderSize+n], src, w.iv[:])
+			w.end(idx)
 			if err == nil {
 				copy(w.spare[:HeaderSize], f.buf[:HeaderSize])
 				f.buf, w.spare = w.spare[:len(w.spare)], f.buf
@@ -352,6 +354,20 @@ func (w *worker) crypt(f *frame, n, idx int) error {
 	}
 	w.c.stats.count(w.dir, 0, n)
 	return nil
+}
+
+// begin and end tell a Tracker policy that engine idx (> 0) holds a frame
+// of this worker, and that it gave it back.
+func (w *worker) begin(idx int) {
+	if t := w.c.tracker; t != nil {
+		t.Begin(idx)
+	}
+}
+
+func (w *worker) end(idx int) {
+	if t := w.c.tracker; t != nil {
+		t.End(idx)
+	}
 }
 
 // crypter returns the worker's Crypter for engine idx, making it on first

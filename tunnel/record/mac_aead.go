@@ -94,7 +94,9 @@ func (w *worker) sealWhole(f *frame, n, idx int) (next int, done bool, err error
 	if err == nil {
 		w.ensureSpare(len(f.buf))
 		w.setAD(f.seq, n)
+		w.begin(idx)
 		err = s.Seal(w.spare[HeaderSize:HeaderSize+n+TagSize], w.ad[:], f.buf[HeaderSize:HeaderSize+n], w.iv[:])
+		w.end(idx)
 		if err == nil {
 			copy(w.spare[:HeaderSize], f.buf[:HeaderSize])
 			f.buf, w.spare = w.spare[:len(w.spare)], f.buf
@@ -118,7 +120,9 @@ func (w *worker) openWhole(f *frame, n, idx int) (next int, done bool, err error
 	if err == nil {
 		w.ensureSpare(len(f.buf))
 		w.setAD(f.seq, n)
+		w.begin(idx)
 		err = s.Open(w.spare[HeaderSize:HeaderSize+n], w.ad[:], f.buf[HeaderSize:HeaderSize+n+TagSize], w.iv[:])
+		w.end(idx)
 		switch {
 		case err == nil:
 			copy(w.spare[:HeaderSize], f.buf[:HeaderSize])

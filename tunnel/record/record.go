@@ -82,6 +82,17 @@ type Policy interface {
 	Pick(size int, dir engine.Direction) int
 }
 
+// Tracker is what a Policy implements to see each engine's queue: the
+// record layer calls Begin(idx) just before it hands a frame to engine
+// idx (idx > 0) and End(idx) when the engine has returned it, whatever the
+// outcome. A policy that spreads frames between a device and the CPU (the
+// selector's hybrid) needs it to know how many frames the device already
+// holds. Both are called by every worker concurrently and must be fast.
+type Tracker interface {
+	Begin(idx int)
+	End(idx int)
+}
+
 // SoftwareOnly is the default Policy: every frame goes to Engines[0].
 type SoftwareOnly struct{}
 
@@ -129,6 +140,7 @@ type Conn struct {
 	maxPlain int // plaintext per sealed frame
 	limit    uint64
 	stats    *Stats
+	tracker  Tracker // opt.Policy, if it is one; else nil
 	log      *zap.Logger
 	warn     rateLimit
 
@@ -212,6 +224,7 @@ func New(conn net.Conn, keys Keys, s suite.Suite, opt Options) (*Conn, error) {
 	if opt.maxFrames != 0 {
 		c.limit = opt.maxFrames
 	}
+	c.tracker, _ = opt.Policy.(Tracker)
 	c.w.init(c)
 	c.r.init(c)
 	return c, nil
