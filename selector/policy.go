@@ -16,20 +16,22 @@ import (
 // redo) before the policy stops giving it frames.
 const DefaultFailThreshold = 16
 
-// hybridScale is the resolution of the hybrid split: a device gets k of
-// every hybridScale frames of a size.
-const hybridScale = 64
-
 // ErrTooManyEngines means a profile's bands name more engines than the
 // record layer takes (record.MaxEngines).
 var ErrTooManyEngines = errors.New("selector: too many engines")
 
 // PolicyOptions configure NewPolicy.
 type PolicyOptions struct {
-	// Hybrid spreads the frames of sizes where a device wins between the
-	// device and software, in proportion to their measured speeds, so both
-	// work at once (the record layer seals and opens several frames in
-	// parallel). Otherwise every frame goes to the band's winner ("auto").
+	// Hybrid lets the CPU take frames of sizes where a hardware engine (a
+	// device) wins, but only while the device is busy enough that the CPU
+	// finishes the frame sooner than the device would: when the device
+	// already holds q frames and the best CPU engine at that size is r
+	// times slower than the device, the frame goes to the CPU if q >= r
+	// (see Policy.Threshold). The record layer seals and opens several
+	// frames in parallel, so device and CPU then work at once; the split
+	// follows their measured speeds, and where the device is never
+	// queued (the CPU is the bottleneck) hybrid is auto. Otherwise every
+	// frame goes to the band's winner ("auto").
 	Hybrid bool
 	// Stats are the counters of the links this policy serves (the record
 	// layer's Options.Stats). When an engine's Fallbacks grow by
@@ -46,19 +48,24 @@ type PolicyOptions struct {
 
 // Policy is a record.Policy built from a profile for one cipher. Pick
 // reads a table precomputed per 16-byte size step: a few nanoseconds and
-// no allocation. It is safe for concurrent use.
+// no allocation. It is safe for concurrent use. Hybrid policies are also
+// record.Trackers: the record layer tells them how many frames each engine
+// holds.
 type Policy struct {
 	engines []engine.Engine
 	names   []string
 	// pick[dir][slot] is the engine index for sizes (16(slot-1), 16 slot].
 	pick [2][]uint8
-	// share[dir][slot] is, in hybrid mode, how many of hybridScale frames
-	// go to pick[dir][slot]; the rest go to software.
-	share  [2][]uint8
-	hybrid bool
-	ctr    [2]struct {
-		n atomic.Uint64
-		_ [56]byte // own cache line: workers of both directions count at once
+	// In hybrid mode, where pick is a device: a frame goes to cpu[dir][slot]
+	// instead while the device holds at least queue[dir][slot] frames (0:
+	// never).
+	cpu, queue [2][]uint8
+	hybrid     bool
+	// inflight[idx]: frames engine idx holds now (Begin - End), each on
+	// its own cache line: workers of both directions count at once.
+	inflight [record.MaxEngines]struct {
+		n atomic.Int32
+		_ [60]byte
 	}
 	stats     *record.Stats
 	threshold uint64
@@ -67,7 +74,14 @@ type Policy struct {
 	log       *zap.Logger
 }
 
-var _ record.Policy = (*Policy)(nil)
+var (
+	_ record.Policy  = (*Policy)(nil)
+	_ record.Tracker = (*Policy)(nil)
+)
+
+// maxQueue caps Threshold: a device more than this many times faster than
+// the CPU at a size keeps its frames however long its queue.
+const maxQueue = 64
 
 // NewPolicy builds the policy for c from p's tables for both directions.
 func NewPolicy(p *Profile, c engine.Cipher, o PolicyOptions) (*Policy, error) {
@@ -108,7 +122,8 @@ func NewPolicy(p *Profile, c engine.Cipher, o PolicyOptions) (*Policy, error) {
 			return nil, err
 		}
 		pick := make([]uint8, slots)
-		share := make([]uint8, slots)
+		cpu := make([]uint8, slots)
+		queue := make([]uint8, slots)
 		for slot := range pick {
 			size := max(slot*engine.BlockSize, 1)
 			b := t.BandAt(size)
@@ -117,12 +132,20 @@ func NewPolicy(p *Profile, c engine.Cipher, o PolicyOptions) (*Policy, error) {
 				return nil, err
 			}
 			pick[slot] = uint8(idx)
-			share[slot] = hybridScale
-			if idx != 0 {
-				share[slot] = hybridShare(t, b.Engine, size)
+			if !o.Hybrid || !t.hardware(b.Engine) {
+				continue
 			}
+			name, q := overflow(t, b.Engine, size)
+			if q == 0 {
+				continue
+			}
+			ci, err := index(name)
+			if err != nil {
+				return nil, err
+			}
+			cpu[slot], queue[slot] = uint8(ci), uint8(q)
 		}
-		pol.pick[d], pol.share[d] = pick, share
+		pol.pick[d], pol.cpu[d], pol.queue[d] = pick, cpu, queue
 	}
 	if o.Stats != nil {
 		for i := range pol.base {
@@ -132,18 +155,33 @@ func NewPolicy(p *Profile, c engine.Cipher, o PolicyOptions) (*Policy, error) {
 	return pol, nil
 }
 
-// hybridShare is how many of hybridScale frames of size go to the engine
-// name when software works alongside it: name's share of the summed
-// throughput of both at that size, at least half (the engine won the
-// band) and at most all.
-func hybridShare(t *Table, name string, size int) uint8 {
-	dev := interpolate(t.Points, name, size)
-	sw := interpolate(t.Points, engine.SoftwareName, size)
-	if dev <= 0 || sw <= 0 {
-		return hybridScale
+// overflow returns, for a frame of size that the device dev would get, the
+// CPU engine that would take it from a queued device (the fastest usable
+// engine of t without hardware at size, software included) and the queue
+// length from which it should: a frame waits for the q frames ahead of it
+// and then its own turn, (q+1)·size/devBPS, against size/cpuBPS on the
+// CPU, so the CPU is sooner once q+1 > devBPS/cpuBPS, i.e. from
+// q = floor(devBPS/cpuBPS) on (at least 1: an idle device is never
+// passed over). q = 0: no figures, the frame stays with the device.
+func overflow(t *Table, dev string, size int) (string, int) {
+	devBPS := interpolate(t.Points, dev, size)
+	if devBPS <= 0 {
+		return "", 0
 	}
-	k := math.Round(hybridScale * dev / (dev + sw))
-	return uint8(min(max(k, hybridScale/2), hybridScale))
+	best, bestBPS := "", 0.0
+	for _, e := range t.Engines {
+		if !e.Usable() || e.Driver.Hardware {
+			continue
+		}
+		if bps := interpolate(t.Points, e.Name, size); bps > bestBPS {
+			best, bestBPS = e.Name, bps
+		}
+	}
+	if bestBPS <= 0 {
+		return "", 0
+	}
+	q := math.Floor(devBPS / bestBPS)
+	return best, int(min(max(q, 1), maxQueue))
 }
 
 // interpolate estimates name's throughput at size from the measured points,
@@ -206,15 +244,28 @@ func (p *Policy) Pick(size int, dir engine.Direction) int {
 		return 0
 	}
 	if p.hybrid {
-		if k := uint64(p.share[dir][slot]); k < hybridScale {
-			// Exactly k of every hybridScale consecutive counts are
-			// below k after multiplying by k (mod hybridScale).
-			if n := p.ctr[dir].n.Add(1); (n*k)%hybridScale >= k {
-				return 0
+		if q := p.queue[dir][slot]; q > 0 && p.inflight[idx].n.Load() >= int32(q) {
+			if cpu := int(p.cpu[dir][slot]); !p.out[cpu].Load() {
+				return cpu
 			}
+			return 0
 		}
 	}
 	return idx
+}
+
+// Begin implements record.Tracker.
+func (p *Policy) Begin(idx int) {
+	if idx > 0 && idx < len(p.inflight) {
+		p.inflight[idx].n.Add(1)
+	}
+}
+
+// End implements record.Tracker.
+func (p *Policy) End(idx int) {
+	if idx > 0 && idx < len(p.inflight) {
+		p.inflight[idx].n.Add(-1)
+	}
 }
 
 func (p *Policy) takeOut(idx int) {
@@ -229,15 +280,14 @@ func (p *Policy) takeOut(idx int) {
 // Out reports whether engine idx was taken out for failing.
 func (p *Policy) Out(idx int) bool { return idx > 0 && idx < len(p.out) && p.out[idx].Load() }
 
-// Share reports, for hybrid policies, the fraction of frames of size in
-// direction dir that go to the picked engine (1 for auto).
-func (p *Policy) Share(size int, dir engine.Direction) float64 {
+// Threshold reports, for hybrid policies, where a frame of size in
+// direction dir goes when the device Pick would give it is queued: the
+// CPU engine's index and the number of frames the device must already hold
+// (0: the frame always goes to Pick's engine, as with auto).
+func (p *Policy) Threshold(size int, dir engine.Direction) (cpu, queue int) {
 	if !p.hybrid || dir > engine.Decrypt {
-		return 1
+		return 0, 0
 	}
-	slot := min(max((size+engine.BlockSize-1)/engine.BlockSize, 0), len(p.share[dir])-1)
-	if p.pick[dir][slot] == 0 {
-		return 1
-	}
-	return float64(p.share[dir][slot]) / hybridScale
+	slot := min(max((size+engine.BlockSize-1)/engine.BlockSize, 0), len(p.queue[dir])-1)
+	return int(p.cpu[dir][slot]), int(p.queue[dir][slot])
 }

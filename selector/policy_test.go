@@ -2,6 +2,7 @@ package selector
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -59,25 +60,75 @@ func TestPolicyMissingTable(t *testing.T) {
 	}
 }
 
-// At 8192 B the device does 60 MB/s, software 20: the device gets 3/4 of
-// the frames (48 of 64), exactly, however many workers ask at once.
-func TestPolicyHybridSplit(t *testing.T) {
+// At 8192 B the device does 60 MB/s, software 20: a frame is done sooner
+// on the CPU once 3 frames wait at the device (4 turns of 8192/60e6 s
+// against one of 8192/20e6). At 16384 B (80 against 20) from 4 on; at
+// 12288 B (log-linear: 70 against 20) from 3. Below the crossover, and in
+// auto, the device's queue does not matter.
+func TestPolicyHybridQueue(t *testing.T) {
 	pol, err := NewPolicy(testProfile(), cbc256, PolicyOptions{Open: openFake, Hybrid: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := pol.Share(8192, engine.Encrypt); s != 0.75 {
-		t.Fatalf("share at 8192 = %v, want 0.75", s)
+	for _, tc := range []struct {
+		size, queue int
+	}{{8192, 3}, {12288, 3}, {16384, 4}, {1 << 20, 4}, {1024, 0}} {
+		cpu, q := pol.Threshold(tc.size, engine.Encrypt)
+		if q != tc.queue || cpu != 0 {
+			t.Errorf("Threshold(%d) = engine %d from %d queued, want software from %d", tc.size, cpu, q, tc.queue)
+		}
 	}
-	// 12288 lies between points 8192 (60) and 16384 (80): log-linear 70 MB/s,
-	// 70/90 of 64 = 49.8 -> 50.
-	if s := pol.Share(12288, engine.Encrypt); s != 50.0/64 {
-		t.Errorf("share at 12288 = %v, want 50/64", s)
+	if _, q := pol.Threshold(8192, engine.Decrypt); q != 0 {
+		t.Errorf("decrypt at 8192 is software's band, yet a queue threshold %d", q)
 	}
-	if s := pol.Share(1024, engine.Encrypt); s != 1 {
-		t.Errorf("share at 1024 (software band) = %v, want 1", s)
+	// The device holds k frames: Pick gives it the next one while k < 3.
+	for k := range 6 {
+		want := 1
+		if k >= 3 {
+			want = 0
+		}
+		if got := pol.Pick(8192, engine.Encrypt); got != want {
+			t.Errorf("device holding %d frames: Pick(8192) = %d, want %d", k, got, want)
+		}
+		if got := pol.Pick(1024, engine.Encrypt); got != 0 {
+			t.Errorf("device holding %d frames: Pick(1024) = %d, want software", k, got)
+		}
+		pol.Begin(1)
 	}
-	const workers, each = 8, 800 // 6400 frames: 100 rounds of 64
+	for range 6 {
+		pol.End(1)
+	}
+	if got := pol.Pick(8192, engine.Encrypt); got != 1 {
+		t.Errorf("idle device again: Pick(8192) = %d, want 1", got)
+	}
+	auto, err := NewPolicy(testProfile(), cbc256, PolicyOptions{Open: openFake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		auto.Begin(1)
+	}
+	if got := auto.Pick(8192, engine.Encrypt); got != 1 {
+		t.Errorf("auto with a queued device: Pick(8192) = %d, want the device", got)
+	}
+	if _, q := auto.Threshold(8192, engine.Encrypt); q != 0 {
+		t.Errorf("auto has a queue threshold %d", q)
+	}
+	if a := testing.AllocsPerRun(1000, func() { pol.Begin(1); pol.Pick(8192, engine.Encrypt); pol.End(1) }); a != 0 {
+		t.Errorf("hybrid Pick allocates %v times", a)
+	}
+}
+
+// Workers that each hold a frame at the device while they ask: with 8 of
+// them and a threshold of 3, the device never holds more than 3 (plus the
+// races of workers that asked at the same moment, at most 8 in all), and
+// both engines get frames.
+func TestPolicyHybridConcurrent(t *testing.T) {
+	pol, err := NewPolicy(testProfile(), cbc256, PolicyOptions{Open: openFake, Hybrid: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const workers, each = 8, 2000
 	var mu sync.Mutex
 	counts := [2]int{}
 	var wg sync.WaitGroup
@@ -87,7 +138,11 @@ func TestPolicyHybridSplit(t *testing.T) {
 			defer wg.Done()
 			var c [2]int
 			for range each {
-				c[pol.Pick(8192, engine.Encrypt)]++
+				idx := pol.Pick(8192, engine.Encrypt)
+				c[idx]++
+				pol.Begin(idx)
+				runtime.Gosched() // the frame takes a while at its engine
+				pol.End(idx)
 			}
 			mu.Lock()
 			counts[0] += c[0]
@@ -96,17 +151,46 @@ func TestPolicyHybridSplit(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if counts[1] != 4800 || counts[0] != 1600 {
-		t.Errorf("device %d, software %d of 6400 frames; want 4800 and 1600", counts[1], counts[0])
+	if counts[0] == 0 || counts[1] == 0 {
+		t.Errorf("device %d, software %d frames: want both used", counts[1], counts[0])
 	}
-	// Below the crossover every frame is software's, hybrid or not.
-	for range 100 {
-		if pol.Pick(1024, engine.Encrypt) != 0 {
-			t.Fatal("hybrid sent a small frame to the device")
+	if n := pol.inflight[1].n.Load(); n != 0 {
+		t.Errorf("%d frames left at the device", n)
+	}
+}
+
+// A profile whose device band has a CPU engine faster than software there
+// (the kernel's own AES through AF_ALG) overflows to that engine; a band
+// won by a CPU engine never overflows.
+func TestPolicyHybridOverflowsToBestCPU(t *testing.T) {
+	p := testProfile()
+	cpuEng := fake{name: "afalg:cpu", driver: "cbc-aes-generic"}
+	for i := range p.Tables {
+		tb := &p.Tables[i]
+		d, _ := cpuEng.Driver(cbc256)
+		tb.Engines = append(tb.Engines, EngineInfo{Name: cpuEng.name, Driver: &d})
+		for j := range tb.Points {
+			tb.Points[j].BPS[cpuEng.name] = 25e6
 		}
 	}
-	if a := testing.AllocsPerRun(1000, func() { pol.Pick(8192, engine.Encrypt) }); a != 0 {
-		t.Errorf("hybrid Pick allocates %v times", a)
+	// Decrypt: the CPU engine wins everything above 4 KiB.
+	p.Tables[1].Bands = []Band{{1, 4095, "software"}, {4096, 16384, cpuEng.name}}
+	open := func(spec string) (engine.Engine, error) {
+		if spec == cpuEng.name {
+			return cpuEng, nil
+		}
+		return openFake(spec)
+	}
+	pol, err := NewPolicy(p, cbc256, PolicyOptions{Open: open, Hybrid: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu, q := pol.Threshold(8192, engine.Encrypt)
+	if pol.Names()[cpu] != cpuEng.name || q != 2 { // 60/25 = 2.4
+		t.Errorf("Threshold(8192, encrypt) = %s from %d queued, want %s from 2", pol.Names()[cpu], q, cpuEng.name)
+	}
+	if _, q := pol.Threshold(8192, engine.Decrypt); q != 0 {
+		t.Errorf("a CPU engine's band overflows (from %d queued)", q)
 	}
 }
 

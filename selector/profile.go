@@ -122,6 +122,13 @@ func (t *Table) Engine(name string) (EngineInfo, bool) {
 	return EngineInfo{}, false
 }
 
+// hardware reports whether the named engine's driver is hardware (a
+// device), as measured.
+func (t *Table) hardware(name string) bool {
+	e, ok := t.Engine(name)
+	return ok && e.Driver != nil && e.Driver.Hardware
+}
+
 // BandAt returns the band containing size (the last band above MaxFrame,
 // the first below 1).
 func (t *Table) BandAt(size int) Band {
