@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -34,7 +35,7 @@ func init() {
 	register(&command{
 		Name:  "bench",
 		Short: "real throughput through the tunnel for each engine policy (in-process on loopback, or against a server)",
-		Usage: "[-policy all|P,P...] [-streams 1,8] [-bytes N | -seconds S] [-suite S] [-server ADDR -key FILE [-service NAME]] [-irq] [-json] | -sink ADDR",
+		Usage: "[-policy all|P,P...] [-streams 1,8] [-bytes N | -seconds S] [-repeat N] [-check [-tolerance F]] [-suite S] [-server ADDR -key FILE [-service NAME]] [-irq] [-json] | -sink ADDR",
 		Flags: benchFlags,
 	})
 }
@@ -56,6 +57,8 @@ type benchOpts struct {
 	cpuProfile             string
 	profile                string
 	cost                   bool
+	check                  bool
+	tolerance              float64
 }
 
 func benchFlags(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int, error) {
@@ -66,7 +69,11 @@ func benchFlags(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int,
 	fs.StringVar(&o.streams, "streams", "1,8", "parallel streams per run, comma separated")
 	fs.StringVar(&o.bytes, "bytes", "64MiB", "payload per run, over all streams (KiB, MiB, GiB)")
 	fs.Float64Var(&o.seconds, "seconds", 0, "send for this many seconds per run instead of -bytes")
-	fs.IntVar(&o.repeat, "repeat", 3, "runs per policy and stream count; the median (by MB/s) is reported (single runs on a busy machine vary by tens of percent)")
+	fs.IntVar(&o.repeat, "repeat", 3, "rounds, each running every policy and stream count once, each starting one cell later than the one before; "+
+		"the median run (by MB/s) is reported, and gains as medians of per-round ratios (single runs on a busy machine vary by tens of percent)")
+	fs.BoolVar(&o.check, "check", false, "fail (exit 1) unless auto reaches the best single-engine policy and hybrid reaches auto, within -tolerance, "+
+		"as medians of paired per-round ratios; a failing comparison is measured once more first")
+	fs.Float64Var(&o.tolerance, "tolerance", 0.10, "with -check: how far below 1.00x a median ratio may be and still pass (0.10: 0.90x passes)")
 	fs.StringVar(&o.maxFrame, "max-frame", "16KiB", "record layer's largest frame (the tunnel cuts frames from the traffic up to this)")
 	fs.StringVar(&o.write, "write", strconv.Itoa(bench.DefaultWriteSize), "the load generator's write size")
 	fs.StringVar(&o.window, "window", "", "yamux per-stream window (default: the tunnel's)")
@@ -83,6 +90,12 @@ func benchFlags(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int,
 	return func(ctx context.Context, env *runEnv, args []string) (int, error) {
 		if len(args) != 0 || o.repeat <= 0 || o.seconds < 0 {
 			return 2, errUsage
+		}
+		if o.check && o.repeat < 3 {
+			return 2, errors.New("-check needs -repeat 3 or more: a median of fewer per-round ratios is as noisy as one run")
+		}
+		if o.tolerance < 0 || o.tolerance >= 1 {
+			return 2, errors.New("-tolerance must be at least 0 and below 1")
 		}
 		if o.sink != "" {
 			return runSink(ctx, env, o.sink)
@@ -141,7 +154,10 @@ type benchReport struct {
 	CPUScope string         `json:"cpu_scope"`
 	Runs     []benchRun     `json:"runs"`
 	Skipped  []benchSkipped `json:"skipped,omitempty"`
-	start    time.Time
+	// Tolerance and Checks are -check's: the final result of every check.
+	Tolerance float64      `json:"tolerance,omitempty"`
+	Checks    []benchCheck `json:"checks,omitempty"`
+	start     time.Time
 }
 
 type benchSkipped struct {
@@ -156,13 +172,30 @@ type benchRun struct {
 	Seconds  float64 `json:"seconds"`
 	MBps     float64 `json:"mb_per_s"`
 	CPUPerGB float64 `json:"cpu_s_per_gb,omitempty"`
-	// Gain is MBps over software only's at the same stream count (0: no
-	// software run to compare with).
-	Gain     float64           `json:"gain_vs_software,omitempty"`
+	// Repeats is the MB/s of every run of the policy at this stream count,
+	// in run order (0 for a failed run): entry i is round i, and the cells
+	// -check measured again have their extra rounds after the first
+	// -repeat. The run reported is the median of these.
+	Repeats []float64 `json:"repeats_mb_per_s,omitempty"`
+	// Gain is the median over the rounds of MB/s over software only's in
+	// the same round at the same stream count (0: no software run to
+	// compare with). Failed runs are left out.
+	Gain float64 `json:"gain_vs_software,omitempty"`
+	// VsBestSingle (auto and hybrid only) is the same median of ratios
+	// against VsBestSinglePolicy: of the policies that are not auto or
+	// hybrid (software included), the one with the highest median MB/s
+	// at this stream count.
+	VsBestSingle       float64 `json:"vs_best_single,omitempty"`
+	VsBestSinglePolicy string  `json:"vs_best_single_policy,omitempty"`
+	// VsAuto (hybrid only) is the same median of ratios against auto.
+	VsAuto   float64           `json:"vs_auto,omitempty"`
 	Verified bool              `json:"verified"`
 	Engines  []benchEngine     `json:"engines"`
 	IRQ      map[string]uint64 `json:"irq_delta,omitempty"`
 	Error    string            `json:"error,omitempty"`
+	// round numbers the round the run was made in, to pair it with the
+	// other policies' runs of that round.
+	round int
 }
 
 // benchEngine is what one engine did in a run: frames and ciphertext bytes
@@ -236,6 +269,12 @@ func runBench(ctx context.Context, env *runEnv, o benchOpts) (int, error) {
 	if len(policies) == 0 {
 		return 2, errors.New("-policy names no policy")
 	}
+	if o.check {
+		if err := checkableError(policies); err != nil {
+			return 2, err
+		}
+		rep.Tolerance = o.tolerance
+	}
 
 	b := &benchRunner{o: o, env: env, log: log, suite: st, psk: psk, maxFrame: maxFrame, write: write, window: window, bytes: int64(nbytes)}
 	if o.server == "" {
@@ -266,17 +305,13 @@ func runBench(ctx context.Context, env *runEnv, o benchOpts) (int, error) {
 			}
 		}()
 	}
-	// Set every policy up first, then take turns: repeat i of every
-	// policy and stream count runs before repeat i+1 of any, so a warming
-	// or busy machine does not favour the policies measured last.
-	type cell struct {
-		policy  string
-		engines []engine.Engine
-		pol     record.Policy
-		streams int
-		runs    []benchRun
-	}
-	var cells []*cell
+	// Set every policy up first, then take turns: round i of every policy
+	// and stream count runs before round i+1 of any, so a warming or busy
+	// machine does not favour the policies measured last, and the ratios
+	// between policies pair runs made close together in time.
+	sess := &benchSession{repeat: o.repeat, stderr: env.Stderr, runCell: func(ctx context.Context, c *benchCell) benchRun {
+		return b.run(ctx, c.policy, c.engines, c.pol, c.streams)
+	}}
 	for _, p := range policies {
 		engines, policy, err := tunnel.EngineSetup(ctx, p, st, tunnel.EngineOptions{
 			Logger: log.Named("engine"), MaxFrame: maxFrame, Profile: o.profile,
@@ -287,28 +322,35 @@ func runBench(ctx context.Context, env *runEnv, o benchOpts) (int, error) {
 			continue
 		}
 		for _, n := range streams {
-			cells = append(cells, &cell{policy: p, engines: engines, pol: policy, streams: n})
+			sess.cells = append(sess.cells, &benchCell{policy: p, engines: engines, pol: policy, streams: n})
 		}
 	}
-	for i := range o.repeat {
-		for _, c := range cells {
-			fmt.Fprintf(env.Stderr, "bench: %s, %s%s: ", c.policy, plural(c.streams, "stream"), repeatNote(i, o.repeat))
-			r := b.run(ctx, c.policy, c.engines, c.pol, c.streams)
-			if r.Error != "" {
-				fmt.Fprintf(env.Stderr, "failed: %s\n", r.Error)
-			} else {
-				fmt.Fprintf(env.Stderr, "%s in %.2fs, %.1f MB/s\n", sizeString(r.Bytes), r.Seconds, r.MBps)
+	sess.skipped = rep.Skipped
+	if err := sess.measure(ctx, sess.cells, o.repeat); err != nil {
+		return 130, err
+	}
+	rep.Runs = summarize(sess.cells)
+	if !o.json {
+		printBenchTable(env.Stdout, rep)
+	}
+	var checkErr error
+	if o.check {
+		// The JSON document stays alone on stdout.
+		out := env.Stdout
+		if o.json {
+			out = env.Stderr
+		}
+		rep.Runs, rep.Checks, checkErr = sess.check(ctx, o.tolerance, out, func(runs []benchRun) {
+			if !o.json {
+				rep.Runs = runs
+				fmt.Fprintln(env.Stdout)
+				printBenchTable(env.Stdout, rep)
 			}
-			c.runs = append(c.runs, r)
-			if ctx.Err() != nil {
-				return 130, ctx.Err()
-			}
+		})
+		if ctx.Err() != nil {
+			return 130, ctx.Err()
 		}
 	}
-	for _, c := range cells {
-		rep.Runs = append(rep.Runs, median(c.runs))
-	}
-	computeGains(rep.Runs)
 
 	ran := false
 	for _, r := range rep.Runs {
@@ -320,16 +362,17 @@ func runBench(ctx context.Context, env *runEnv, o benchOpts) (int, error) {
 		if err := enc.Encode(rep); err != nil {
 			return 1, err
 		}
-	} else {
-		printBenchTable(env.Stdout, rep)
 	}
 	for _, r := range rep.Runs {
 		if r.Error != "" {
-			return 1, fmt.Errorf("policy %s with %d streams failed: %s", r.Policy, r.Streams, r.Error)
+			return 1, errors.Join(fmt.Errorf("policy %s with %d streams failed: %s", r.Policy, r.Streams, r.Error), checkErr)
 		}
 	}
 	if !ran {
-		return 1, errors.New("no policy could run")
+		return 1, errors.Join(errors.New("no policy could run"), checkErr)
+	}
+	if checkErr != nil {
+		return 1, checkErr
 	}
 	return 0, nil
 }
@@ -533,20 +576,6 @@ func median(runs []benchRun) benchRun {
 	return s[(len(s)-1)/2]
 }
 
-func computeGains(runs []benchRun) {
-	base := map[int]float64{}
-	for _, r := range runs {
-		if r.Policy == engine.SoftwareName && r.Error == "" {
-			base[r.Streams] = r.MBps
-		}
-	}
-	for i := range runs {
-		if sw := base[runs[i].Streams]; sw > 0 && runs[i].Error == "" {
-			runs[i].Gain = runs[i].MBps / sw
-		}
-	}
-}
-
 // expandPolicies turns the -policy list into engine specs, "all" into
 // software, every engine Discover finds for c, auto and hybrid. Duplicates
 // are dropped, order kept.
@@ -594,6 +623,16 @@ func repeatNote(i, n int) string {
 	return fmt.Sprintf(" (run %d of %d)", i+1, n)
 }
 
+// rangeString prints the lowest and highest MB/s of the successful runs
+// (repeats holds 0 for a failed one), "-" for fewer than two.
+func rangeString(repeats []float64) string {
+	ok := slices.DeleteFunc(slices.Clone(repeats), func(x float64) bool { return x <= 0 })
+	if len(ok) < 2 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f–%.1f", slices.Min(ok), slices.Max(ok))
+}
+
 // sizeString prints a byte count in binary units.
 func sizeString(n int64) string {
 	switch {
@@ -629,7 +668,14 @@ func printBenchTable(w io.Writer, rep *benchReport) {
 	}
 	fmt.Fprintf(w, "offload bench: %s, %s, %s, frames up to %s, writes of %s", rep.Suite, where, what, sizeString(int64(rep.MaxFrame)), sizeString(int64(rep.WriteSize)))
 	if rep.Repeat > 1 {
-		fmt.Fprintf(w, ", median of %d", rep.Repeat)
+		fmt.Fprintf(w, ", median of %d rounds in rotated order", rep.Repeat)
+		rounds := 0
+		for _, r := range rep.Runs {
+			rounds = max(rounds, len(r.Repeats))
+		}
+		if rounds > rep.Repeat {
+			fmt.Fprintf(w, " (%d for the cells -check measured again)", rounds)
+		}
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "offload %s %s %s, kernel %s, CPU %q (AES instructions: %s), load average %s\n\n",
@@ -641,8 +687,20 @@ func printBenchTable(w io.Writer, rep *benchReport) {
 	for _, s := range rep.Skipped {
 		width = max(width, len(s.Policy))
 	}
-	fmt.Fprintf(w, "%-*s  %7s  %9s  %8s  %6s  %s\n", width, "policy", "streams", "MB/s", "CPU s/GB", "gain", "frames per engine")
-	for _, r := range rep.Runs {
+	ranges, bests := make([]string, len(rep.Runs)), make([]string, len(rep.Runs))
+	rangeWidth, bestWidth := len("range"), len("vs best")
+	for i, r := range rep.Runs {
+		ranges[i], bests[i] = rangeString(r.Repeats), "-"
+		if r.VsBestSingle > 0 {
+			bests[i] = fmt.Sprintf("%.2fx %s", r.VsBestSingle, r.VsBestSinglePolicy)
+		}
+		// fmt pads by runes, and the range has an en dash.
+		rangeWidth = max(rangeWidth, utf8.RuneCountInString(ranges[i]))
+		bestWidth = max(bestWidth, len(bests[i]))
+	}
+	fmt.Fprintf(w, "%-*s  %7s  %9s  %*s  %8s  %6s  %-*s  %s\n", width, "policy", "streams", "MB/s", rangeWidth, "range", "CPU s/GB", "gain",
+		bestWidth, "vs best", "frames per engine")
+	for i, r := range rep.Runs {
 		if r.Error != "" {
 			fmt.Fprintf(w, "%-*s  %7d  failed: %s\n", width, r.Policy, r.Streams, r.Error)
 			continue
@@ -669,9 +727,14 @@ func printBenchTable(w io.Writer, rep *benchReport) {
 		if !r.Verified {
 			note = "  [unverified]"
 		}
-		fmt.Fprintf(w, "%-*s  %7d  %9.1f  %8s  %6s  %s%s\n", width, r.Policy, r.Streams, r.MBps, cpu, gain, strings.Join(frames, ", "), note)
+		fmt.Fprintf(w, "%-*s  %7d  %9.1f  %*s  %8s  %6s  %-*s  %s%s\n", width, r.Policy, r.Streams, r.MBps, rangeWidth, ranges[i], cpu, gain,
+			bestWidth, bests[i], strings.Join(frames, ", "), note)
 	}
-	fmt.Fprintf(w, "\nMB/s: 10^6 payload bytes per second of wall time. CPU s/GB: CPU seconds (user+system) per 10^9 payload bytes, of %s.\n", rep.CPUScope)
+	fmt.Fprintln(w, "\nMB/s: 10^6 payload bytes per second of wall time, of the median run; range: the lowest and highest over the rounds.")
+	fmt.Fprintf(w, "CPU s/GB: CPU seconds (user+system) per 10^9 payload bytes, of %s.\n", rep.CPUScope)
+	fmt.Fprintln(w, "gain: MB/s over software's; vs best (auto, hybrid): MB/s over that of the policy with the highest median MB/s")
+	fmt.Fprintln(w, "among those that are not auto or hybrid (software included); both at the same stream count, and both medians")
+	fmt.Fprintln(w, "of per-round ratios (a round runs every row once; a ratio pairs two runs of the same round).")
 	fmt.Fprintln(w, "frames per engine: frames each engine sealed or opened, both directions, every end measured here.")
 	if len(rep.Skipped) > 0 {
 		fmt.Fprintln(w, "\nskipped (unavailable here):")

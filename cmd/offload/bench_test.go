@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -111,20 +112,114 @@ func TestBenchJSONSoftwareAndUnavailable(t *testing.T) {
 	}
 }
 
+// TestBenchJSONPaired checks the per-round figures and paired ratios of a
+// real run. On this machine auto picks software everywhere (no kernel
+// engines), so only the structure is checked, never which is faster.
+func TestBenchJSONPaired(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	profile := filepath.Join(t.TempDir(), "profile.json")
+	code, out, errOut := runBenchCmd(t, "-policy", "software,auto", "-streams", "1", "-bytes", "256KiB", "-repeat", "3", "-json", "-profile", profile)
+	if code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", code, errOut)
+	}
+	var raw struct {
+		Runs []map[string]any `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(out), &raw); err != nil {
+		t.Fatalf("-json output does not parse: %v\n%s", err, out)
+	}
+	for i, want := range [][]string{
+		{"repeats_mb_per_s", "gain_vs_software"},
+		{"repeats_mb_per_s", "gain_vs_software", "vs_best_single", "vs_best_single_policy"},
+	} {
+		if i >= len(raw.Runs) {
+			break
+		}
+		for _, k := range want {
+			if _, ok := raw.Runs[i][k]; !ok {
+				t.Errorf("run %d lacks %q: %v", i, k, raw.Runs[i])
+			}
+		}
+	}
+	var rep benchReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Runs) != 2 || rep.Runs[0].Policy != "software" || rep.Runs[1].Policy != "auto" {
+		t.Fatalf("runs %+v; want software and auto with 1 stream", rep.Runs)
+	}
+	for _, r := range rep.Runs {
+		if len(r.Repeats) != 3 || slices.Contains(r.Repeats, 0) || !slices.Contains(r.Repeats, r.MBps) {
+			t.Errorf("%s: repeats %v, MB/s %v; want 3 rounds, the median among them", r.Policy, r.Repeats, r.MBps)
+		}
+		if r.VsAuto != 0 {
+			t.Errorf("%s has vs_auto %v; only hybrid has", r.Policy, r.VsAuto)
+		}
+	}
+	sw, auto := rep.Runs[0], rep.Runs[1]
+	checkRun(t, sw, 256<<10)
+	if sw.Gain != 1 || sw.VsBestSingle != 0 || sw.VsBestSinglePolicy != "" {
+		t.Errorf("software: gain %v, vs best %v %q; want 1 and none", sw.Gain, sw.VsBestSingle, sw.VsBestSinglePolicy)
+	}
+	// software is the only single engine, so it is the best, and auto's
+	// vs best pairs the same runs as its gain.
+	if auto.VsBestSinglePolicy != "software" || auto.VsBestSingle <= 0 || auto.VsBestSingle != auto.Gain {
+		t.Errorf("auto: vs best %v %q, gain %v; want the same ratio against software", auto.VsBestSingle, auto.VsBestSinglePolicy, auto.Gain)
+	}
+	if len(rep.Checks) != 0 || rep.Tolerance != 0 {
+		t.Errorf("checks without -check: %+v", rep.Checks)
+	}
+	// Each round starts one cell later: software, auto; auto, software; ...
+	re := regexp.MustCompile(`bench: (software|auto), 1 stream \(run (\d) of 3\)`)
+	var order []string
+	for _, m := range re.FindAllStringSubmatch(errOut, -1) {
+		order = append(order, m[1]+m[2])
+	}
+	if want := strings.Fields("software1 auto1 auto2 software2 software3 auto3"); !slices.Equal(order, want) {
+		t.Errorf("run order %v, want %v", order, want)
+	}
+}
+
+// TestBenchJSONCheck: with -json, -check's lines go to stderr and its
+// result into the document, which stays alone on stdout. Whether the
+// check passes here is noise, so only that the exit code agrees with it.
+func TestBenchJSONCheck(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	profile := filepath.Join(t.TempDir(), "profile.json")
+	code, out, errOut := runBenchCmd(t, "-policy", "software,auto", "-streams", "1", "-bytes", "64KiB", "-json", "-check", "-tolerance", "0.5", "-profile", profile)
+	var rep benchReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("-json output does not parse: %v\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	if rep.Tolerance != 0.5 || len(rep.Checks) != 1 {
+		t.Fatalf("tolerance %v, checks %+v; want 0.5 and one check", rep.Tolerance, rep.Checks)
+	}
+	c := rep.Checks[0]
+	if c.Policy != "auto" || c.Streams != 1 || c.Kind != checkVsBestSingle || c.Against != "software" || c.Want != 0.5 {
+		t.Errorf("check %+v; want auto against software at 1 stream, want 0.5", c)
+	}
+	if !strings.Contains(errOut, "\ncheck: auto, 1 stream: ") || strings.Contains(out, "check:") {
+		t.Errorf("check lines not on stderr alone:\n%s", errOut)
+	}
+	if (code == 0) != c.OK || (code != 0 && !strings.Contains(errOut, "-check failed: auto, 1 stream")) {
+		t.Errorf("exit %d with check %+v\nstderr:\n%s", code, c, errOut)
+	}
+}
+
 func TestBenchTable(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) })
 	code, out, errOut := runBenchCmd(t, "-policy", "software,cryptodev", "-streams", "2", "-bytes", "64KiB", "-repeat", "3")
 	if code != 0 {
 		t.Fatalf("exit %d\nstderr:\n%s", code, errOut)
 	}
-	for _, want := range []string{"median of 3", "policy", "MB/s", "CPU s/GB", "gain", "frames per engine",
-		"1.00x", "software ", "skipped (unavailable here):", "cryptodev"} {
+	for _, want := range []string{"median of 3 rounds in rotated order", "policy", "MB/s", "range", "CPU s/GB", "gain", "vs best", "frames per engine",
+		"1.00x", "software ", "skipped (unavailable here):", "cryptodev", "medians\nof per-round ratios"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
 	}
-	if !regexp.MustCompile(`(?m)^software +2 +[0-9.]+ `).MatchString(out) {
-		t.Errorf("table has no row for software with 2 streams:\n%s", out)
+	if !regexp.MustCompile(`(?m)^software +2 +[0-9.]+ +[0-9.]+–[0-9.]+ +[0-9.]+ +1\.00x +- +software `).MatchString(out) {
+		t.Errorf("table has no row for software with 2 streams, its range, gain 1.00x and no vs best:\n%s", out)
 	}
 	if n := strings.Count(errOut, "bench: software, 2 streams (run "); n != 3 {
 		t.Errorf("stderr shows %d progress lines for 3 repeats:\n%s", n, errOut)
@@ -234,9 +329,26 @@ func TestBenchUsage(t *testing.T) {
 		{"-bytes", "12MB"},
 		{"-suite", "aes-512-ctr-hmac-sha256"},
 		{"extra"},
+		{"-tolerance", "-0.1"},
+		{"-check", "-policy", "software,auto", "-tolerance", "1"},
 	} {
 		if code, _, _ := runBenchCmd(t, args...); code != 2 {
 			t.Errorf("bench %v: exit %d, want 2", args, code)
+		}
+	}
+	// -check's usage errors come before anything is measured.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-check", "-policy", "software,auto", "-repeat", "2"}, "-check needs -repeat 3 or more"},
+		{[]string{"-check", "-policy", "software,afalg"}, "-policy needs auto"},
+		{[]string{"-check", "-policy", "software,hybrid"}, "-policy needs auto"},
+		{[]string{"-check", "-policy", "auto"}, "at least one single-engine policy"},
+	} {
+		code, _, errOut := runBenchCmd(t, tc.args...)
+		if code != 2 || !strings.Contains(errOut, tc.want) || regexp.MustCompile(`(?m)^bench: `).MatchString(errOut) {
+			t.Errorf("bench %v: exit %d, stderr:\n%s\nwant 2 and %q before any run", tc.args, code, errOut, tc.want)
 		}
 	}
 }
