@@ -87,8 +87,8 @@ func TestHybridThroughRecordLayer(t *testing.T) {
 		t.Fatal(err)
 	}
 	type result struct {
-		swBulk, devFrames uint64
-		took              time.Duration
+		swBytes, devFrames uint64 // sealed by software; device frames of both ends
+		took               time.Duration
 	}
 	run := func(hybrid bool) result {
 		dev := &queueDevice{lat: 200 * time.Microsecond}
@@ -142,23 +142,25 @@ func TestHybridThroughRecordLayer(t *testing.T) {
 		if !bytes.Equal(got, data) {
 			t.Fatal("the bytes delivered differ from the bytes written")
 		}
-		// Every sealed frame here is bulk (16 KiB cuts of 32 KiB writes)
-		// or a short tail; software frames of the sender are bulk ones
-		// handed over from the queued device.
+		// Frames are cut from the writes as the pipeline frees up: bulk
+		// 16 KiB frames and a few short ones, software's band in both
+		// policies. Bulk bytes sealed by software were handed over from
+		// the queued device.
 		return result{
-			swBulk:    sa.Frames[engine.Encrypt][0].Load(),
+			swBytes:   sa.Bytes[engine.Encrypt][0].Load(),
 			devFrames: sa.Frames[engine.Encrypt][1].Load() + sb.Frames[engine.Decrypt][1].Load(),
 			took:      took,
 		}
 	}
 	auto, hyb := run(false), run(true)
-	t.Logf("auto: %d device frames, %d software, %v; hybrid: %d device frames, %d software, %v",
-		auto.devFrames, auto.swBulk, auto.took, hyb.devFrames, hyb.swBulk, hyb.took)
-	if auto.devFrames == 0 || auto.swBulk > 2 {
-		t.Errorf("auto: %d device frames and %d software frames sealed: want bulk on the device", auto.devFrames, auto.swBulk)
+	t.Logf("auto: %d device frames, %d bytes sealed by software, %v; hybrid: %d device frames, %d bytes sealed by software, %v",
+		auto.devFrames, auto.swBytes, auto.took, hyb.devFrames, hyb.swBytes, hyb.took)
+	total := uint64(len(data))
+	if auto.devFrames == 0 || auto.swBytes > total/100 {
+		t.Errorf("auto: %d device frames, %d of %d bytes sealed by software: want the bulk on the device", auto.devFrames, auto.swBytes, total)
 	}
-	if hyb.swBulk == 0 || hyb.devFrames == 0 {
-		t.Errorf("hybrid: %d device frames and %d software frames sealed: want both to work", hyb.devFrames, hyb.swBulk)
+	if hyb.devFrames == 0 || hyb.swBytes < total/10 {
+		t.Errorf("hybrid: %d device frames, %d of %d bytes sealed by software: want both to take a good share", hyb.devFrames, hyb.swBytes, total)
 	}
 }
 

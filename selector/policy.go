@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -23,15 +24,17 @@ var ErrTooManyEngines = errors.New("selector: too many engines")
 // PolicyOptions configure NewPolicy.
 type PolicyOptions struct {
 	// Hybrid lets the CPU take frames of sizes where a hardware engine (a
-	// device) wins, but only while the device is busy enough that the CPU
-	// finishes the frame sooner than the device would: when the device
-	// already holds q frames and the best CPU engine at that size is r
+	// device) wins, but only while the device limits the link: it was
+	// busy for at least 90% of the last 50 ms (queue.go), and it already
+	// holds so many frames that the CPU finishes this one sooner: when
+	// the device holds q frames and the best CPU engine at that size is r
 	// times slower than the device, the frame goes to the CPU if q >= r
 	// (see Policy.Threshold). The record layer seals and opens several
 	// frames in parallel, so device and CPU then work at once; the split
-	// follows their measured speeds, and where the device is never
-	// queued (the CPU is the bottleneck) hybrid is auto. Otherwise every
-	// frame goes to the band's winner ("auto").
+	// follows their measured speeds. Where the device is not the
+	// bottleneck (the CPU is, as through a tunnel on a busy router)
+	// hybrid is auto. Otherwise every frame goes to the band's winner
+	// ("auto").
 	Hybrid bool
 	// Stats are the counters of the links this policy serves (the record
 	// layer's Options.Stats). When an engine's Fallbacks grow by
@@ -61,12 +64,11 @@ type Policy struct {
 	// never).
 	cpu, queue [2][]uint8
 	hybrid     bool
-	// inflight[idx]: frames engine idx holds now (Begin - End), each on
-	// its own cache line: workers of both directions count at once.
-	inflight [record.MaxEngines]struct {
-		n atomic.Int32
-		_ [60]byte
-	}
+	// queues[idx]: frames engine idx holds now and the time it held any
+	// (queue.go), as the record layer reports them through Begin and End.
+	queues    [record.MaxEngines]devQueue
+	start     time.Time            // clock's origin
+	clock     func() time.Duration // time since start; tests fake it
 	stats     *record.Stats
 	threshold uint64
 	base      [record.MaxEngines]uint64
@@ -97,7 +99,9 @@ func NewPolicy(p *Profile, c engine.Cipher, o PolicyOptions) (*Policy, error) {
 	pol := &Policy{
 		engines: []engine.Engine{engine.Software{}}, names: []string{engine.SoftwareName},
 		hybrid: o.Hybrid, stats: o.Stats, threshold: o.FailThreshold, log: o.Logger.Named("selector"),
+		start: time.Now(),
 	}
+	pol.clock = func() time.Duration { return time.Since(pol.start) }
 	index := func(name string) (int, error) {
 		for i, n := range pol.names {
 			if n == name {
@@ -244,7 +248,8 @@ func (p *Policy) Pick(size int, dir engine.Direction) int {
 		return 0
 	}
 	if p.hybrid {
-		if q := p.queue[dir][slot]; q > 0 && p.inflight[idx].n.Load() >= int32(q) {
+		q := &p.queues[idx]
+		if k := p.queue[dir][slot]; k > 0 && q.n.Load() >= int32(k) && q.saturated(p.clock()) {
 			if cpu := int(p.cpu[dir][slot]); !p.out[cpu].Load() {
 				return cpu
 			}
@@ -256,15 +261,15 @@ func (p *Policy) Pick(size int, dir engine.Direction) int {
 
 // Begin implements record.Tracker.
 func (p *Policy) Begin(idx int) {
-	if idx > 0 && idx < len(p.inflight) {
-		p.inflight[idx].n.Add(1)
+	if p.hybrid && idx > 0 && idx < len(p.queues) {
+		p.queues[idx].begin(p.clock())
 	}
 }
 
 // End implements record.Tracker.
 func (p *Policy) End(idx int) {
-	if idx > 0 && idx < len(p.inflight) {
-		p.inflight[idx].n.Add(-1)
+	if p.hybrid && idx > 0 && idx < len(p.queues) {
+		p.queues[idx].end(p.clock())
 	}
 }
 

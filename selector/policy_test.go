@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -81,17 +83,22 @@ func TestPolicyHybridQueue(t *testing.T) {
 	if _, q := pol.Threshold(8192, engine.Decrypt); q != 0 {
 		t.Errorf("decrypt at 8192 is software's band, yet a queue threshold %d", q)
 	}
-	// The device holds k frames: Pick gives it the next one while k < 3.
-	for k := range 6 {
+	var now time.Duration
+	pol.clock = func() time.Duration { return now }
+	// A device busy all the time (one frame held through the whole
+	// window) that holds k frames: Pick gives it the next one while k < 3.
+	pol.Begin(1)
+	now += busyWindow
+	for k := 1; k < 6; k++ {
 		want := 1
 		if k >= 3 {
 			want = 0
 		}
 		if got := pol.Pick(8192, engine.Encrypt); got != want {
-			t.Errorf("device holding %d frames: Pick(8192) = %d, want %d", k, got, want)
+			t.Errorf("busy device holding %d frames: Pick(8192) = %d, want %d", k, got, want)
 		}
 		if got := pol.Pick(1024, engine.Encrypt); got != 0 {
-			t.Errorf("device holding %d frames: Pick(1024) = %d, want software", k, got)
+			t.Errorf("busy device holding %d frames: Pick(1024) = %d, want software", k, got)
 		}
 		pol.Begin(1)
 	}
@@ -100,6 +107,25 @@ func TestPolicyHybridQueue(t *testing.T) {
 	}
 	if got := pol.Pick(8192, engine.Encrypt); got != 1 {
 		t.Errorf("idle device again: Pick(8192) = %d, want 1", got)
+	}
+	// The device held frames for 40 of the next 100 ms, in bursts of
+	// three: a queue, but the device is not what limits the link, so it
+	// keeps its frames.
+	now += 60 * time.Millisecond
+	for range 3 {
+		pol.Begin(1)
+	}
+	now += 40 * time.Millisecond
+	if got := pol.Pick(8192, engine.Encrypt); got != 1 {
+		t.Errorf("device busy 40%% of the window with 3 frames: Pick(8192) = %d, want 1", got)
+	}
+	// ... until it has been busy for a whole window again.
+	now += busyWindow
+	if got := pol.Pick(8192, engine.Encrypt); got != 0 {
+		t.Errorf("device busy for a whole window with 3 frames: Pick(8192) = %d, want software", got)
+	}
+	for range 3 {
+		pol.End(1)
 	}
 	auto, err := NewPolicy(testProfile(), cbc256, PolicyOptions{Open: openFake})
 	if err != nil {
@@ -119,15 +145,18 @@ func TestPolicyHybridQueue(t *testing.T) {
 	}
 }
 
-// Workers that each hold a frame at the device while they ask: with 8 of
-// them and a threshold of 3, the device never holds more than 3 (plus the
-// races of workers that asked at the same moment, at most 8 in all), and
-// both engines get frames.
+// Workers that each hold a frame at the engine they got while they ask
+// again: with 8 of them and a threshold of 3 on a busy device, both
+// engines get frames and the count ends at zero.
 func TestPolicyHybridConcurrent(t *testing.T) {
 	pol, err := NewPolicy(testProfile(), cbc256, PolicyOptions{Open: openFake, Hybrid: true})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A clock that moves 100 µs per reading: the device, always holding
+	// some worker's frame, is busy all the time.
+	var tick atomic.Int64
+	pol.clock = func() time.Duration { return time.Duration(tick.Add(int64(100 * time.Microsecond))) }
 	const workers, each = 8, 2000
 	var mu sync.Mutex
 	counts := [2]int{}
@@ -154,7 +183,7 @@ func TestPolicyHybridConcurrent(t *testing.T) {
 	if counts[0] == 0 || counts[1] == 0 {
 		t.Errorf("device %d, software %d frames: want both used", counts[1], counts[0])
 	}
-	if n := pol.inflight[1].n.Load(); n != 0 {
+	if n := pol.queues[1].n.Load(); n != 0 {
 		t.Errorf("%d frames left at the device", n)
 	}
 }
