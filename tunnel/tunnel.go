@@ -17,7 +17,9 @@ package tunnel
 import (
 	"errors"
 	"fmt"
+	"log"
 	"net"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -158,15 +160,28 @@ func (o *Options) yamuxConfig() (*yamux.Config, error) {
 	}
 	c.MaxStreamWindowSize = uint32(o.YamuxWindow)
 	c.LogOutput = nil
-	l, err := zap.NewStdLogAt(o.Logger.Named("yamux"), zap.WarnLevel)
-	if err != nil {
-		return nil, fmt.Errorf("tunnel: yamux logger: %w", err)
-	}
-	c.Logger = l
+	c.Logger = log.New(yamuxLog{o.Logger.Named("yamux")}, "", 0)
 	if err := yamux.VerifyConfig(c); err != nil {
 		return nil, fmt.Errorf("%w: yamux: %w", ErrConfig, err)
 	}
 	return c, nil
+}
+
+// yamuxLog takes yamux's log lines. They are warnings, except writes that
+// failed because this end had closed the link: yamux's send loop can be in
+// the middle of a write when the session closes (shutdown, a redial), and
+// unlike its read loop it logs that. Those are debug lines.
+type yamuxLog struct{ l *zap.Logger }
+
+func (y yamuxLog) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	msg = strings.TrimPrefix(strings.TrimPrefix(msg, "[ERR] "), "[WARN] ")
+	if strings.Contains(msg, net.ErrClosed.Error()) {
+		y.l.Debug(msg)
+	} else {
+		y.l.Warn(msg)
+	}
+	return len(p), nil
 }
 
 // aLongTimeAgo is a deadline in the past, to interrupt blocked I/O.
