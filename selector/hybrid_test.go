@@ -52,9 +52,10 @@ func (q *queueCrypter) do(dir engine.Direction, dst, src, iv []byte) error {
 func (q *queueCrypter) Encrypt(dst, src, iv []byte) error { return q.do(engine.Encrypt, dst, src, iv) }
 func (q *queueCrypter) Decrypt(dst, src, iv []byte) error { return q.do(engine.Decrypt, dst, src, iv) }
 
-// queueProfile: the device wins from 4 KiB on at three times software's
-// speed, so a frame of its band goes to the CPU once 3 wait at the device.
-func queueProfile(dev engine.Engine) *Profile {
+// queueProfile: the device wins from 4 KiB on at devBPS, three times
+// software's speed, so a frame of its band goes to the CPU once 3 wait at
+// a loaded device.
+func queueProfile(dev engine.Engine, devBPS float64) *Profile {
 	m := fakeMachine("linux 6.1.0-test", false, swEngine, dev)
 	p := newProfile(*m, 16384)
 	swDrv, _ := swEngine.Driver(cbc256)
@@ -62,17 +63,38 @@ func queueProfile(dev engine.Engine) *Profile {
 	engines := []EngineInfo{{Name: swEngine.name, Driver: &swDrv}, {Name: dev.Name(), Driver: &devDrv}}
 	var points []Point
 	for _, s := range []int{16, 4096, 16384} {
-		dbps := 60e6
+		dbps := devBPS
 		if s < 4096 {
-			dbps = 1e6
+			dbps = devBPS / 100
 		}
-		points = append(points, Point{Size: s, BPS: map[string]float64{"software": 20e6, dev.Name(): dbps}, Samples: 1})
+		points = append(points, Point{Size: s, BPS: map[string]float64{"software": devBPS / 3, dev.Name(): dbps}, Samples: 1})
 	}
 	for _, d := range []string{"encrypt", "decrypt"} {
 		p.Tables = append(p.Tables, Table{Cipher: "aes-256-cbc", Direction: d, Margin: DefaultMargin, Engines: engines, Points: points,
 			Bands: []Band{{1, 4095, "software"}, {4096, 16384, dev.Name()}}})
 	}
 	return p
+}
+
+// calibrateQueue measures dev's speed for 16 KiB frames the way
+// calibration would: one frame at a time (a sleep of 200 µs takes longer
+// than that on a busy machine).
+func calibrateQueue(t *testing.T, dev *queueDevice) float64 {
+	t.Helper()
+	cr, err := dev.NewCrypter(cbc256, make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf, iv := make([]byte, 16384), make([]byte, 16)
+	const n = 20
+	start := time.Now()
+	for range n {
+		if err := cr.Encrypt(buf, buf, iv); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dev.calls.Store(0)
+	return float64(n*len(buf)) / time.Since(start).Seconds()
 }
 
 // Through a real record-layer link with a device that can take one frame
@@ -98,7 +120,7 @@ func TestHybridThroughRecordLayer(t *testing.T) {
 			}
 			return engine.Open(spec, engine.Options{})
 		}
-		pol, err := NewPolicy(queueProfile(dev), cbc256, PolicyOptions{Open: open, Hybrid: hybrid})
+		pol, err := NewPolicy(queueProfile(dev, calibrateQueue(t, dev)), cbc256, PolicyOptions{Open: open, Hybrid: hybrid})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -24,8 +24,9 @@ var ErrTooManyEngines = errors.New("selector: too many engines")
 // PolicyOptions configure NewPolicy.
 type PolicyOptions struct {
 	// Hybrid lets the CPU take frames of sizes where a hardware engine (a
-	// device) wins, but only while the device limits the link: it was
-	// busy for at least 90% of the last 50 ms (queue.go), and it already
+	// device) wins, but only while the device limits the link: the frames
+	// it returned in the last 50 ms, at its calibrated speed, fill at
+	// least 90% of that time (queue.go), and it already
 	// holds so many frames that the CPU finishes this one sooner: when
 	// the device holds q frames and the best CPU engine at that size is r
 	// times slower than the device, the frame goes to the CPU if q >= r
@@ -64,9 +65,12 @@ type Policy struct {
 	// never).
 	cpu, queue [2][]uint8
 	hybrid     bool
-	// queues[idx]: frames engine idx holds now and the time it held any
-	// (queue.go), as the record layer reports them through Begin and End.
+	// queues[idx]: frames device idx holds now and the work it was
+	// given (queue.go), as the record layer reports them through Begin
+	// and End; cost[idx][dir][slot] is that work per frame: the device's
+	// calibrated time for the slot's size, in ns (hybrid devices only).
 	queues    [record.MaxEngines]devQueue
+	cost      [record.MaxEngines][2][]uint32
 	start     time.Time            // clock's origin
 	clock     func() time.Duration // time since start; tests fake it
 	stats     *record.Stats
@@ -150,6 +154,13 @@ func NewPolicy(p *Profile, c engine.Cipher, o PolicyOptions) (*Policy, error) {
 			cpu[slot], queue[slot] = uint8(ci), uint8(q)
 		}
 		pol.pick[d], pol.cpu[d], pol.queue[d] = pick, cpu, queue
+		if o.Hybrid {
+			for idx, name := range pol.names {
+				if t.hardware(name) {
+					pol.cost[idx][d] = deviceCost(t, name, slots)
+				}
+			}
+		}
 	}
 	if o.Stats != nil {
 		for i := range pol.base {
@@ -157,6 +168,19 @@ func NewPolicy(p *Profile, c engine.Cipher, o PolicyOptions) (*Policy, error) {
 		}
 	}
 	return pol, nil
+}
+
+// deviceCost is, per 16-byte slot, the device's time for a frame of the
+// slot's size at its measured speed, in ns (0 without figures).
+func deviceCost(t *Table, dev string, slots int) []uint32 {
+	c := make([]uint32, slots)
+	for slot := range c {
+		size := max(slot*engine.BlockSize, 1)
+		if bps := interpolate(t.Points, dev, size); bps > 0 {
+			c[slot] = uint32(min(float64(size)/bps*1e9, math.MaxUint32))
+		}
+	}
+	return c
 }
 
 // overflow returns, for a frame of size that the device dev would get, the
@@ -260,16 +284,23 @@ func (p *Policy) Pick(size int, dir engine.Direction) int {
 }
 
 // Begin implements record.Tracker.
-func (p *Policy) Begin(idx int) {
+func (p *Policy) Begin(idx, _ int, _ engine.Direction) {
 	if p.hybrid && idx > 0 && idx < len(p.queues) {
-		p.queues[idx].begin(p.clock())
+		p.queues[idx].n.Add(1)
 	}
 }
 
-// End implements record.Tracker.
-func (p *Policy) End(idx int) {
-	if p.hybrid && idx > 0 && idx < len(p.queues) {
-		p.queues[idx].end(p.clock())
+// End implements record.Tracker: the frame left the device, and its
+// calibrated device time counts as work done.
+func (p *Policy) End(idx, size int, dir engine.Direction) {
+	if !p.hybrid || idx <= 0 || idx >= len(p.queues) || dir > engine.Decrypt {
+		return
+	}
+	q := &p.queues[idx]
+	q.n.Add(-1)
+	if c := p.cost[idx][dir]; len(c) > 0 {
+		slot := min(max((size+engine.BlockSize-1)/engine.BlockSize, 0), len(c)-1)
+		q.work.Add(int64(c[slot]))
 	}
 }
 

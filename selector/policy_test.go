@@ -85,54 +85,78 @@ func TestPolicyHybridQueue(t *testing.T) {
 	}
 	var now time.Duration
 	pol.clock = func() time.Duration { return now }
-	// A device busy all the time (one frame held through the whole
-	// window) that holds k frames: Pick gives it the next one while k < 3.
-	pol.Begin(1)
+	const enc = engine.Encrypt
+	// feed gives the device n frames of 8192 B, one at a time: at the
+	// profile's 60 MB/s each is 136.5 µs of device work.
+	feed := func(n int) {
+		for range n {
+			pol.Begin(1, 8192, enc)
+			pol.End(1, 8192, enc)
+		}
+	}
+	hold := func(k int) {
+		for range k {
+			pol.Begin(1, 8192, enc)
+		}
+	}
+	release := func(k int) {
+		for range k {
+			pol.End(1, 8192, enc)
+		}
+	}
+	// A loaded device: 350 frames in 50 ms (96% of it). Holding k frames,
+	// it gets the next one while k < 3.
+	feed(350)
 	now += busyWindow
-	for k := 1; k < 6; k++ {
+	for k := range 6 {
 		want := 1
 		if k >= 3 {
 			want = 0
 		}
-		if got := pol.Pick(8192, engine.Encrypt); got != want {
-			t.Errorf("busy device holding %d frames: Pick(8192) = %d, want %d", k, got, want)
+		if got := pol.Pick(8192, enc); got != want {
+			t.Errorf("loaded device holding %d frames: Pick(8192) = %d, want %d", k, got, want)
 		}
-		if got := pol.Pick(1024, engine.Encrypt); got != 0 {
-			t.Errorf("busy device holding %d frames: Pick(1024) = %d, want software", k, got)
+		if got := pol.Pick(1024, enc); got != 0 {
+			t.Errorf("loaded device holding %d frames: Pick(1024) = %d, want software", k, got)
 		}
-		pol.Begin(1)
+		hold(1)
 	}
-	for range 6 {
-		pol.End(1)
+	release(6)
+	if got := pol.Pick(8192, enc); got != 1 {
+		t.Errorf("loaded device holding nothing: Pick(8192) = %d, want 1", got)
 	}
-	if got := pol.Pick(8192, engine.Encrypt); got != 1 {
-		t.Errorf("idle device again: Pick(8192) = %d, want 1", got)
-	}
-	// The device held frames for 40 of the next 100 ms, in bursts of
-	// three: a queue, but the device is not what limits the link, so it
+	// The next window: 120 frames (33%), in bursts that queue three at
+	// a time. A queue, but the device is not what limits the link: it
 	// keeps its frames.
-	now += 60 * time.Millisecond
-	for range 3 {
-		pol.Begin(1)
-	}
-	now += 40 * time.Millisecond
-	if got := pol.Pick(8192, engine.Encrypt); got != 1 {
-		t.Errorf("device busy 40%% of the window with 3 frames: Pick(8192) = %d, want 1", got)
-	}
-	// ... until it has been busy for a whole window again.
+	feed(120)
 	now += busyWindow
-	if got := pol.Pick(8192, engine.Encrypt); got != 0 {
-		t.Errorf("device busy for a whole window with 3 frames: Pick(8192) = %d, want software", got)
+	hold(3)
+	if got := pol.Pick(8192, enc); got != 1 {
+		t.Errorf("device loaded 33%% with 3 frames queued: Pick(8192) = %d, want 1", got)
 	}
-	for range 3 {
-		pol.End(1)
+	release(3)
+	// ... until a window is loaded again. The frames it held when the
+	// window ended count when they come back.
+	feed(340)
+	now += busyWindow
+	hold(3)
+	if got := pol.Pick(8192, enc); got != 0 {
+		t.Errorf("device loaded 93%% with 3 frames queued: Pick(8192) = %d, want software", got)
 	}
+	release(3)
+	// A window without device work: the device keeps its frames.
+	now += busyWindow
+	hold(3)
+	if got := pol.Pick(8192, enc); got != 1 {
+		t.Errorf("after a window without device work: Pick(8192) = %d, want 1", got)
+	}
+	release(3)
 	auto, err := NewPolicy(testProfile(), cbc256, PolicyOptions{Open: openFake})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 10 {
-		auto.Begin(1)
+		auto.Begin(1, 8192, engine.Encrypt)
 	}
 	if got := auto.Pick(8192, engine.Encrypt); got != 1 {
 		t.Errorf("auto with a queued device: Pick(8192) = %d, want the device", got)
@@ -140,7 +164,11 @@ func TestPolicyHybridQueue(t *testing.T) {
 	if _, q := auto.Threshold(8192, engine.Encrypt); q != 0 {
 		t.Errorf("auto has a queue threshold %d", q)
 	}
-	if a := testing.AllocsPerRun(1000, func() { pol.Begin(1); pol.Pick(8192, engine.Encrypt); pol.End(1) }); a != 0 {
+	if a := testing.AllocsPerRun(1000, func() {
+		pol.Begin(1, 8192, engine.Encrypt)
+		pol.Pick(8192, engine.Encrypt)
+		pol.End(1, 8192, engine.Encrypt)
+	}); a != 0 {
 		t.Errorf("hybrid Pick allocates %v times", a)
 	}
 }
@@ -153,10 +181,10 @@ func TestPolicyHybridConcurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A clock that moves 100 µs per reading: the device, always holding
-	// some worker's frame, is busy all the time.
+	// Each frame the device returns moves the clock 100 µs, less than
+	// its 136.5 µs of device work: a loaded device.
 	var tick atomic.Int64
-	pol.clock = func() time.Duration { return time.Duration(tick.Add(int64(100 * time.Microsecond))) }
+	pol.clock = func() time.Duration { return time.Duration(tick.Load()) }
 	const workers, each = 8, 2000
 	var mu sync.Mutex
 	counts := [2]int{}
@@ -169,9 +197,12 @@ func TestPolicyHybridConcurrent(t *testing.T) {
 			for range each {
 				idx := pol.Pick(8192, engine.Encrypt)
 				c[idx]++
-				pol.Begin(idx)
+				pol.Begin(idx, 8192, engine.Encrypt)
 				runtime.Gosched() // the frame takes a while at its engine
-				pol.End(idx)
+				pol.End(idx, 8192, engine.Encrypt)
+				if idx == 1 {
+					tick.Add(int64(100 * time.Microsecond))
+				}
 			}
 			mu.Lock()
 			counts[0] += c[0]

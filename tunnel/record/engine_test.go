@@ -204,8 +204,8 @@ type trackingPolicy struct {
 }
 
 func (p *trackingPolicy) Pick(int, engine.Direction) int { return 1 }
-func (p *trackingPolicy) Begin(idx int) {
-	if idx != 1 {
+func (p *trackingPolicy) Begin(idx, size int, _ engine.Direction) {
+	if idx != 1 || size <= 0 {
 		p.wrongIdx.Add(1)
 	}
 	p.begins.Add(1)
@@ -213,8 +213,8 @@ func (p *trackingPolicy) Begin(idx int) {
 	for m := p.maxInside.Load(); n > m && !p.maxInside.CompareAndSwap(m, n); m = p.maxInside.Load() {
 	}
 }
-func (p *trackingPolicy) End(idx int) {
-	if idx != 1 {
+func (p *trackingPolicy) End(idx, size int, _ engine.Direction) {
+	if idx != 1 || size <= 0 {
 		p.wrongIdx.Add(1)
 	}
 	p.ends.Add(1)
@@ -250,7 +250,7 @@ func TestTrackerBracketsEngineCalls(t *testing.T) {
 					t.Errorf("%s: %d frames at the engine at once, want 1..%d", name, m, 2*workers)
 				}
 				if p.wrongIdx.Load() != 0 {
-					t.Errorf("%s: Begin/End for an engine other than 1", name)
+					t.Errorf("%s: Begin/End for an engine other than 1 or without a size", name)
 				}
 			}
 		})

@@ -328,9 +328,9 @@ func (w *worker) crypt(f *frame, n, idx int) error {
 		cr, err := w.crypter(idx)
 		if err == nil {
 			w.ensureSpare(len(f.buf))
-			w.begin(idx)
+			w.begin(idx, n)
 			err = engine.Crypt(cr, w.dir, w.spare[HeaderSize:HeaderSize+n], src, w.iv[:])
-			w.end(idx)
+			w.end(idx, n)
 			if err == nil {
 				copy(w.spare[:HeaderSize], f.buf[:HeaderSize])
 				f.buf, w.spare = w.spare[:len(w.spare)], f.buf
@@ -357,16 +357,16 @@ func (w *worker) crypt(f *frame, n, idx int) error {
 }
 
 // begin and end tell a Tracker policy that engine idx (> 0) holds a frame
-// of this worker, and that it gave it back.
-func (w *worker) begin(idx int) {
+// of n bytes of this worker, and that it gave it back.
+func (w *worker) begin(idx, n int) {
 	if t := w.c.tracker; t != nil {
-		t.Begin(idx)
+		t.Begin(idx, n, w.dir)
 	}
 }
 
-func (w *worker) end(idx int) {
+func (w *worker) end(idx, n int) {
 	if t := w.c.tracker; t != nil {
-		t.End(idx)
+		t.End(idx, n, w.dir)
 	}
 }
 

@@ -94,9 +94,9 @@ func (w *worker) sealWhole(f *frame, n, idx int) (next int, done bool, err error
 	if err == nil {
 		w.ensureSpare(len(f.buf))
 		w.setAD(f.seq, n)
-		w.begin(idx)
+		w.begin(idx, n)
 		err = s.Seal(w.spare[HeaderSize:HeaderSize+n+TagSize], w.ad[:], f.buf[HeaderSize:HeaderSize+n], w.iv[:])
-		w.end(idx)
+		w.end(idx, n)
 		if err == nil {
 			copy(w.spare[:HeaderSize], f.buf[:HeaderSize])
 			f.buf, w.spare = w.spare[:len(w.spare)], f.buf
@@ -120,9 +120,9 @@ func (w *worker) openWhole(f *frame, n, idx int) (next int, done bool, err error
 	if err == nil {
 		w.ensureSpare(len(f.buf))
 		w.setAD(f.seq, n)
-		w.begin(idx)
+		w.begin(idx, n)
 		err = s.Open(w.spare[HeaderSize:HeaderSize+n], w.ad[:], f.buf[HeaderSize:HeaderSize+n+TagSize], w.iv[:])
-		w.end(idx)
+		w.end(idx, n)
 		switch {
 		case err == nil:
 			copy(w.spare[:HeaderSize], f.buf[:HeaderSize])

@@ -82,15 +82,16 @@ type Policy interface {
 	Pick(size int, dir engine.Direction) int
 }
 
-// Tracker is what a Policy implements to see each engine's queue: the
-// record layer calls Begin(idx) just before it hands a frame to engine
-// idx (idx > 0) and End(idx) when the engine has returned it, whatever the
-// outcome. A policy that spreads frames between a device and the CPU (the
-// selector's hybrid) needs it to know how many frames the device already
-// holds. Both are called by every worker concurrently and must be fast.
+// Tracker is what a Policy implements to see the load on each engine: the
+// record layer calls Begin just before it hands a frame of size bytes in
+// direction dir to engine idx (idx > 0) and End when the engine has
+// returned it, whatever the outcome. A policy that spreads frames between
+// a device and the CPU (the selector's hybrid) needs it to know how many
+// frames the device holds and how much work it was given. Both are called
+// by every worker concurrently and must be fast.
 type Tracker interface {
-	Begin(idx int)
-	End(idx int)
+	Begin(idx, size int, dir engine.Direction)
+	End(idx, size int, dir engine.Direction)
 }
 
 // SoftwareOnly is the default Policy: every frame goes to Engines[0].
