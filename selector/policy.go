@@ -71,6 +71,7 @@ type Policy struct {
 	// calibrated time for the slot's size, in ns (hybrid devices only).
 	queues    [record.MaxEngines]devQueue
 	cost      [record.MaxEngines][2][]uint32
+	handed    atomic.Uint64        // device frames hybrid gave the CPU
 	start     time.Time            // clock's origin
 	clock     func() time.Duration // time since start; tests fake it
 	stats     *record.Stats
@@ -274,6 +275,7 @@ func (p *Policy) Pick(size int, dir engine.Direction) int {
 	if p.hybrid {
 		q := &p.queues[idx]
 		if k := p.queue[dir][slot]; k > 0 && q.n.Load() >= int32(k) && q.saturated(p.clock()) {
+			p.handed.Add(1)
 			if cpu := int(p.cpu[dir][slot]); !p.out[cpu].Load() {
 				return cpu
 			}
@@ -315,6 +317,10 @@ func (p *Policy) takeOut(idx int) {
 
 // Out reports whether engine idx was taken out for failing.
 func (p *Policy) Out(idx int) bool { return idx > 0 && idx < len(p.out) && p.out[idx].Load() }
+
+// HandedToCPU is how many frames hybrid gave a CPU engine although their
+// band's device would have had them (0 for auto).
+func (p *Policy) HandedToCPU() uint64 { return p.handed.Load() }
 
 // Threshold reports, for hybrid policies, where a frame of size in
 // direction dir goes when the device Pick would give it is queued: the

@@ -144,6 +144,9 @@ func TestPolicyHybridQueue(t *testing.T) {
 		t.Errorf("device loaded 93%% with 3 frames queued: Pick(8192) = %d, want software", got)
 	}
 	release(3)
+	if n := pol.HandedToCPU(); n != 4 { // 3 while loaded, 1 in the last window
+		t.Errorf("HandedToCPU = %d, want 4", n)
+	}
 	// A window without device work: the device keeps its frames.
 	now += busyWindow
 	hold(3)

@@ -26,6 +26,7 @@ import (
 	"github.com/offload-dev/offload/engine"
 	"github.com/offload-dev/offload/internal/bench"
 	"github.com/offload-dev/offload/internal/sysinfo"
+	"github.com/offload-dev/offload/selector"
 	"github.com/offload-dev/offload/tunnel"
 	"github.com/offload-dev/offload/tunnel/record"
 	"github.com/offload-dev/offload/tunnel/suite"
@@ -188,11 +189,14 @@ type benchRun struct {
 	VsBestSingle       float64 `json:"vs_best_single,omitempty"`
 	VsBestSinglePolicy string  `json:"vs_best_single_policy,omitempty"`
 	// VsAuto (hybrid only) is the same median of ratios against auto.
-	VsAuto   float64           `json:"vs_auto,omitempty"`
-	Verified bool              `json:"verified"`
-	Engines  []benchEngine     `json:"engines"`
-	IRQ      map[string]uint64 `json:"irq_delta,omitempty"`
-	Error    string            `json:"error,omitempty"`
+	VsAuto float64 `json:"vs_auto,omitempty"`
+	// HandedToCPU (hybrid only) is how many frames the policy gave a CPU
+	// engine although their band's device would have had them under auto.
+	HandedToCPU uint64            `json:"hybrid_handed_to_cpu,omitempty"`
+	Verified    bool              `json:"verified"`
+	Engines     []benchEngine     `json:"engines"`
+	IRQ         map[string]uint64 `json:"irq_delta,omitempty"`
+	Error       string            `json:"error,omitempty"`
 	// round numbers the round the run was made in, to pair it with the
 	// other policies' runs of that round.
 	round int
@@ -391,6 +395,10 @@ type benchRunner struct {
 	sinkAddr string // in-process only
 }
 
+// handedCounter is the selector's hybrid policy: it counts the frames it
+// gave the CPU instead of a device.
+type handedCounter interface{ HandedToCPU() uint64 }
+
 // end is one tunnel end whose record counters a run reads.
 type end struct {
 	name  string
@@ -465,6 +473,11 @@ func (b *benchRunner) run(ctx context.Context, spec string, engines []engine.Eng
 		return r
 	}
 	before := snapshot(ends)
+	hp, _ := policy.(handedCounter)
+	var handed0 uint64
+	if hp != nil {
+		handed0 = hp.HandedToCPU()
+	}
 	var irq0 engine.Interrupts
 	if b.o.irq {
 		if irq0, err = engine.ReadInterrupts(); err != nil {
@@ -488,6 +501,9 @@ func (b *benchRunner) run(ctx context.Context, spec string, engines []engine.Eng
 	}
 	r.Bytes, r.Seconds, r.MBps, r.CPUPerGB, r.Verified = res.Bytes, res.Elapsed.Seconds(), res.MBps(), res.CPUPerGB(), res.Verified
 	r.Engines = engineCounts(engines, b.suite.Cipher, ends, before, snapshot(ends))
+	if hp != nil {
+		r.HandedToCPU = hp.HandedToCPU() - handed0
+	}
 	if err != nil {
 		r.Error = err.Error()
 	}
@@ -724,8 +740,11 @@ func printBenchTable(w io.Writer, rep *benchReport) {
 			}
 		}
 		note := ""
+		if r.Policy == selector.SpecHybrid {
+			note = fmt.Sprintf(" (%s handed to the CPU)", countString(r.HandedToCPU))
+		}
 		if !r.Verified {
-			note = "  [unverified]"
+			note += "  [unverified]"
 		}
 		fmt.Fprintf(w, "%-*s  %7d  %9.1f  %*s  %8s  %6s  %-*s  %s%s\n", width, r.Policy, r.Streams, r.MBps, rangeWidth, ranges[i], cpu, gain,
 			bestWidth, bests[i], strings.Join(frames, ", "), note)
@@ -735,7 +754,8 @@ func printBenchTable(w io.Writer, rep *benchReport) {
 	fmt.Fprintln(w, "gain: MB/s over software's; vs best (auto, hybrid): MB/s over that of the policy with the highest median MB/s")
 	fmt.Fprintln(w, "among those that are not auto or hybrid (software included); both at the same stream count, and both medians")
 	fmt.Fprintln(w, "of per-round ratios (a round runs every row once; a ratio pairs two runs of the same round).")
-	fmt.Fprintln(w, "frames per engine: frames each engine sealed or opened, both directions, every end measured here.")
+	fmt.Fprintln(w, "frames per engine: frames each engine sealed or opened, both directions, every end measured here;")
+	fmt.Fprintln(w, "handed to the CPU (hybrid): frames of a device's band that hybrid gave a CPU engine because the device was loaded.")
 	if len(rep.Skipped) > 0 {
 		fmt.Fprintln(w, "\nskipped (unavailable here):")
 		for _, s := range rep.Skipped {

@@ -352,3 +352,22 @@ func TestBenchUsage(t *testing.T) {
 		}
 	}
 }
+
+// The hybrid row says how many device frames hybrid handed to the CPU.
+func TestBenchTableHandedToCPU(t *testing.T) {
+	rep := &benchReport{Suite: "aes-256-cbc-hmac-sha256", Mode: "in-process", Bytes: 1 << 20, MaxFrame: 65536, WriteSize: 32768, Repeat: 1,
+		Runs: []benchRun{
+			{Policy: "auto", Streams: 1, MBps: 7, Verified: true, Engines: []benchEngine{{Engine: "afalg:dev", Frames: 100}}},
+			{Policy: "hybrid", Streams: 1, MBps: 7.5, Verified: true, HandedToCPU: 12,
+				Engines: []benchEngine{{Engine: "software", Frames: 12}, {Engine: "afalg:dev", Frames: 88}}},
+		}}
+	var b strings.Builder
+	printBenchTable(&b, rep)
+	out := b.String()
+	if !regexp.MustCompile(`(?m)^hybrid .*software 12, afalg:dev 88 \(12 handed to the CPU\)$`).MatchString(out) {
+		t.Errorf("hybrid row does not say what it handed to the CPU:\n%s", out)
+	}
+	if regexp.MustCompile(`(?m)^auto .*handed`).MatchString(out) {
+		t.Errorf("auto row speaks of handing frames over:\n%s", out)
+	}
+}
