@@ -46,33 +46,52 @@ type benchSession struct {
 }
 
 // rotation is the order in which round i (counted from 0) runs n cells:
-// it starts at cell i mod n and wraps around. A cell's place in the round
-// thus moves from round to round, so whatever the first or last run of a
-// round meets (a machine still idle, or warmed and loaded by the runs
-// before) does not always fall on the same policy.
+// rounds go in pairs, the first of a pair starts at cell (i/2) mod n and
+// wraps around, the second runs the same order backwards (A B C, C B A,
+// B C A, A C B, ...): whichever of two cells runs first in one round runs
+// second in the next. A cell's place in the round thus moves from round to
+// round, so whatever the first or last run of a round meets (a machine
+// still idle, or warmed and loaded by the runs before) does not always
+// fall on the same policy; and a cell does not always follow the same
+// neighbour (with rotation alone, every cell but one would follow the same
+// cell in every round, and whatever a run leaves behind, garbage to
+// collect, connections closing, would always weigh on the same next one).
 func rotation(i, n int) []int {
 	if n <= 0 {
 		return nil
 	}
 	order := make([]int, n)
 	for k := range order {
-		order[k] = (i + k) % n
+		order[k] = (i/2 + k) % n
+	}
+	if i%2 == 1 {
+		slices.Reverse(order)
 	}
 	return order
 }
 
 // measure runs n more rounds of cells, each round every cell once in
-// rotated order, and appends the runs to the cells. Only a cancelled ctx
+// rotated order (cells of the same stream count next to each other), and
+// appends the runs to the cells. Only a cancelled ctx
 // ends it early.
 func (s *benchSession) measure(ctx context.Context, cells []*benchCell, n int) error {
 	base := make([]int, len(cells))
 	for k, c := range cells {
 		base[k] = len(c.runs)
 	}
+	// Within a round the cells of one stream count run next to each other
+	// (the table lists them by policy): the policies a ratio compares are
+	// measured close together in time.
+	byStreams := make([]int, len(cells))
+	for k := range byStreams {
+		byStreams[k] = k
+	}
+	slices.SortStableFunc(byStreams, func(a, b int) int { return cells[a].streams - cells[b].streams })
 	for j := range n {
 		round := s.rounds
 		s.rounds++
-		for _, k := range rotation(j, len(cells)) {
+		for _, pos := range rotation(j, len(cells)) {
+			k := byStreams[pos]
 			c := cells[k]
 			fmt.Fprintf(s.stderr, "bench: %s, %s%s: ", c.policy, plural(c.streams, "stream"), repeatNote(base[k]+j, base[k]+n))
 			r := s.runCell(ctx, c)

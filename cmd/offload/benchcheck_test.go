@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strings"
@@ -43,16 +44,39 @@ func TestBenchRotation(t *testing.T) {
 		want []int
 	}{
 		{0, 3, []int{0, 1, 2}},
-		{1, 3, []int{1, 2, 0}},
-		{2, 3, []int{2, 0, 1}},
-		{3, 3, []int{0, 1, 2}},
-		{4, 3, []int{1, 2, 0}},
+		{1, 3, []int{2, 1, 0}}, // round 0's order backwards
+		{2, 3, []int{1, 2, 0}},
+		{3, 3, []int{0, 2, 1}},
+		{4, 3, []int{2, 0, 1}},
+		{5, 3, []int{1, 0, 2}},
+		{6, 3, []int{0, 1, 2}},
+		{0, 2, []int{0, 1}},
+		{1, 2, []int{1, 0}},
+		{2, 2, []int{1, 0}},
+		{3, 2, []int{0, 1}},
 		{5, 1, []int{0}},
 		{2, 0, nil},
 	} {
 		if got := rotation(tc.i, tc.n); !slices.Equal(got, tc.want) {
 			t.Errorf("rotation(%d, %d) = %v, want %v", tc.i, tc.n, got, tc.want)
 		}
+	}
+}
+
+// Cells of one stream count run next to each other, whatever the order
+// of the table (policy by policy).
+func TestBenchMeasureGroupsStreams(t *testing.T) {
+	var order []string
+	s := &benchSession{stderr: io.Discard, runCell: func(_ context.Context, c *benchCell) benchRun {
+		order = append(order, fmt.Sprintf("%s%d", c.policy, c.streams))
+		return benchRun{Policy: c.policy, Streams: c.streams, MBps: 1, Bytes: 1, Seconds: 1}
+	}}
+	s.cells = []*benchCell{{policy: "a", streams: 1}, {policy: "a", streams: 4}, {policy: "b", streams: 1}, {policy: "b", streams: 4}}
+	if err := s.measure(context.Background(), s.cells, 2); err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Fields("a1 b1 a4 b4  b4 a4 b1 a1"); !slices.Equal(order, want) {
+		t.Errorf("run order %v, want %v", order, want)
 	}
 }
 
@@ -69,7 +93,7 @@ func TestBenchMeasureRotates(t *testing.T) {
 	if err := s.measure(context.Background(), s.cells, 3); err != nil {
 		t.Fatal(err)
 	}
-	if want := strings.Fields("a b c  b c a  c a b"); !slices.Equal(order, want) {
+	if want := strings.Fields("a b c  c b a  b c a"); !slices.Equal(order, want) {
 		t.Errorf("run order %v, want %v", order, want)
 	}
 	for _, c := range s.cells {
