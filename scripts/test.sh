@@ -39,13 +39,14 @@ vm_runs() {
 	vm amd64-virtio-crypto -arch amd64 -virtio-crypto -modules authenc -test ./engine "${offload[@]}"
 	# The selector in the router-like case (Go's AES without AES-NI against
 	# the kernel's drivers and the virtio-crypto device): the crossover and
-	# auto's picks (TestKernelAutoVirtioCrypto), then calibrate and bench
+	# auto's picks (TestKernelAutoVirtioCrypto), hybrid against auto with
+	# the device loaded (TestKernelHybridVirtioCrypto), then calibrate and bench
 	# through the whole tunnel per policy, with the device's interrupts;
 	# -check fails the run unless auto reaches the best single engine and
 	# hybrid reaches auto (medians of paired per-round ratios, within 10%).
-	vm amd64-selector -arch amd64 -virtio-crypto -test ./selector -run KernelAuto -bin ./cmd/offload -timeout 20m \
+	vm amd64-selector -arch amd64 -virtio-crypto -test ./selector -run 'KernelAuto|KernelHybrid' -bin ./cmd/offload -timeout 20m \
 		-cmd 'GODEBUG=cpu.aes=off offload calibrate -evp aes-256-cbc -both -seconds 0.1 -max-frame 65536 -o /tmp/profile.json' \
-		-cmd 'GODEBUG=cpu.aes=off offload bench -suite aes-256-cbc-poly1305 -max-frame 64KiB -policy software,afalg:virtio_crypto_aes_cbc,auto,hybrid -profile /tmp/profile.json -streams 1,4 -bytes 24MiB -repeat 3 -check -irq'
+		-cmd 'GODEBUG=cpu.aes=off offload bench -suite aes-256-cbc-poly1305 -max-frame 64KiB -policy software,afalg:virtio_crypto_aes_cbc,auto,hybrid -profile /tmp/profile.json -streams 1,4 -bytes 24MiB -repeat 5 -check -irq'
 	# 32-bit kernels (armhf virt, mipsel malta): the AF_ALG engine tests and
 	# offload speed over every driver, the virtio-crypto device included.
 	local offload32=() arch

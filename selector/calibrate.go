@@ -52,12 +52,17 @@ type Config struct {
 	// Margin is the hysteresis against software (see Profile); default
 	// DefaultMargin.
 	Margin float64
+	// TrialWorkers is how many frames the hybrid trial keeps in flight
+	// (see HybridTrial); default DefaultTrialWorkers. Negative: no trial,
+	// hybrid stays auto.
+	TrialWorkers int
 	// Progress, if set, is called after every run.
 	Progress func(Progress)
 	// Logger gets a summary per table (info) and every run (debug).
 	Logger *zap.Logger
 
 	measure measureFunc // speed.Run; tests put synthetic curves here
+	push    pushFunc    // pushFrames; tests fake the hybrid trial's runs
 	machine *machine    // this machine; tests fake it
 }
 
@@ -68,7 +73,7 @@ type measureFunc func(context.Context, engine.Engine, speed.Config) ([]speed.Res
 type Progress struct {
 	Cipher    engine.Cipher
 	Direction engine.Direction
-	Phase     string // "grid", "repeat" or "refine"
+	Phase     string // "grid", "repeat", "refine" or "hybrid" (Engine: "auto" or "hybrid")
 	Engine    string
 	Size      int
 	BPS       float64 // bytes per second of this run
@@ -114,6 +119,12 @@ func (c *Config) defaults() {
 	}
 	if c.measure == nil {
 		c.measure = speed.Run
+	}
+	if c.push == nil {
+		c.push = pushFrames
+	}
+	if c.TrialWorkers == 0 {
+		c.TrialWorkers = DefaultTrialWorkers
 	}
 }
 
@@ -327,6 +338,11 @@ func (cal *calibration) table(ctx context.Context, c engine.Cipher, d engine.Dir
 		}
 	}
 	t.Bands = bands(t.Points, usable(), cfg.Margin, cfg.MaxFrame)
+	if cfg.TrialWorkers > 0 {
+		if err := cal.hybridTrial(ctx, &t, live); err != nil {
+			return t, err
+		}
+	}
 	fields := []zap.Field{zap.String("bands", FormatBands(t.Bands))}
 	for _, r := range live {
 		if r.info.Failed != "" {

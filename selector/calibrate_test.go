@@ -18,7 +18,7 @@ func calibrateSynth(t *testing.T, s *synth, maxFrame, repeats int, engines ...en
 	m := fakeMachine("test 1.0", false, engines...)
 	p, err := Calibrate(context.Background(), Config{
 		Ciphers: []engine.Cipher{cbc256}, Directions: []engine.Direction{engine.Encrypt},
-		Engines: m.Discover, MaxFrame: maxFrame, Repeats: repeats, machine: m, measure: s.measure,
+		Engines: m.Discover, MaxFrame: maxFrame, Repeats: repeats, machine: m, measure: s.measure, push: s.push,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -200,7 +200,7 @@ func TestCalibrateEngineFailsMidway(t *testing.T) {
 	m := fakeMachine("test 1.0", false, swEngine, hwEngine)
 	p, err := Calibrate(context.Background(), Config{
 		Ciphers: []engine.Cipher{cbc256}, Directions: []engine.Direction{engine.Encrypt},
-		Engines: m.Discover, MaxFrame: 4096, machine: m, measure: s.measure,
+		Engines: m.Discover, MaxFrame: 4096, machine: m, measure: s.measure, push: s.push,
 		Progress: func(pr Progress) {
 			if pr.Err != nil {
 				progressErr = pr.Err

@@ -49,6 +49,11 @@ type curve func(size int) float64
 // noise of ±noise (uniform, seeded: repeatable). An engine whose failAfter
 // is n > 0 fails its n-th run.
 type synth struct {
+	// hybridGain is what the hybrid trial's hybrid runs do over its auto
+	// runs (default 0.9: hybrid loses, and is not kept).
+	hybridGain float64
+	pushes     int
+
 	mu        sync.Mutex
 	curves    map[string]curve
 	noise     float64
@@ -97,4 +102,23 @@ func saturating(peak float64, half int) curve {
 
 func fakeMachine(kernel string, aes bool, engines ...engine.Engine) *machine {
 	return &machine{Kernel: kernel, CPUAES: aes, Discover: func(engine.Cipher) []engine.Engine { return engines }}
+}
+
+// push fakes the hybrid trial's runs: auto does the device's synthetic
+// speed at size, hybrid hybridGain times that, and hands 10 frames over.
+func (s *synth) push(_ context.Context, pol *Policy, size int, dir engine.Direction, workers int, d time.Duration) (float64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pushes++
+	dev := pol.names[len(pol.names)-1]
+	bps := s.curves[dev](size)
+	if pol.hybrid {
+		gain := s.hybridGain
+		if gain == 0 {
+			gain = 0.9
+		}
+		bps *= gain
+		pol.handed.Add(10)
+	}
+	return bps, nil
 }

@@ -40,28 +40,11 @@ const kernelRun = 250 * time.Millisecond
 //
 //	go run ./harness/vm -arch amd64 -virtio-crypto -test ./selector -run KernelAuto
 func TestKernelAutoVirtioCrypto(t *testing.T) {
-	dev := engine.NewAFALG(virtioDriver, engine.Options{})
-	drv, err := dev.Driver(cbc256)
-	if err != nil {
-		t.Skipf("no %s AF_ALG driver here; run in the VM with -virtio-crypto: %v", virtioDriver, err)
-	}
-	if _, err := engine.ReadInterrupts(); err != nil {
-		t.Skipf("no /proc/interrupts: %v", err)
-	}
-	if engine.HardwareAES() {
-		if os.Getenv(reexecEnv) != "" {
-			t.Fatal("GODEBUG=cpu.aes=off did not turn AES instructions off")
-		}
-		cmd := exec.Command(os.Args[0], "-test.run=^TestKernelAutoVirtioCrypto$", "-test.v", "-test.count=1")
-		cmd.Env = append(os.Environ(), "GODEBUG=cpu.aes=off", reexecEnv+"=1")
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		t.Logf("re-running with GODEBUG=cpu.aes=off: software AES as on a router")
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("the GODEBUG=cpu.aes=off run failed: %v", err)
-		}
+	dev, ok := routerLike(t)
+	if !ok {
 		return
 	}
-	t.Logf("device driver: %s", drv)
+	var err error
 	ctx := context.Background()
 	engines := []engine.Engine{engine.Software{}, dev}
 	p, err := Calibrate(ctx, Config{
@@ -146,6 +129,39 @@ func TestKernelAutoVirtioCrypto(t *testing.T) {
 	if toDevice == 0 || toSoftware == 0 {
 		t.Errorf("auto used software at %d sizes and the device at %d: want both", toSoftware, toDevice)
 	}
+}
+
+// routerLike returns the virtio-crypto device's AF_ALG engine for a test
+// of the router-like case, or skips the test where there is none (outside
+// the VM). Where the CPU has AES instructions it runs the test again in a
+// child process with GODEBUG=cpu.aes=off (Go reads GODEBUG's CPU options
+// at start-up only), reports the child's outcome and returns false: the
+// caller returns.
+func routerLike(t *testing.T) (engine.Engine, bool) {
+	t.Helper()
+	dev := engine.NewAFALG(virtioDriver, engine.Options{})
+	drv, err := dev.Driver(cbc256)
+	if err != nil {
+		t.Skipf("no %s AF_ALG driver here; run in the VM with -virtio-crypto: %v", virtioDriver, err)
+	}
+	if _, err := engine.ReadInterrupts(); err != nil {
+		t.Skipf("no /proc/interrupts: %v", err)
+	}
+	if engine.HardwareAES() {
+		if os.Getenv(reexecEnv) != "" {
+			t.Fatal("GODEBUG=cpu.aes=off did not turn AES instructions off")
+		}
+		cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
+		cmd.Env = append(os.Environ(), "GODEBUG=cpu.aes=off", reexecEnv+"=1")
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		t.Logf("re-running with GODEBUG=cpu.aes=off: software AES as on a router")
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("the GODEBUG=cpu.aes=off run failed: %v", err)
+		}
+		return nil, false
+	}
+	t.Logf("device driver: %s", drv)
+	return dev, true
 }
 
 // autoRounds and autoRun: measureAuto alternates short runs of software,

@@ -24,18 +24,17 @@ var ErrTooManyEngines = errors.New("selector: too many engines")
 // PolicyOptions configure NewPolicy.
 type PolicyOptions struct {
 	// Hybrid lets the CPU take frames of sizes where a hardware engine (a
-	// device) wins, but only while the device limits the link: the frames
-	// it returned in the last 50 ms, at its calibrated speed, fill at
-	// least 90% of that time (queue.go), and it already
-	// holds so many frames that the CPU finishes this one sooner: when
-	// the device holds q frames and the best CPU engine at that size is r
-	// times slower than the device, the frame goes to the CPU if q >= r
-	// (see Policy.Threshold). The record layer seals and opens several
-	// frames in parallel, so device and CPU then work at once; the split
-	// follows their measured speeds. Where the device is not the
-	// bottleneck (the CPU is, as through a tunnel on a busy router)
-	// hybrid is auto. Otherwise every frame goes to the band's winner
-	// ("auto").
+	// device) wins, in the tables whose hybrid trial (Table.Hybrid, made
+	// by Calibrate) kept it, and there only while the device limits the
+	// link: the frames it returned in the last 50 ms, at its speed with
+	// several in flight, fill at least 90% of that time (queue.go), and
+	// it already holds so many frames that the CPU finishes this one
+	// sooner: when the device holds q frames and the best CPU engine at
+	// that size is r times slower than the device, the frame goes to the
+	// CPU if q >= r (see Policy.Threshold). The record layer seals and
+	// opens several frames in parallel, so device and CPU then work at
+	// once. Elsewhere hybrid is auto: every frame goes to the band's
+	// winner.
 	Hybrid bool
 	// Stats are the counters of the links this policy serves (the record
 	// layer's Options.Stats). When an engine's Fallbacks grow by
@@ -48,6 +47,10 @@ type PolicyOptions struct {
 	Logger *zap.Logger
 	// Open makes an engine from its spec; default engine.Open.
 	Open func(spec string) (engine.Engine, error)
+
+	// trial: hybrid hands frames over wherever a device wins, whether or
+	// not a trial kept it (calibration's trial itself).
+	trial bool
 }
 
 // Policy is a record.Policy built from a profile for one cipher. Pick
@@ -56,6 +59,7 @@ type PolicyOptions struct {
 // record.Trackers: the record layer tells them how many frames each engine
 // holds.
 type Policy struct {
+	cipher  engine.Cipher
 	engines []engine.Engine
 	names   []string
 	// pick[dir][slot] is the engine index for sizes (16(slot-1), 16 slot].
@@ -102,6 +106,7 @@ func NewPolicy(p *Profile, c engine.Cipher, o PolicyOptions) (*Policy, error) {
 		o.FailThreshold = DefaultFailThreshold
 	}
 	pol := &Policy{
+		cipher:  c,
 		engines: []engine.Engine{engine.Software{}}, names: []string{engine.SoftwareName},
 		hybrid: o.Hybrid, stats: o.Stats, threshold: o.FailThreshold, log: o.Logger.Named("selector"),
 		start: time.Now(),
@@ -141,7 +146,7 @@ func NewPolicy(p *Profile, c engine.Cipher, o PolicyOptions) (*Policy, error) {
 				return nil, err
 			}
 			pick[slot] = uint8(idx)
-			if !o.Hybrid || !t.hardware(b.Engine) {
+			if !o.Hybrid || !t.hardware(b.Engine) || !(o.trial || t.Hybrid.kept()) {
 				continue
 			}
 			name, q := overflow(t, b.Engine, size)
@@ -171,13 +176,29 @@ func NewPolicy(p *Profile, c engine.Cipher, o PolicyOptions) (*Policy, error) {
 	return pol, nil
 }
 
+// deviceBPS is dev's speed at size as hybrid counts it: the calibrated
+// figure (one frame at a time), scaled by what the hybrid trial measured
+// with several frames in flight where there was one for dev.
+func (t *Table) deviceBPS(dev string, size int) float64 {
+	bps := interpolate(t.Points, dev, size)
+	if h := t.Hybrid; h != nil && h.Device == dev && h.AutoBPS > 0 {
+		if ref := interpolate(t.Points, dev, h.Size); ref > 0 {
+			bps *= h.AutoBPS / ref
+		}
+	}
+	return bps
+}
+
+// kept reports whether a hybrid trial was made and hybrid won it.
+func (h *HybridTrial) kept() bool { return h != nil && h.Keep && h.Failed == "" }
+
 // deviceCost is, per 16-byte slot, the device's time for a frame of the
-// slot's size at its measured speed, in ns (0 without figures).
+// slot's size at its speed (deviceBPS), in ns (0 without figures).
 func deviceCost(t *Table, dev string, slots int) []uint32 {
 	c := make([]uint32, slots)
 	for slot := range c {
 		size := max(slot*engine.BlockSize, 1)
-		if bps := interpolate(t.Points, dev, size); bps > 0 {
+		if bps := t.deviceBPS(dev, size); bps > 0 {
 			c[slot] = uint32(min(float64(size)/bps*1e9, math.MaxUint32))
 		}
 	}
@@ -193,7 +214,7 @@ func deviceCost(t *Table, dev string, slots int) []uint32 {
 // q = floor(devBPS/cpuBPS) on (at least 1: an idle device is never
 // passed over). q = 0: no figures, the frame stays with the device.
 func overflow(t *Table, dev string, size int) (string, int) {
-	devBPS := interpolate(t.Points, dev, size)
+	devBPS := t.deviceBPS(dev, size)
 	if devBPS <= 0 {
 		return "", 0
 	}

@@ -56,6 +56,36 @@ type Table struct {
 	Engines []EngineInfo `json:"engines"`
 	Points  []Point      `json:"points"` // ascending sizes
 	Bands   []Band       `json:"bands"`  // cover 1..MaxFrame, ascending
+	// Hybrid is calibration's trial of the hybrid policy where a device
+	// wins the largest frames; nil where none does. Hybrid hands a
+	// device's frames to the CPU in this table only if the trial kept it.
+	Hybrid *HybridTrial `json:"hybrid,omitempty"`
+}
+
+// HybridTrial is the measured answer to "does hybrid win here?": Workers
+// frames of Size bytes at once, as fast as they come (a link's sealing and
+// opening workers), through auto (every frame to Device) and through
+// hybrid (CPU takes a frame from Device's queue when Device holds Queue
+// frames and is loaded), in turns.
+type HybridTrial struct {
+	Device  string `json:"device"`
+	CPU     string `json:"cpu"` // the CPU engine hybrid hands frames to
+	Size    int    `json:"size"`
+	Workers int    `json:"workers"`
+	Queue   int    `json:"queue"`
+	// AutoBPS and HybridBPS are the medians of the runs of each, bytes
+	// per second over all workers. AutoBPS is also the device's speed with
+	// Workers frames in flight, which is what hybrid's load check counts
+	// the device's work against (many devices and drivers do more with
+	// several requests in flight than with one).
+	AutoBPS   float64 `json:"auto_bps"`
+	HybridBPS float64 `json:"hybrid_bps"`
+	Runs      int     `json:"runs"`   // of each
+	Handed    uint64  `json:"handed"` // frames hybrid handed to the CPU in its runs
+	// Keep: HybridBPS beat AutoBPS by more than the table's Margin.
+	Keep bool `json:"keep"`
+	// Failed is why the trial could not be made (then Keep is false).
+	Failed string `json:"failed,omitempty"`
 }
 
 // EngineInfo is one engine as calibration found it.
@@ -190,6 +220,11 @@ func (p *Profile) validate() error {
 		}
 		if len(t.Bands) == 0 || prev < p.MaxFrame {
 			return fmt.Errorf("%w: %s %s: bands end at %d, before max_frame %d", ErrInvalid, t.Cipher, t.Direction, prev, p.MaxFrame)
+		}
+		if h := t.Hybrid; h != nil {
+			if _, ok := t.Engine(h.Device); !ok || h.Size <= 0 || h.Workers <= 0 && h.Failed == "" || h.AutoBPS < 0 || h.HybridBPS < 0 {
+				return fmt.Errorf("%w: %s %s: hybrid trial %+v", ErrInvalid, t.Cipher, t.Direction, *h)
+			}
 		}
 	}
 	return nil

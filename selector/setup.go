@@ -45,6 +45,7 @@ type SetupOptions struct {
 	engines func(engine.Cipher) []engine.Engine // tests
 	machine *machine                            // tests
 	measure measureFunc                         // tests
+	push    pushFunc                            // tests
 }
 
 // Setup is the selector for the tunnel's `engine: auto|hybrid`. It loads
@@ -92,7 +93,7 @@ func Setup(ctx context.Context, spec string, c engine.Cipher, path string, o Set
 		tenth := -1
 		cfg := Config{
 			Ciphers: []engine.Cipher{c}, Engines: engines, MaxFrame: o.MaxFrame, Duration: o.Duration,
-			Logger: log, machine: &m, measure: o.measure,
+			Logger: log, machine: &m, measure: o.measure, push: o.push,
 			Progress: func(pr Progress) {
 				if o.Progress != nil {
 					o.Progress(pr)

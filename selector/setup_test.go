@@ -16,7 +16,7 @@ import (
 )
 
 func setupOpts(m *machine, s *synth, log *zap.Logger) SetupOptions {
-	return SetupOptions{Logger: log, machine: m, measure: s.measure, MaxFrame: 16384}
+	return SetupOptions{Logger: log, machine: m, measure: s.measure, push: s.push, MaxFrame: 16384}
 }
 
 func TestSetupMeasuresOnceThenLoads(t *testing.T) {

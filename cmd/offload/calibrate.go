@@ -133,6 +133,9 @@ func printProfile(w io.Writer, p *selector.Profile) {
 		for _, line := range bandLines(t) {
 			fmt.Fprintf(w, "  %s\n", line)
 		}
+		if line := trialLine(t.Hybrid); line != "" {
+			fmt.Fprintf(w, "  %s\n", line)
+		}
 		width := 0
 		for _, e := range t.Engines {
 			width = max(width, len(e.Name))
@@ -149,6 +152,23 @@ func printProfile(w io.Writer, p *selector.Profile) {
 			}
 		}
 	}
+}
+
+// trialLine describes a hybrid trial: what auto and hybrid did with the
+// device loaded, and the verdict that engine: hybrid follows.
+func trialLine(h *selector.HybridTrial) string {
+	if h == nil {
+		return ""
+	}
+	if h.Failed != "" {
+		return fmt.Sprintf("hybrid trial at %d B: failed (%s): hybrid is auto here", h.Size, h.Failed)
+	}
+	verdict := "not kept: hybrid is auto here"
+	if h.Keep {
+		verdict = fmt.Sprintf("kept: hybrid hands %s's frames to %s when %d wait and %s is loaded", h.Device, h.CPU, h.Queue, h.Device)
+	}
+	return fmt.Sprintf("hybrid trial, %d frames of %d B in flight: auto %.1f MB/s, hybrid %.1f MB/s (%.2fx, %d frames to %s, median of %d): %s",
+		h.Workers, h.Size, h.AutoBPS/1e6, h.HybridBPS/1e6, h.HybridBPS/max(h.AutoBPS, 1), h.Handed, h.CPU, h.Runs, verdict)
 }
 
 // bandLines describes t's bands; an engine's band says how much faster

@@ -94,3 +94,21 @@ func TestBandLines(t *testing.T) {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 }
+
+func TestTrialLine(t *testing.T) {
+	for _, tc := range []struct {
+		h    *selector.HybridTrial
+		want string
+	}{
+		{nil, ""},
+		{&selector.HybridTrial{Device: "afalg:dev", CPU: "software", Size: 65536, Workers: 4, Queue: 3, AutoBPS: 68e6, HybridBPS: 65.7e6, Runs: 3},
+			"hybrid trial, 4 frames of 65536 B in flight: auto 68.0 MB/s, hybrid 65.7 MB/s (0.97x, 0 frames to software, median of 3): not kept: hybrid is auto here"},
+		{&selector.HybridTrial{Device: "afalg:dev", CPU: "software", Size: 16384, Workers: 4, Queue: 2, AutoBPS: 20e6, HybridBPS: 30e6, Runs: 3, Handed: 120, Keep: true},
+			"hybrid trial, 4 frames of 16384 B in flight: auto 20.0 MB/s, hybrid 30.0 MB/s (1.50x, 120 frames to software, median of 3): kept: hybrid hands afalg:dev's frames to software when 2 wait and afalg:dev is loaded"},
+		{&selector.HybridTrial{Size: 65536, Failed: "device fell over"}, "hybrid trial at 65536 B: failed (device fell over): hybrid is auto here"},
+	} {
+		if got := trialLine(tc.h); got != tc.want {
+			t.Errorf("trialLine(%+v)\n got %q\nwant %q", tc.h, got, tc.want)
+		}
+	}
+}
