@@ -82,7 +82,8 @@ type HybridTrial struct {
 	HybridBPS float64 `json:"hybrid_bps"`
 	Runs      int     `json:"runs"`   // of each
 	Handed    uint64  `json:"handed"` // frames hybrid handed to the CPU in its runs
-	// Keep: HybridBPS beat AutoBPS by more than the table's Margin.
+	// Keep: hybrid handed frames over and HybridBPS beat AutoBPS by more
+	// than the table's Margin, and by at least 5%.
 	Keep bool `json:"keep"`
 	// Failed is why the trial could not be made (then Keep is false).
 	Failed string `json:"failed,omitempty"`

@@ -11,13 +11,13 @@ import (
 
 // Where a device wins the largest frames, calibration tries hybrid
 // against auto with several frames in flight, in turns, and keeps it only
-// if it won by more than the margin.
+// if it handed frames over and won by more than the margin (at least 5%).
 func TestCalibrateHybridTrial(t *testing.T) {
 	sw, hw := flat(20), saturating(100, 8192)
 	for _, tc := range []struct {
 		gain float64
 		keep bool
-	}{{1.3, true}, {1.02, false}, {0.7, false}} {
+	}{{1.3, true}, {1.04, false}, {0.7, false}} {
 		s := newSynth(0, map[string]curve{swEngine.name: sw, hwEngine.name: hw})
 		s.hybridGain = tc.gain
 		tbl := calibrateSynth(t, s, 16384, 3, swEngine, hwEngine)
@@ -151,5 +151,27 @@ func TestPushFrames(t *testing.T) {
 		if pol.queues[1].n.Load() != 0 {
 			t.Errorf("hybrid %v: %d frames left at the device", hybrid, pol.queues[1].n.Load())
 		}
+	}
+}
+
+// A hybrid that handed nothing over is not kept, whatever its figure.
+func TestCalibrateHybridTrialNothingHanded(t *testing.T) {
+	s := newSynth(0, map[string]curve{swEngine.name: flat(20), hwEngine.name: saturating(100, 8192)})
+	m := fakeMachine("test 1.0", false, swEngine, hwEngine)
+	p, err := Calibrate(context.Background(), Config{
+		Ciphers: []engine.Cipher{cbc256}, Directions: []engine.Direction{engine.Encrypt}, Engines: m.Discover,
+		MaxFrame: 16384, machine: m, measure: s.measure,
+		push: func(_ context.Context, pol *Policy, _ int, _ engine.Direction, _ int, _ time.Duration) (float64, error) {
+			if pol.hybrid {
+				return 90e6, nil // noise: 1.12x auto, with nothing handed over
+			}
+			return 80e6, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := p.Tables[0].Hybrid; h == nil || h.Keep || h.Handed != 0 || h.HybridBPS != 90e6 {
+		t.Errorf("trial %+v: want not kept, nothing handed, hybrid 90 MB/s", h)
 	}
 }
