@@ -125,35 +125,27 @@ func TestPolicyHybridQueue(t *testing.T) {
 	if got := pol.Pick(8192, enc); got != 1 {
 		t.Errorf("loaded device holding nothing: Pick(8192) = %d, want 1", got)
 	}
-	// The next window: 120 frames (33%), in bursts that queue three at
-	// a time. A queue, but the device is not what limits the link: it
-	// keeps its frames.
-	feed(120)
-	now += busyWindow
-	hold(3)
-	if got := pol.Pick(8192, enc); got != 1 {
-		t.Errorf("device loaded 33%% with 3 frames queued: Pick(8192) = %d, want 1", got)
+	// window gives the device frames, one at a time, over the next
+	// window, then queues three and asks for a fourth.
+	window := func(frames, want int, what string) {
+		t.Helper()
+		feed(frames)
+		now += busyWindow
+		hold(3)
+		if got := pol.Pick(8192, enc); got != want {
+			t.Errorf("%s, 3 frames queued: Pick(8192) = %d, want %d", what, got, want)
+		}
+		release(3)
 	}
-	release(3)
-	// ... until a window is loaded again. The frames it held when the
-	// window ended count when they come back.
-	feed(340)
-	now += busyWindow
-	hold(3)
-	if got := pol.Pick(8192, enc); got != 0 {
-		t.Errorf("device loaded 93%% with 3 frames queued: Pick(8192) = %d, want software", got)
-	}
-	release(3)
-	if n := pol.HandedToCPU(); n != 4 { // 3 while loaded, 1 in the last window
+	// 120 frames (33%) in bursts that queue: the device is not what
+	// limits the link, it keeps its frames ...
+	window(120, 1, "device loaded 33%")
+	// ... until a window is loaded again.
+	window(340, 0, "device loaded 93%")
+	if n := pol.HandedToCPU(); n != 4 { // 3 in the first window, 1 now
 		t.Errorf("HandedToCPU = %d, want 4", n)
 	}
-	// A window without device work: the device keeps its frames.
-	now += busyWindow
-	hold(3)
-	if got := pol.Pick(8192, enc); got != 1 {
-		t.Errorf("after a window without device work: Pick(8192) = %d, want 1", got)
-	}
-	release(3)
+	window(0, 1, "a window without device work")
 	auto, err := NewPolicy(testProfile(), cbc256, PolicyOptions{Open: openFake})
 	if err != nil {
 		t.Fatal(err)
