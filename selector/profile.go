@@ -82,8 +82,11 @@ type HybridTrial struct {
 	HybridBPS float64 `json:"hybrid_bps"`
 	Runs      int     `json:"runs"`   // of each
 	Handed    uint64  `json:"handed"` // frames hybrid handed to the CPU in its runs
-	// Keep: hybrid handed frames over and HybridBPS beat AutoBPS by more
-	// than the table's Margin, and by at least 5%.
+	// Gains are hybrid's figure over auto's, round by round (the two
+	// runs of a round are made one after the other).
+	Gains []float64 `json:"gains,omitempty"`
+	// Keep: hybrid handed frames over, beat auto in every round, and in
+	// the median round by more than the table's Margin and at least 5%.
 	Keep bool `json:"keep"`
 	// Failed is why the trial could not be made (then Keep is false).
 	Failed string `json:"failed,omitempty"`

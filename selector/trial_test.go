@@ -175,3 +175,35 @@ func TestCalibrateHybridTrialNothingHanded(t *testing.T) {
 		t.Errorf("trial %+v: want not kept, nothing handed, hybrid 90 MB/s", h)
 	}
 }
+
+// Hybrid must beat auto in every round: a median gain carried by two good
+// rounds and one lost is not kept.
+func TestCalibrateHybridTrialEveryRound(t *testing.T) {
+	for _, tc := range []struct {
+		gains []float64
+		keep  bool
+	}{{[]float64{1.2, 1.3, 0.95}, false}, {[]float64{1.2, 1.3, 1.02}, true}} {
+		s := newSynth(0, map[string]curve{swEngine.name: flat(20), hwEngine.name: saturating(100, 8192)})
+		m := fakeMachine("test 1.0", false, swEngine, hwEngine)
+		var hybridRuns int
+		p, err := Calibrate(context.Background(), Config{
+			Ciphers: []engine.Cipher{cbc256}, Directions: []engine.Direction{engine.Encrypt}, Engines: m.Discover,
+			MaxFrame: 16384, machine: m, measure: s.measure,
+			push: func(_ context.Context, pol *Policy, _ int, _ engine.Direction, _ int, _ time.Duration) (float64, error) {
+				if pol.hybrid {
+					pol.handed.Add(5)
+					hybridRuns++
+					return 80e6 * tc.gains[hybridRuns-1], nil
+				}
+				return 80e6, nil
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := p.Tables[0].Hybrid
+		if h == nil || h.Keep != tc.keep || len(h.Gains) != 3 || h.Gains[2] != tc.gains[2] {
+			t.Errorf("gains %v: trial %+v, want keep %v", tc.gains, h, tc.keep)
+		}
+	}
+}
