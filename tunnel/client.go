@@ -103,7 +103,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		redial:    backoff{min: cfg.RedialMin, max: cfg.RedialMax},
 		dial:      dial,
 		log:       cfg.Logger.Named("client"),
-		ctr:       newCounters("client", cfg.Engines, cfg.Stats),
+		ctr:       newCounters("client", cfg.Engines, cfg.Stats, cfg.Policy),
 		pool:      newBufPool(),
 		streams:   newTracker(),
 		refuseLog: rateLimit{every: 10 * time.Second},

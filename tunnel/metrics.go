@@ -66,8 +66,13 @@ var streamResultNames = [numStreamResults]string{"ok", "aborted", "refused"}
 
 // counters are a server's or client's own counters, next to the record
 // layer's Stats; the status line and the metrics read both.
+// handedCounter is the selector's hybrid policy: it counts the frames of
+// a device's band it handed to the CPU.
+type handedCounter interface{ HandedToCPU() uint64 }
+
 type counters struct {
-	role       string // "server" or "client"
+	hybrid     handedCounter // the policy, if it is hybrid's
+	role       string        // "server" or "client"
 	engines    []string
 	stats      *record.Stats
 	handshakes [numHandshakeResults]atomic.Uint64
@@ -78,11 +83,12 @@ type counters struct {
 	linkErrors atomic.Uint64 // links that ended with a record-layer error
 }
 
-func newCounters(role string, engines []engine.Engine, stats *record.Stats) *counters {
+func newCounters(role string, engines []engine.Engine, stats *record.Stats, policy record.Policy) *counters {
 	if stats == nil {
 		stats = new(record.Stats)
 	}
 	c := &counters{role: role, stats: stats}
+	c.hybrid, _ = policy.(handedCounter)
 	for _, e := range engines {
 		c.engines = append(c.engines, e.Name())
 	}
@@ -113,6 +119,9 @@ func (c *counters) writePrometheus(w io.Writer) {
 			metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_bytes_total{engine=%s,dir=%q}`, label, dir), c.stats.Bytes[dir][i].Load())
 		}
 		metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_engine_fallbacks_total{engine=%s}`, label), c.stats.Fallbacks[i].Load())
+	}
+	if c.hybrid != nil {
+		metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_hybrid_handed_total{role=%q}`, c.role), c.hybrid.HandedToCPU())
 	}
 }
 
@@ -161,6 +170,9 @@ func (c *counters) logStatus(log *zap.Logger) {
 	fields = append(fields,
 		zap.Uint64("auth_failures", c.stats.AuthFailures.Load()),
 		zap.Object("engines", engineStats{c}))
+	if c.hybrid != nil {
+		fields = append(fields, zap.Uint64("hybrid_handed_to_cpu", c.hybrid.HandedToCPU()))
+	}
 	log.Info("status", fields...)
 }
 

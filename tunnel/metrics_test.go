@@ -13,7 +13,11 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/tunnel/record"
 )
 
 func TestMetricsAndStatus(t *testing.T) {
@@ -185,5 +189,33 @@ func TestMetricsEndpointRequests(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+type handedPolicy struct{ n uint64 }
+
+func (handedPolicy) Pick(int, engine.Direction) int { return 0 }
+func (h handedPolicy) HandedToCPU() uint64          { return h.n }
+
+// A hybrid policy's handed-over frames show in the metrics and the status
+// line; other policies add nothing.
+func TestMetricsHybridHanded(t *testing.T) {
+	for _, tc := range []struct {
+		policy record.Policy
+		want   bool
+	}{{handedPolicy{n: 42}, true}, {record.SoftwareOnly{}, false}, {nil, false}} {
+		c := newCounters("client", []engine.Engine{engine.Software{}}, nil, tc.policy)
+		var b strings.Builder
+		c.writePrometheus(&b)
+		has := strings.Contains(b.String(), "offload_hybrid_handed_total{role=\"client\"} 42\n")
+		if has != tc.want || (!tc.want && strings.Contains(b.String(), "hybrid")) {
+			t.Errorf("policy %T: metrics\n%s", tc.policy, b.String())
+		}
+		core, logs := observer.New(zapcore.InfoLevel)
+		c.logStatus(zap.New(core))
+		f := logs.All()[0].ContextMap()
+		if n, ok := f["hybrid_handed_to_cpu"]; ok != tc.want || (ok && n != uint64(42)) {
+			t.Errorf("policy %T: status fields %v", tc.policy, f)
+		}
 	}
 }

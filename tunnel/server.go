@@ -77,7 +77,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		opt:       cfg.Options,
 		services:  services,
 		log:       cfg.Logger.Named("server"),
-		ctr:       newCounters("server", cfg.Engines, cfg.Stats),
+		ctr:       newCounters("server", cfg.Engines, cfg.Stats, cfg.Policy),
 		pool:      newBufPool(),
 		streams:   newTracker(),
 		dialer:    net.Dialer{Timeout: cfg.DialTimeout},
