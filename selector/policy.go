@@ -316,11 +316,14 @@ func (p *Policy) Begin(idx, _ int, _ engine.Direction) {
 // End implements record.Tracker: the frame left the device, and its
 // calibrated device time counts as work done.
 func (p *Policy) End(idx, size int, dir engine.Direction) {
-	if !p.hybrid || idx <= 0 || idx >= len(p.queues) || dir > engine.Decrypt {
+	if !p.hybrid || idx <= 0 || idx >= len(p.queues) {
 		return
 	}
 	q := &p.queues[idx]
 	q.n.Add(-1)
+	if dir > engine.Decrypt {
+		return
+	}
 	if c := p.cost[idx][dir]; len(c) > 0 {
 		slot := min(max((size+engine.BlockSize-1)/engine.BlockSize, 0), len(c)-1)
 		q.work.Add(int64(c[slot]))
