@@ -169,7 +169,7 @@ const (
 	EngineCryptodev = "cryptodev"  // /dev/crypto
 	EngineAFALGAEAD = "afalg-aead" // AF_ALG authenc: cipher and HMAC in one request
 	EngineAuto      = "auto"       // measured choice per frame size (the selector)
-	EngineHybrid    = "hybrid"     // auto, with bulk frames shared by device and CPU
+	EngineHybrid    = "hybrid"     // auto; the CPU also takes a loaded device's frames where calibration's trial kept that
 )
 
 // CheckEngine validates the syntax of an engine spec: software, afalg,
