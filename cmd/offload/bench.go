@@ -73,7 +73,8 @@ func benchFlags(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int,
 	fs.IntVar(&o.repeat, "repeat", 3, "rounds, each running every policy and stream count once, each starting one cell later than the one before; "+
 		"the median run (by MB/s) is reported, and gains as medians of per-round ratios (single runs on a busy machine vary by tens of percent)")
 	fs.BoolVar(&o.check, "check", false, "fail (exit 1) unless auto reaches the best single-engine policy and hybrid reaches auto, within -tolerance, "+
-		"as medians of paired per-round ratios; a failing comparison is measured once more first")
+		"as medians of paired per-round ratios (a hybrid that handed no frame to the CPU routed as auto: within twice -tolerance); "+
+		"a failing comparison is measured once more first")
 	fs.Float64Var(&o.tolerance, "tolerance", 0.10, "with -check: how far below 1.00x a median ratio may be and still pass (0.10: 0.90x passes)")
 	fs.StringVar(&o.maxFrame, "max-frame", "16KiB", "record layer's largest frame (the tunnel cuts frames from the traffic up to this)")
 	fs.StringVar(&o.write, "write", strconv.Itoa(bench.DefaultWriteSize), "the load generator's write size")
@@ -191,7 +192,8 @@ type benchRun struct {
 	// VsAuto (hybrid only) is the same median of ratios against auto.
 	VsAuto float64 `json:"vs_auto,omitempty"`
 	// HandedToCPU (hybrid only) is how many frames the policy gave a CPU
-	// engine although their band's device would have had them under auto.
+	// engine although their band's device would have had them under auto:
+	// in a run, and in a reported row over all of its rounds.
 	HandedToCPU uint64            `json:"hybrid_handed_to_cpu,omitempty"`
 	Verified    bool              `json:"verified"`
 	Engines     []benchEngine     `json:"engines"`
@@ -755,7 +757,7 @@ func printBenchTable(w io.Writer, rep *benchReport) {
 	fmt.Fprintln(w, "among those that are not auto or hybrid (software included); both at the same stream count, and both medians")
 	fmt.Fprintln(w, "of per-round ratios (a round runs every row once; a ratio pairs two runs of the same round).")
 	fmt.Fprintln(w, "frames per engine: frames each engine sealed or opened, both directions, every end measured here;")
-	fmt.Fprintln(w, "handed to the CPU (hybrid): frames of a device's band that hybrid gave a CPU engine because the device was loaded.")
+	fmt.Fprintln(w, "handed to the CPU (hybrid): frames of a device's band that hybrid gave a CPU engine because the device was loaded, in all rounds.")
 	if len(rep.Skipped) > 0 {
 		fmt.Fprintln(w, "\nskipped (unavailable here):")
 		for _, s := range rep.Skipped {

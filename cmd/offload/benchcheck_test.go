@@ -17,6 +17,9 @@ func cellOf(policy string, streams int, mbps ...float64) *benchCell {
 	c := &benchCell{policy: policy, streams: streams}
 	for i, m := range mbps {
 		r := benchRun{Policy: policy, Streams: streams, MBps: m, Bytes: 1 << 20, Seconds: 1, Verified: true, round: i}
+		if policy == "hybrid" {
+			r.HandedToCPU = 1 // a hybrid that did route otherwise than auto
+		}
 		if m < 0 {
 			r.MBps, r.Error = 0, "broken"
 		}
@@ -223,6 +226,38 @@ func TestBenchBestSingle(t *testing.T) {
 	}
 }
 
+// A hybrid that handed nothing to the CPU in any round routed as auto:
+// only a gross loss (below 1 - 2·tolerance) fails it.
+func TestBenchEvalChecksRoutedAsAuto(t *testing.T) {
+	asAuto := func(c *benchCell) *benchCell {
+		for i := range c.runs {
+			c.runs[i].HandedToCPU = 0
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		hybrid float64
+		ok     bool
+	}{{9.2, true}, {8.0, true}, {7.9, false}} {
+		checks := evalChecks(summarize([]*benchCell{cellOf("software", 1, 10, 10, 10), cellOf("auto", 1, 10, 10, 10),
+			asAuto(cellOf("hybrid", 1, tc.hybrid, tc.hybrid, tc.hybrid))}), nil, 0.1)
+		c := checks[1]
+		if !c.RoutedAsAuto || c.Want != 0.8 || c.OK != tc.ok {
+			t.Errorf("hybrid at %v routed as auto: check %+v, want routed as auto, want 0.80, ok %v", tc.hybrid, c, tc.ok)
+		}
+		if !strings.Contains(c.line(), "routed as auto") {
+			t.Errorf("check line %q does not say hybrid routed as auto", c.line())
+		}
+	}
+	// One frame handed over in one round: judged like any hybrid.
+	h := asAuto(cellOf("hybrid", 1, 8.5, 8.5, 8.5))
+	h.runs[1].HandedToCPU = 1
+	checks := evalChecks(summarize([]*benchCell{cellOf("software", 1, 10, 10, 10), cellOf("auto", 1, 10, 10, 10), h}), nil, 0.1)
+	if c := checks[1]; c.RoutedAsAuto || c.Want != 0.9 || c.OK {
+		t.Errorf("hybrid that handed a frame over at 0.85x: check %+v, want judged against 0.90 and failing", c)
+	}
+}
+
 func TestBenchEvalChecks(t *testing.T) {
 	okOf := func(checks []benchCheck) []bool {
 		var out []bool
@@ -309,6 +344,9 @@ func newFakeBench(mbps func(policy string, streams, i int) float64) *fakeBench {
 		f.calls[fmt.Sprintf("%s/%d", c.policy, c.streams)]++
 		m := mbps(c.policy, c.streams, len(c.runs))
 		r := benchRun{Policy: c.policy, Streams: c.streams, MBps: m, Bytes: 1 << 20, Seconds: 1, Verified: true}
+		if c.policy == "hybrid" {
+			r.HandedToCPU = 1
+		}
 		if m < 0 {
 			r.MBps, r.Error = 0, "broken"
 		}
