@@ -23,16 +23,11 @@ func runClient(ctx context.Context, env *runEnv, file string) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	key, err := cfg.LoadKey()
+	opt, log, err := endOptions(ctx, env, &cfg.Common)
 	if err != nil {
 		return 1, err
 	}
-	log := newLogger(cfg.Log, env.Stderr)
 	defer func() { _ = log.Sync() }()
-	opt, err := tunnelOptions(ctx, &cfg.Common, key, log)
-	if err != nil {
-		return 1, err
-	}
 	var forwards []tunnel.Forward
 	closeAll := func() {
 		for _, f := range forwards {

@@ -30,16 +30,11 @@ func runServer(ctx context.Context, env *runEnv, file string) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	key, err := cfg.LoadKey()
+	opt, log, err := endOptions(ctx, env, &cfg.Common)
 	if err != nil {
 		return 1, err
 	}
-	log := newLogger(cfg.Log, env.Stderr)
 	defer func() { _ = log.Sync() }()
-	opt, err := tunnelOptions(ctx, &cfg.Common, key, log)
-	if err != nil {
-		return 1, err
-	}
 	srv, err := tunnel.NewServer(tunnel.ServerConfig{Options: opt, Services: cfg.Services})
 	if err != nil {
 		return 1, err
@@ -60,6 +55,23 @@ func runServer(ctx context.Context, env *runEnv, file string) (int, error) {
 	}
 	log.Info("stopped")
 	return 0, nil
+}
+
+// endOptions is what server and client make of their config's common
+// part before they start: the pre-shared key, the logger and the tunnel
+// options. The caller syncs the logger.
+func endOptions(ctx context.Context, env *runEnv, c *config.Common) (tunnel.Options, *zap.Logger, error) {
+	key, err := c.LoadKey()
+	if err != nil {
+		return tunnel.Options{}, nil, err
+	}
+	log := newLogger(c.Log, env.Stderr)
+	opt, err := tunnelOptions(ctx, c, key, log)
+	if err != nil {
+		_ = log.Sync()
+		return tunnel.Options{}, nil, err
+	}
+	return opt, log, nil
 }
 
 // configFlags is the flag set of server and client: -c FILE and no
