@@ -97,13 +97,7 @@ func (a *AFALGAEAD) NewFrameSealer(c Cipher, encKey, macKey []byte) (FrameSealer
 	defer clear(key)
 	op, err := newAEADOp(b.name, key, FrameTagSize)
 	if err != nil {
-		switch {
-		case errors.Is(err, unix.EINVAL) && isSyscall(err, "setsockopt"):
-			return nil, fmt.Errorf("%s %v: %w: %s rejects the key or a %d-byte tag: %w", a.Name(), c, ErrUnavailable, b.drv.Name, FrameTagSize, err)
-		case errors.Is(err, unix.ENOENT):
-			return nil, fmt.Errorf("%s %v: %w: %s disappeared (module unloaded?): %w", a.Name(), c, ErrNoAlgorithm, b.name, err)
-		}
-		return nil, fmt.Errorf("%s %v: opening %s: %w", a.Name(), c, b.name, err)
+		return nil, openError(a.Name(), c, b, fmt.Sprintf("%s rejects the key or a %d-byte tag", b.drv.Name, FrameTagSize), err)
 	}
 	if ce := a.log.Check(zapcore.DebugLevel, "frame sealer"); ce != nil {
 		ce.Write(zap.Stringer("cipher", c), zap.String("driver", b.drv.Name))

@@ -84,13 +84,7 @@ func (a *AFALG) NewCrypter(c Cipher, key []byte) (Crypter, error) {
 	}
 	op, err := newAlgOp(b.name, key)
 	if err != nil {
-		switch {
-		case errors.Is(err, unix.EINVAL) && isSyscall(err, "setsockopt"):
-			return nil, fmt.Errorf("%s %v: %w: driver %s rejects a %d-bit key: %w", a.Name(), c, ErrUnavailable, b.drv.Name, c.KeyBits, err)
-		case errors.Is(err, unix.ENOENT):
-			return nil, fmt.Errorf("%s %v: %w: %s disappeared (module unloaded?): %w", a.Name(), c, ErrNoAlgorithm, b.name, err)
-		}
-		return nil, fmt.Errorf("%s %v: opening %s: %w", a.Name(), c, b.name, err)
+		return nil, openError(a.Name(), c, b, fmt.Sprintf("driver %s rejects a %d-bit key", b.drv.Name, c.KeyBits), err)
 	}
 	if ce := a.log.Check(zapcore.DebugLevel, "crypter"); ce != nil {
 		ce.Write(zap.Stringer("cipher", c), zap.String("driver", b.drv.Name))
@@ -101,6 +95,19 @@ func (a *AFALG) NewCrypter(c Cipher, key []byte) (Crypter, error) {
 		return nil, err
 	}
 	return x, nil
+}
+
+// openError explains why an operation socket could not be opened on
+// binding b of engine for c: the key (or tag size) set with setsockopt
+// was refused, which rejected says; the driver is gone; or else.
+func openError(engine string, c Cipher, b afalgBinding, rejected string, err error) error {
+	switch {
+	case errors.Is(err, unix.EINVAL) && isSyscall(err, "setsockopt"):
+		return fmt.Errorf("%s %v: %w: %s: %w", engine, c, ErrUnavailable, rejected, err)
+	case errors.Is(err, unix.ENOENT):
+		return fmt.Errorf("%s %v: %w: %s disappeared (module unloaded?): %w", engine, c, ErrNoAlgorithm, b.name, err)
+	}
+	return fmt.Errorf("%s %v: opening %s: %w", engine, c, b.name, err)
 }
 
 // KernelDrivers lists what /proc/crypto registers for c.KernelName()
