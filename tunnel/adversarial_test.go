@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/internal/testutil"
 	"github.com/offload-dev/offload/tunnel/handshake"
 	"github.com/offload-dev/offload/tunnel/record"
 	"github.com/offload-dev/offload/tunnel/suite"
@@ -34,7 +35,7 @@ type advServer struct {
 
 func startAdvServer(t *testing.T, mod func(*ServerConfig)) *advServer {
 	t.Helper()
-	echoT := startTarget(t, echo)
+	echoT := startTarget(t, testutil.Echo)
 	log, logs := testLogger(t)
 	cfg := ServerConfig{Options: testOptions(log), Services: map[string]string{"echo": echoT.addr()}}
 	if mod != nil {
@@ -50,7 +51,7 @@ func startAdvServer(t *testing.T, mod func(*ServerConfig)) *advServer {
 // check runs a round trip through the good client.
 func (a *advServer) check(t *testing.T) {
 	t.Helper()
-	if err := echoRoundTrip(a.good, 64<<10, 9); err != nil {
+	if err := testutil.EchoRoundTrip(a.good, 64<<10, 9); err != nil {
 		t.Fatalf("good client: %v", err)
 	}
 }
@@ -195,7 +196,7 @@ func TestHandshakeFlood(t *testing.T) {
 	// A new client connects while the flood connections are still open.
 	log, _ := testLogger(t)
 	addrs, cli, _ := startClient(t, ClientConfig{Options: testOptions(log), Server: a.addr, RedialMin: 20 * time.Millisecond, RedialMax: 100 * time.Millisecond}, "echo")
-	if err := echoRoundTrip(addrs["echo"], 64<<10, 5); err != nil {
+	if err := testutil.EchoRoundTrip(addrs["echo"], 64<<10, 5); err != nil {
 		t.Fatalf("new client during the flood: %v", err)
 	}
 	t.Logf("new client got in after %d redials", cli.ctr.redials.Load())
@@ -240,7 +241,7 @@ func TestTamperedFrames(t *testing.T) {
 			got, rerr := io.ReadAll(c)
 			<-tampered
 			want := make([]byte, size)
-			_, _ = io.ReadFull(randomStream(42), want)
+			_, _ = io.ReadFull(testutil.Stream(42), want)
 			if !bytes.Equal(got, want[:len(got)]) {
 				t.Fatalf("the application received %d bytes that are not a prefix of the stream", len(got))
 			}

@@ -3,11 +3,8 @@ package tunnel
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
-	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"sync"
 	"testing"
@@ -19,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/offload-dev/offload/internal/testutil"
 	"github.com/offload-dev/offload/tunnel/suite"
 )
 
@@ -172,63 +170,11 @@ func (tg *target) accepted() int {
 	return tg.accept
 }
 
-// echo copies what it reads back and half-closes at EOF.
-func echo(c net.Conn) {
-	if _, err := io.Copy(c, c); err != nil {
-		return
-	}
-	_ = c.(*net.TCPConn).CloseWrite()
-	_, _ = io.Copy(io.Discard, c)
-}
-
-// source writes n bytes of the stream randomStream(seed) and closes.
+// source writes n bytes of the stream testutil.Stream(seed) and closes.
 func source(n int64, seed uint64) func(net.Conn) {
 	return func(c net.Conn) {
-		_, _ = io.Copy(c, io.LimitReader(randomStream(seed), n))
+		_, _ = io.Copy(c, io.LimitReader(testutil.Stream(seed), n))
 	}
-}
-
-// randomStream is a deterministic byte stream.
-func randomStream(seed uint64) io.Reader {
-	return &chachaReader{r: rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16)})}
-}
-
-type chachaReader struct{ r *rand.ChaCha8 }
-
-func (c *chachaReader) Read(p []byte) (int, error) { return c.r.Read(p) }
-
-// echoRoundTrip sends n random bytes through addr and checks the echo.
-func echoRoundTrip(addr string, n int64, seed uint64) error {
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	want := sha256.New()
-	errc := make(chan error, 1)
-	go func() {
-		_, err := io.Copy(c, io.TeeReader(io.LimitReader(randomStream(seed), n), want))
-		if err == nil {
-			err = c.(*net.TCPConn).CloseWrite()
-		}
-		errc <- err
-	}()
-	got := sha256.New()
-	m, rerr := io.Copy(got, c)
-	werr := <-errc
-	if werr != nil {
-		return werr
-	}
-	if rerr != nil {
-		return rerr
-	}
-	if m != n {
-		return fmt.Errorf("echo: got %d of %d bytes", m, n)
-	}
-	if !bytes.Equal(got.Sum(nil), want.Sum(nil)) {
-		return errors.New("echo: SHA-256 differs")
-	}
-	return nil
 }
 
 // isAbortive reports an error that is not a clean end of data.

@@ -17,14 +17,15 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/internal/testutil"
 	"github.com/offload-dev/offload/tunnel/record"
 )
 
 func TestMetricsAndStatus(t *testing.T) {
 	leakCheck(t)
-	echoT := startTarget(t, echo)
+	echoT := startTarget(t, testutil.Echo)
 	addrs, srv, cli, _, _ := pair(t, map[string]string{"echo": echoT.addr()}, "echo", "nope")
-	if err := echoRoundTrip(addrs["echo"], 100000, 1); err != nil {
+	if err := testutil.EchoRoundTrip(addrs["echo"], 100000, 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := dialAndRead(addrs["nope"]); !isAbortive(err) {

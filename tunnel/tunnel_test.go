@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/offload-dev/offload/internal/testutil"
 )
 
 // pair starts a server with services and a client forwarding to them.
@@ -24,7 +26,7 @@ func pair(t *testing.T, services map[string]string, forwards ...string) (map[str
 
 func TestEchoManyStreams(t *testing.T) {
 	leakCheck(t)
-	echoT := startTarget(t, echo)
+	echoT := startTarget(t, testutil.Echo)
 	addrs, srv, cli, _, _ := pair(t, map[string]string{"echo": echoT.addr()}, "echo")
 
 	const streams = 32
@@ -44,7 +46,7 @@ func TestEchoManyStreams(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := echoRoundTrip(addrs["echo"], n, uint64(i)); err != nil {
+			if err := testutil.EchoRoundTrip(addrs["echo"], n, uint64(i)); err != nil {
 				errs <- fmt.Errorf("stream %d (%d bytes): %w", i, n, err)
 			}
 		}()
@@ -105,7 +107,7 @@ func readErr(c net.Conn) error {
 
 func TestUnknownServiceRefused(t *testing.T) {
 	leakCheck(t)
-	tg := startTarget(t, echo)
+	tg := startTarget(t, testutil.Echo)
 	addrs, srv, cli, _, _ := pair(t, map[string]string{"echo": tg.addr()}, "nope")
 	if err := dialAndRead(addrs["nope"]); !isAbortive(err) {
 		t.Fatalf("local connection to an unknown service ended with %v, want a reset", err)
@@ -123,8 +125,8 @@ func TestUnknownServiceRefused(t *testing.T) {
 // nothing; only the named service is dialled.
 func TestNoOpenProxy(t *testing.T) {
 	leakCheck(t)
-	canary := startTarget(t, echo) // a live target the server must never dial
-	tg := startTarget(t, echo)
+	canary := startTarget(t, testutil.Echo) // a live target the server must never dial
+	tg := startTarget(t, testutil.Echo)
 	_, port, _ := net.SplitHostPort(canary.addr())
 	names := []string{canary.addr(), "localhost:" + port, "[::1]:" + port, "tcp://" + canary.addr(), ":" + port, port, "echo\x00" + canary.addr(), "ECHO", "echo "}
 	addrs, srv, _, _, _ := pair(t, map[string]string{"echo": tg.addr()}, append(names, "echo")...)
@@ -133,7 +135,7 @@ func TestNoOpenProxy(t *testing.T) {
 			t.Errorf("service %q: ended with %v, want a reset", name, err)
 		}
 	}
-	if err := echoRoundTrip(addrs["echo"], 1000, 1); err != nil {
+	if err := testutil.EchoRoundTrip(addrs["echo"], 1000, 1); err != nil {
 		t.Fatalf("the real service: %v", err)
 	}
 	if n := canary.accepted(); n != 0 {
@@ -205,7 +207,7 @@ func TestLinkDeathAbortsStreams(t *testing.T) {
 		_, _ = c.Write([]byte("hello"))
 		targetErr <- readErr(c)
 	})
-	echoT := startTarget(t, echo)
+	echoT := startTarget(t, testutil.Echo)
 	log, logs := testLogger(t)
 	saddr, _, _ := startServer(t, ServerConfig{Options: testOptions(log), Services: map[string]string{"hold": tg.addr(), "echo": echoT.addr()}})
 	px := startProxy(t, saddr, nil)
@@ -242,7 +244,7 @@ func TestLinkDeathAbortsStreams(t *testing.T) {
 		}
 	}
 	eventually(t, 10*time.Second, "the client to redial", func() bool { return px.count() >= 2 && cli.ctr.links.Load() == 1 })
-	if err := echoRoundTrip(addrs["echo"], 100000, 2); err != nil {
+	if err := testutil.EchoRoundTrip(addrs["echo"], 100000, 2); err != nil {
 		t.Fatalf("after redial: %v", err)
 	}
 	if logs.FilterMessage("link up").Len() < 2 {
@@ -283,7 +285,7 @@ func TestLinkDownRefuses(t *testing.T) {
 // down is carried once it comes up (within the dial timeout).
 func TestLocalConnWaitsForLink(t *testing.T) {
 	leakCheck(t)
-	echoT := startTarget(t, echo)
+	echoT := startTarget(t, testutil.Echo)
 	ln := listen(t)
 	saddr := ln.Addr().String()
 	ln.Close()
@@ -292,7 +294,7 @@ func TestLocalConnWaitsForLink(t *testing.T) {
 	opt.DialTimeout = 5 * time.Second
 	addrs, _, _ := startClient(t, ClientConfig{Options: opt, Server: saddr, RedialMin: 20 * time.Millisecond, RedialMax: 50 * time.Millisecond}, "echo")
 	errc := make(chan error, 1)
-	go func() { errc <- echoRoundTrip(addrs["echo"], 10000, 3) }()
+	go func() { errc <- testutil.EchoRoundTrip(addrs["echo"], 10000, 3) }()
 	time.Sleep(200 * time.Millisecond)
 	ln2, err := net.Listen("tcp", saddr)
 	if err != nil {

@@ -2,11 +2,9 @@ package main
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -20,41 +18,25 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/offload-dev/offload/internal/testutil"
 )
 
 // The end-to-end test runs the built offload binary as two processes, a
 // server and a client, on loopback, with configs made from
 // examples/*.yaml, and targets in this process.
 
-// syncBuffer collects a process's stderr.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type proc struct {
 	name string
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *testutil.SyncBuffer // stdout and stderr
 	done chan struct{}
 	err  error
 }
 
 func startProc(t *testing.T, name, bin string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, cmd: exec.Command(bin, args...), out: new(syncBuffer), done: make(chan struct{})}
+	p := &proc{name: name, cmd: exec.Command(bin, args...), out: new(testutil.SyncBuffer), done: make(chan struct{})}
 	p.cmd.Stdout = p.out
 	p.cmd.Stderr = p.out
 	if err := p.cmd.Start(); err != nil {
@@ -226,52 +208,6 @@ func startE2ETarget(t *testing.T, handle func(net.Conn)) *e2eTarget {
 	return tg
 }
 
-func e2eEcho(c net.Conn) {
-	if _, err := io.Copy(c, c); err == nil {
-		_ = c.(*net.TCPConn).CloseWrite()
-		_, _ = io.Copy(io.Discard, c)
-	}
-}
-
-type chacha struct{ r *rand.ChaCha8 }
-
-func (c chacha) Read(p []byte) (int, error) { return c.r.Read(p) }
-
-func stream(seed uint64) io.Reader {
-	return chacha{rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), 'e', '2', 'e'})}
-}
-
-// roundTrip sends n bytes of stream(seed) through addr to the echo
-// service and checks the SHA-256 of what comes back.
-func roundTrip(addr string, n int64, seed uint64) error {
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	sent := sha256.New()
-	errc := make(chan error, 1)
-	go func() {
-		_, err := io.Copy(c, io.TeeReader(io.LimitReader(stream(seed), n), sent))
-		if err == nil {
-			err = c.(*net.TCPConn).CloseWrite()
-		}
-		errc <- err
-	}()
-	got := sha256.New()
-	m, rerr := io.Copy(got, c)
-	if werr := <-errc; werr != nil {
-		return fmt.Errorf("send: %w", werr)
-	}
-	if rerr != nil {
-		return fmt.Errorf("receive after %d bytes: %w", m, rerr)
-	}
-	if m != n || !bytes.Equal(got.Sum(nil), sent.Sum(nil)) {
-		return fmt.Errorf("echo of %d bytes came back as %d bytes with another SHA-256", n, m)
-	}
-	return nil
-}
-
 func waitFor(t *testing.T, d time.Duration, what string, f func() error) {
 	t.Helper()
 	deadline := time.Now().Add(d)
@@ -307,15 +243,15 @@ func TestE2E(t *testing.T) {
 	if out, err := exec.Command(bin, "keygen", "-o", filepath.Join(dir, "offload.key")).CombinedOutput(); err != nil {
 		t.Fatalf("keygen: %v\n%s", err, out)
 	}
-	echoT := startE2ETarget(t, e2eEcho)
-	srcT := startE2ETarget(t, func(c net.Conn) { _, _ = io.Copy(c, stream(srcSeed)) })
+	echoT := startE2ETarget(t, testutil.Echo)
+	srcT := startE2ETarget(t, func(c net.Conn) { _, _ = io.Copy(c, testutil.Stream(srcSeed)) })
 	a := writeConfigs(t, dir, map[string]string{"echo": echoT.ln.Addr().String(), "src": srcT.ln.Addr().String()})
 	serverCfg, clientCfg := filepath.Join(dir, "server.yaml"), filepath.Join(dir, "client.yaml")
 
 	srv := startProc(t, "server", bin, "server", "-c", serverCfg)
 	cli := startProc(t, "client", bin, "client", "-c", clientCfg)
 	echoAddr := a.forwards["echo"]
-	waitFor(t, 15*time.Second, "first round trip", func() error { return roundTrip(echoAddr, 1000, 0) })
+	waitFor(t, 15*time.Second, "first round trip", func() error { return testutil.EchoRoundTrip(echoAddr, 1000, 0) })
 
 	t.Run("transfer", func(t *testing.T) {
 		// 32 concurrent streams, 8 MiB each way per stream: 256 MiB
@@ -332,7 +268,7 @@ func TestE2E(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := roundTrip(echoAddr, per, uint64(i+1)); err != nil {
+				if err := testutil.EchoRoundTrip(echoAddr, per, uint64(i+1)); err != nil {
 					errs <- fmt.Errorf("stream %d: %w", i, err)
 				}
 			}()
@@ -381,7 +317,7 @@ func TestE2E(t *testing.T) {
 			wg.Add(1)
 			go func() { // checks every byte against what the target sends
 				defer wg.Done()
-				want := stream(srcSeed)
+				want := testutil.Stream(srcSeed)
 				got := make([]byte, 32<<10)
 				exp := make([]byte, 32<<10)
 				var n int64
@@ -436,7 +372,7 @@ func TestE2E(t *testing.T) {
 
 		// Restart; the client redials and new streams work.
 		srv = startProc(parent, "server (restarted)", bin, "server", "-c", serverCfg)
-		waitFor(t, 15*time.Second, "round trip after the restart", func() error { return roundTrip(echoAddr, 1<<20, 7) })
+		waitFor(t, 15*time.Second, "round trip after the restart", func() error { return testutil.EchoRoundTrip(echoAddr, 1<<20, 7) })
 		m, err := scrape(a.clientMetrics)
 		if err != nil {
 			t.Fatal(err)

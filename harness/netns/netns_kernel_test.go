@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/offload-dev/offload/internal/bench"
+	"github.com/offload-dev/offload/internal/testutil"
 )
 
 // The link between the two "hosts": netem on both ends of the veth, so
@@ -44,27 +44,14 @@ const ipCmd = "/usr/sbin/ip"
 type proc struct {
 	name string
 	cmd  *exec.Cmd
-	out  bytes.Buffer
-	mu   sync.Mutex
+	out  testutil.SyncBuffer // stdout and stderr
 	done chan struct{}
-}
-
-func (p *proc) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.Write(b)
-}
-
-func (p *proc) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
 }
 
 func start(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
 	p := &proc{name: name, cmd: exec.Command(args[0], args[1:]...), done: make(chan struct{})}
-	p.cmd.Stdout, p.cmd.Stderr = p, p
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
@@ -80,7 +67,7 @@ func start(t *testing.T, name string, args ...string) *proc {
 			<-p.done
 		}
 		if t.Failed() {
-			t.Logf("%s output:\n%s", p.name, p.output())
+			t.Logf("%s output:\n%s", p.name, p.out.String())
 		}
 	})
 	return p
@@ -268,7 +255,7 @@ log:
 	server.stop(t)
 	sink.stop(t)
 	for _, p := range []*proc{client, server} {
-		if out := p.output(); strings.Contains(out, "ERROR") || strings.Contains(out, "panic") {
+		if out := p.out.String(); strings.Contains(out, "ERROR") || strings.Contains(out, "panic") {
 			t.Errorf("%s logged errors:\n%s", p.name, out)
 		}
 	}

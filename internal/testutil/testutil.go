@@ -1,0 +1,85 @@
+// Package testutil holds what the tunnel's tests in several packages need
+// alike: a deterministic byte stream, an echo service and a round trip
+// through it, and a buffer that several goroutines write.
+package testutil
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"sync"
+)
+
+// Stream is a deterministic byte stream: the same seed gives the same
+// bytes, so a receiver can check what it got without the sender's copy.
+func Stream(seed uint64) io.Reader {
+	return chacha{rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16), byte(seed >> 24)})}
+}
+
+type chacha struct{ r *rand.ChaCha8 }
+
+func (c chacha) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// Echo serves one connection: it copies what it reads back and
+// half-closes at EOF.
+func Echo(c net.Conn) {
+	if _, err := io.Copy(c, c); err != nil {
+		return
+	}
+	_ = c.(*net.TCPConn).CloseWrite()
+	_, _ = io.Copy(io.Discard, c)
+}
+
+// EchoRoundTrip sends n bytes of Stream(seed) through addr to an echo
+// service, half-closes, and checks that the same bytes (by SHA-256) came
+// back.
+func EchoRoundTrip(addr string, n int64, seed uint64) error {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	sent := sha256.New()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(c, io.TeeReader(io.LimitReader(Stream(seed), n), sent))
+		if err == nil {
+			err = c.(*net.TCPConn).CloseWrite()
+		}
+		errc <- err
+	}()
+	got := sha256.New()
+	m, rerr := io.Copy(got, c)
+	if werr := <-errc; werr != nil {
+		return fmt.Errorf("send: %w", werr)
+	}
+	if rerr != nil {
+		return fmt.Errorf("receive after %d bytes: %w", m, rerr)
+	}
+	if m != n || !bytes.Equal(got.Sum(nil), sent.Sum(nil)) {
+		return fmt.Errorf("echo of %d bytes came back as %d bytes with another SHA-256", n, m)
+	}
+	return nil
+}
+
+// SyncBuffer is a bytes.Buffer that goroutines (a process's output
+// copiers, a logger) write while a test reads it.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
