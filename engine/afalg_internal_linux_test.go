@@ -44,23 +44,30 @@ func TestAFALGControlLayout(t *testing.T) {
 	}
 }
 
-// TestKernelAFALGSyscalls checks the per-request budget: one sendmsg and one
-// read up to the chunk size (so below 8 KiB too), and no allocation.
-func TestKernelAFALGSyscalls(t *testing.T) {
+// kernelCrypter is a Crypter of the default AF_ALG engine for c with a
+// zero key, closed at the end of the test; outside the VM the test skips.
+func kernelCrypter(t *testing.T, c Cipher) *afalgCrypter {
+	t.Helper()
 	e := NewAFALG("", Options{})
-	c := Cipher{Mode: CTR, KeyBits: 128}
 	if _, err := e.Driver(c); err != nil {
 		if errors.Is(err, ErrUnavailable) {
 			t.Skipf("no AF_ALG here; runs in the VM: %v", err)
 		}
 		t.Fatal(err)
 	}
-	cr, err := e.NewCrypter(c, make([]byte, 16))
+	cr, err := e.NewCrypter(c, make([]byte, c.KeySize()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cr.Close()
-	x := cr.(*afalgCrypter)
+	t.Cleanup(func() { cr.Close() })
+	return cr.(*afalgCrypter)
+}
+
+// TestKernelAFALGSyscalls checks the per-request budget: one sendmsg and one
+// read up to the chunk size (so below 8 KiB too), and no allocation.
+func TestKernelAFALGSyscalls(t *testing.T) {
+	x := kernelCrypter(t, Cipher{Mode: CTR, KeyBits: 128})
+	cr := Crypter(x)
 	iv := make([]byte, 16)
 	for _, tc := range []struct{ size, calls int }{
 		{1, 2}, {16, 2}, {1500, 2}, {8191, 2}, {kernelChunkSize, 2},
@@ -99,20 +106,8 @@ func TestKernelAFALGSyscalls(t *testing.T) {
 // explained, a device that stays busy gives up, and the crypter works again
 // after every failure.
 func TestKernelAFALGFaults(t *testing.T) {
-	e := NewAFALG("", Options{})
-	c := Cipher{Mode: CBC, KeyBits: 128}
-	if _, err := e.Driver(c); err != nil {
-		if errors.Is(err, ErrUnavailable) {
-			t.Skipf("no AF_ALG here; runs in the VM: %v", err)
-		}
-		t.Fatal(err)
-	}
-	cr, err := e.NewCrypter(c, make([]byte, 16))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cr.Close()
-	x := cr.(*afalgCrypter)
+	x := kernelCrypter(t, Cipher{Mode: CBC, KeyBits: 128})
+	cr := Crypter(x)
 	iv := make([]byte, 16)
 	src := bytes.Repeat([]byte{0x5a}, 4096)
 	want := make([]byte, len(src))
