@@ -7,13 +7,14 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/offload-dev/offload/internal/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -42,40 +43,22 @@ func startSink(t *testing.T) string {
 // copied as is. Half-closes are passed on.
 func relay(t *testing.T, target string, fn func(dst io.Writer, src io.Reader) error) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", target)
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			wg.Add(2)
-			go func() {
-				defer wg.Done()
-				_ = fn(u, c)
-				_ = u.(*net.TCPConn).CloseWrite()
-			}()
-			go func() {
-				defer wg.Done()
-				_, _ = io.Copy(c, u)
-				_ = c.Close()
-				_ = u.Close()
-			}()
+	return testutil.Serve(t, func(c net.Conn) {
+		u, err := net.Dial("tcp", target)
+		if err != nil {
+			return
 		}
-	}()
-	return ln.Addr().String()
+		defer u.Close()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = fn(u, c)
+			_ = u.(*net.TCPConn).CloseWrite()
+		}()
+		_, _ = io.Copy(c, u)
+		_ = c.Close()
+		<-done
+	})
 }
 
 func TestRunVerifiesThroughSink(t *testing.T) {
@@ -134,29 +117,7 @@ func TestRunDetectsCorruption(t *testing.T) {
 // discard is a service that reads everything and closes without answering.
 func discard(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, _ = io.Copy(io.Discard, c)
-				_ = c.Close()
-			}()
-		}
-	}()
-	return ln.Addr().String()
+	return testutil.Serve(t, func(c net.Conn) { _, _ = io.Copy(io.Discard, c) })
 }
 
 func TestRunDiscardService(t *testing.T) {

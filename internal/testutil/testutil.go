@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+	"testing"
 )
 
 // Stream is a deterministic byte stream: the same seed gives the same
@@ -82,4 +83,35 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Serve accepts connections on a loopback port until the test ends and
+// runs h for each in a goroutine of its own, closing the connection when
+// h returns. It returns the address; the test's cleanup closes the
+// listener and waits for every h.
+func Serve(t testing.TB, h func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				h(c)
+			}()
+		}
+	}()
+	return ln.Addr().String()
 }

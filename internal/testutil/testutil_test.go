@@ -27,23 +27,7 @@ func TestStreamDeterministic(t *testing.T) {
 // Through a real echo the round trip passes; through a service that
 // drops a byte it fails.
 func TestEchoRoundTrip(t *testing.T) {
-	serve := func(h func(net.Conn)) string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				go func() { defer c.Close(); h(c) }()
-			}
-		}()
-		return ln.Addr().String()
-	}
+	serve := func(h func(net.Conn)) string { return Serve(t, h) }
 	if err := EchoRoundTrip(serve(Echo), 100000, 3); err != nil {
 		t.Errorf("echo: %v", err)
 	}
