@@ -8,9 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"runtime"
-	"runtime/pprof"
 	"slices"
 	"sort"
 	"strconv"
@@ -295,22 +293,11 @@ func runBench(ctx context.Context, env *runEnv, o benchOpts) (int, error) {
 		b.sinkAddr = ln.Addr().String()
 	}
 
-	if o.cpuProfile != "" {
-		f, err := os.Create(o.cpuProfile)
-		if err != nil {
-			return 1, fmt.Errorf("-cpuprofile: %w", err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			_ = f.Close()
-			return 1, fmt.Errorf("-cpuprofile: %w", err)
-		}
-		defer func() {
-			pprof.StopCPUProfile()
-			if err := f.Close(); err != nil {
-				fmt.Fprintf(env.Stderr, "bench: -cpuprofile: %v\n", err)
-			}
-		}()
+	stopProfile, err := startCPUProfile(o.cpuProfile, env.Stderr)
+	if err != nil {
+		return 1, err
 	}
+	defer stopProfile()
 	// Set every policy up first, then take turns: round i of every policy
 	// and stream count runs before round i+1 of any, so a warming or busy
 	// machine does not favour the policies measured last, and the ratios

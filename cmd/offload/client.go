@@ -13,7 +13,7 @@ func init() {
 	register(&command{
 		Name:  "client",
 		Short: "run the tunnel's client end: listen locally, carry connections to the server",
-		Usage: "-c FILE",
+		Usage: "-c FILE [-cpuprofile FILE]",
 		Flags: configFlags("client config `FILE` (see examples/client.yaml)", runClient),
 	})
 }

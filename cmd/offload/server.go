@@ -20,7 +20,7 @@ func init() {
 	register(&command{
 		Name:  "server",
 		Short: "run the tunnel's server end: accept clients, forward their streams to the services",
-		Usage: "-c FILE",
+		Usage: "-c FILE [-cpuprofile FILE]",
 		Flags: configFlags("server config `FILE` (see examples/server.yaml)", runServer),
 	})
 }
@@ -74,15 +74,21 @@ func endOptions(ctx context.Context, env *runEnv, c *config.Common) (tunnel.Opti
 	return opt, log, nil
 }
 
-// configFlags is the flag set of server and client: -c FILE and no
-// arguments, then run with the file.
+// configFlags is the flag set of server and client: -c FILE, an optional
+// -cpuprofile FILE and no arguments, then run with the file.
 func configFlags(usage string, run func(context.Context, *runEnv, string) (int, error)) func(*flag.FlagSet) func(context.Context, *runEnv, []string) (int, error) {
 	return func(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int, error) {
 		file := fs.String("c", "", usage)
+		profile := fs.String("cpuprofile", "", "write a CPU profile of this end, from start to exit, to `FILE` (for go tool pprof)")
 		return func(ctx context.Context, env *runEnv, args []string) (int, error) {
 			if len(args) != 0 || *file == "" {
 				return 2, errUsage
 			}
+			stop, err := startCPUProfile(*profile, env.Stderr)
+			if err != nil {
+				return 1, err
+			}
+			defer stop()
 			return run(ctx, env, *file)
 		}
 	}
