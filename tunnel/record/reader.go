@@ -20,9 +20,10 @@ import (
 //
 // The reader goroutine checks the length against MaxFrame (and, for CBC,
 // that it is a positive multiple of 16) before it takes a buffer or reads a
-// byte of the body. queue (capacity 2W+4) bounds the frames read but not yet
-// delivered; work never blocks (it holds at most as many frames as queue,
-// plus the one Read is waiting for). Read is the only consumer of queue; it
+// byte of the body. queue bounds the frames read but not yet delivered
+// (2W+4 of them, fewer where that would pass pipelineBytes: writer.go);
+// work never blocks (it holds at most as many frames as queue, plus the
+// one Read is waiting for). Read is the only consumer of queue; it
 // delivers the frames before a failed one and then returns the failure.
 
 // readBufSize is the reader's bufio buffer: headers and short frames come
@@ -44,7 +45,7 @@ type reader struct {
 func (r *reader) init(c *Conn) {
 	r.c = c
 	r.deadline.init()
-	depth := 2*c.opt.Workers + 4
+	depth := pipelineDepth(c.maxFrame, 2*c.opt.Workers+4)
 	r.queue = make(chan *frame, depth)
 	r.work = make(chan *frame, depth+1)
 	c.wg.Add(1 + c.opt.Workers)

@@ -10,32 +10,42 @@ import (
 
 /* The writer pipeline (one per Conn):
 
-   Write(p) ──copy──> ring ─────> cutter ─────────────┬──> work ──> worker 1..W
-   (wmu: one Write    (mu;        takes a slot,       │           seal: engine (policy
-   at a time; blocks  bounded     then cuts whatever  │           pick, software redo on
-   on space, the      by Write-   the ring holds, up  │           engine error) + HMAC;
-   write deadline or  Buffer)     to maxPlain, as one │           signals f.done
-   the link's end)                frame; seq++        │
-                                                      └──> sendq ──> sender
-                                                           (seq order)  waits f.done of the
-                                                                        head frame, batches the
-                                                                        sealed frames behind it,
-                                                                        writes them (writev),
-                                                                        frees their slots
+   Write(p) ──copy──> open frame ──> filled ──> cutter ──────────┬──> work ──> worker 1..W
+   (wmu: one Write    (mu: Write     (mu;       takes a slot,    │           seal in place:
+   at a time; blocks  copies p into  bounded    then takes the   │           engine (policy
+   on space, the      the buffer of  by Write-  oldest filled    │           pick, software redo
+   write deadline or  the frame it   Buffer)    frame, or the    │           on engine error)
+   the link's end)    will be sealed            open one as it   │           + MAC; f.done
+                      in)                       is; seq++        │
+                                                                 └──> sendq ──> sender
+                                                                      (seq order)  waits f.done of the
+                                                                                   head frame, batches the
+                                                                                   sealed frames behind it,
+                                                                                   writes them (writev),
+                                                                                   frees their slots
 
-   Locking: mu guards the ring and the closing flag; nothing else is shared.
-   Write and the cutter signal each other through one-slot channels (data,
-   space), so a Write never waits while holding mu. The cutter is the only
-   producer of work and sendq and the only one that assigns seq, so frames
-   enter sendq in seq order; the sender is their only consumer and writes
-   them in that order whatever order the workers finish in.
+   Copies: one, from p into the frame buffer that is sealed in place and
+   written; there is no staging ring. A frame starts in a small buffer and
+   moves to a full-size one only when a Write overflows it, so an idle
+   link's short frames do not hold MaxFrame buffers.
 
-   Bounds: slots (capacity 2W+2) counts frames cut but not yet written; the
-   cutter takes a slot before it cuts, so while the pipeline is busy the
-   ring fills and the next frame is a full one (bulk: MaxFrame frames, where
-   a hardware engine wins), and on an idle link a small write is cut at once
-   (low latency). work and sendq never block their producer: each holds at
-   most as many frames as there are slots (+1 for the close marker).
+   Locking: mu guards the open and filled frames, the byte count and the
+   closing flag; nothing else is shared. Write and the cutter signal each
+   other through one-slot channels (data, space), so a Write never waits
+   while holding mu. The cutter is the only producer of work and sendq and
+   the only one that assigns seq, so frames enter sendq in seq order; the
+   sender is their only consumer and writes them in that order whatever
+   order the workers finish in.
+
+   Bounds: Write buffers at most WriteBuffer plaintext bytes. slots counts
+   frames cut but not yet written; the pipeline holds at most
+   pipelineBytes of them (but at least 2 frames, at most 2W+2), so memory
+   per link is bounded in bytes whatever MaxFrame is. The cutter takes a
+   slot before it cuts, so while the pipeline is busy the buffer fills and
+   the next frame is a full one (bulk: MaxFrame frames, where a hardware
+   engine wins), and on an idle link a small write is cut at once (low
+   latency). work and sendq never block their producer: each holds at most
+   as many frames as there are slots (+1 for the close marker).
 
    Close: the cutter cuts what is left, queues a close marker and stops;
    when the sender reaches the marker everything before it is on the wire.
@@ -51,15 +61,32 @@ const smallCut = 64
 // maxBatch is how many sealed frames the sender writes in one writev.
 const maxBatch = 16
 
+// pipelineBytes bounds the frames in flight per direction (cut and not yet
+// written; read and not yet delivered) in bytes, so larger frames mean
+// fewer of them rather than more memory.
+const pipelineBytes = 256 << 10
+
+// pipelineDepth is how many frames of maxFrame bytes fit pipelineBytes,
+// between 2 (one being sealed or opened while one moves) and hi.
+func pipelineDepth(maxFrame, hi int) int {
+	return max(2, min(hi, pipelineBytes/maxFrame))
+}
+
+// smallPlain is the plaintext a frame holds in a small-class buffer, with
+// room for its header, CBC padding and tag.
+const smallPlain = classSmall - HeaderSize - engine.BlockSize - TagSize
+
 type writer struct {
 	c *Conn
 
 	wmu      sync.Mutex // one Write at a time
 	deadline deadline
 
-	mu      sync.Mutex
-	ring    ring
-	closing bool
+	mu       sync.Mutex
+	open     *frame   // the frame Write is filling; nil if none
+	filled   []*frame // full frames waiting for the cutter, oldest first
+	buffered int      // plaintext bytes in open and filled
+	closing  bool
 
 	data  chan struct{} // Write → cutter: there is data (or closing)
 	space chan struct{} // cutter → Write: there is space
@@ -73,8 +100,7 @@ type writer struct {
 func (w *writer) init(c *Conn) {
 	w.c = c
 	w.deadline.init()
-	w.ring.buf = make([]byte, c.opt.WriteBuffer)
-	depth := 2*c.opt.Workers + 2
+	depth := pipelineDepth(c.maxFrame, 2*c.opt.Workers+2)
 	w.data = make(chan struct{}, 1)
 	w.space = make(chan struct{}, 1)
 	w.slots = make(chan struct{}, depth)
@@ -113,7 +139,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 	n := 0
 	for n < len(p) {
 		w.mu.Lock()
-		k := w.ring.write(p[n:])
+		k := w.fill(p[n:])
 		w.mu.Unlock()
 		if k > 0 {
 			n += k
@@ -144,7 +170,7 @@ func (w *writer) cutter() {
 	var seq uint64
 	for {
 		w.mu.Lock()
-		buffered, closing := w.ring.n, w.closing
+		buffered, closing := w.buffered, w.closing
 		w.mu.Unlock()
 		if buffered == 0 {
 			if closing {
@@ -171,12 +197,10 @@ func (w *writer) cutter() {
 			runtime.Gosched()
 		}
 		w.mu.Lock()
-		take := min(w.ring.n, c.maxPlain)
-		f := getFrame(wireSize(take + engine.BlockSize))
-		w.ring.read(f.buf[HeaderSize : HeaderSize+take])
+		f := w.take()
 		w.mu.Unlock()
 		notify(w.space)
-		f.seq, f.n = seq, take
+		f.seq = seq
 		seq++
 		w.sendq <- f
 		w.work <- f
@@ -256,6 +280,16 @@ func (w *writer) sender() {
 // drain recycles the frames left in the queues once every goroutine has
 // exited (Close).
 func (w *writer) drain() {
+	w.mu.Lock()
+	if w.open != nil {
+		putFrame(w.open)
+		w.open = nil
+	}
+	for _, f := range w.filled {
+		putFrame(f)
+	}
+	w.filled, w.buffered = nil, 0
+	w.mu.Unlock()
 	for {
 		select {
 		case f := <-w.sendq:
@@ -267,37 +301,54 @@ func (w *writer) drain() {
 	}
 }
 
-// ring is a fixed-size byte FIFO.
-type ring struct {
-	buf  []byte
-	r, n int
-}
-
-func (q *ring) write(p []byte) int {
+// fill copies as much of p as the write buffer has room for into the
+// open frame, moving full frames to filled; it returns how much it took.
+// The caller holds mu.
+func (w *writer) fill(p []byte) int {
+	maxPlain := w.c.maxPlain
 	total := 0
-	for len(p) > 0 && q.n < len(q.buf) {
-		start := (q.r + q.n) % len(q.buf)
-		end := len(q.buf)
-		if start < q.r {
-			end = q.r
+	for len(p) > 0 && w.buffered < w.c.opt.WriteBuffer {
+		f := w.open
+		if f == nil {
+			f = getFrame(classSmall)
+			w.open = f
 		}
-		k := copy(q.buf[start:end], p)
-		q.n += k
-		p = p[k:]
+		want := min(len(p), maxPlain-f.n, w.c.opt.WriteBuffer-w.buffered)
+		if f.n+want > smallPlain && len(f.buf) == classSmall {
+			// Outgrown the small buffer: move to a full-size one.
+			big := getBuf(wireSize(maxPlain + engine.BlockSize))
+			copy(big[HeaderSize:], f.buf[HeaderSize:HeaderSize+f.n])
+			putBuf(f.buf)
+			f.buf = big
+		}
+		k := copy(f.buf[HeaderSize+f.n:HeaderSize+f.n+want], p)
+		f.n += k
+		w.buffered += k
 		total += k
+		p = p[k:]
+		if f.n == maxPlain {
+			w.filled = append(w.filled, f)
+			w.open = nil
+		}
 	}
 	return total
 }
 
-func (q *ring) read(p []byte) int {
-	total := 0
-	for len(p) > 0 && q.n > 0 {
-		end := min(q.r+q.n, len(q.buf))
-		k := copy(p, q.buf[q.r:end])
-		q.r = (q.r + k) % len(q.buf)
-		q.n -= k
-		p = p[k:]
-		total += k
+// take removes the next frame to cut: the oldest full one, else the open
+// one as it is. The caller holds mu and has seen buffered > 0.
+func (w *writer) take() *frame {
+	var f *frame
+	if len(w.filled) > 0 {
+		// A handful at most (WriteBuffer/MaxFrame+1): shift, so the
+		// slice's array is reused and nothing is allocated per frame.
+		f = w.filled[0]
+		last := len(w.filled) - 1
+		copy(w.filled, w.filled[1:])
+		w.filled[last] = nil
+		w.filled = w.filled[:last]
+	} else {
+		f, w.open = w.open, nil
 	}
-	return total
+	w.buffered -= f.n
+	return f
 }

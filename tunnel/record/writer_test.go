@@ -1,0 +1,101 @@
+package record
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/offload-dev/offload/engine"
+)
+
+// The frames in flight per direction are bounded in bytes: larger frames
+// mean fewer of them, never fewer than two, never more than the worker
+// bound.
+func TestPipelineDepth(t *testing.T) {
+	for _, c := range []struct{ maxFrame, hi, want int }{
+		{16 << 10, 6, 6},  // 16 fit 256 KiB: the worker bound holds
+		{64 << 10, 6, 4},  // 256 KiB / 64 KiB
+		{64 << 10, 8, 4},  // the reader's bound is larger, bytes still hold
+		{256 << 10, 6, 2}, // one fits: two is the floor
+		{1 << 20, 8, 2},
+		{1 << 10, 34, 34},
+	} {
+		if got := pipelineDepth(c.maxFrame, c.hi); got != c.want {
+			t.Errorf("pipelineDepth(%d, %d) = %d, want %d", c.maxFrame, c.hi, got, c.want)
+		}
+	}
+	for _, mf := range []int{16 << 10, 64 << 10, 256 << 10, HardMaxFrame} {
+		d := pipelineDepth(mf, 2*MaxWorkers+4)
+		if d > 2 && d*mf > pipelineBytes {
+			t.Errorf("max frame %d: %d frames in flight hold %d bytes, over %d", mf, d, d*mf, pipelineBytes)
+		}
+	}
+}
+
+// A short Write stays in a small buffer; one that outgrows it moves to a
+// full-size buffer with its bytes intact, and a bulk Write leaves full
+// frames.
+func TestWriterFill(t *testing.T) {
+	c := &Conn{maxFrame: 64 << 10, maxPlain: 64 << 10, opt: Options{WriteBuffer: 128 << 10}}
+	w := &writer{c: c}
+	defer w.drain()
+
+	head := bytes.Repeat([]byte{1}, 12)
+	if k := w.fill(head); k != len(head) {
+		t.Fatalf("fill took %d of %d", k, len(head))
+	}
+	if w.open == nil || len(w.open.buf) != classSmall || w.open.n != 12 {
+		t.Fatalf("after 12 bytes: open frame %+v, want 12 bytes in a %d-byte buffer", w.open, classSmall)
+	}
+	body := make([]byte, 100<<10)
+	for i := range body {
+		body[i] = byte(i % 251)
+	}
+	if k := w.fill(body); k != len(body) {
+		t.Fatalf("fill took %d of %d", k, len(body))
+	}
+	if len(w.filled) != 1 || w.filled[0].n != c.maxPlain {
+		t.Fatalf("after %d bytes: %d full frames, want 1 of %d bytes", 12+len(body), len(w.filled), c.maxPlain)
+	}
+	want := append(append([]byte(nil), head...), body...)
+	f := w.take()
+	got := append([]byte(nil), f.buf[HeaderSize:HeaderSize+f.n]...)
+	putFrame(f)
+	g := w.take()
+	got = append(got, g.buf[HeaderSize:HeaderSize+g.n]...)
+	putFrame(g)
+	if !bytes.Equal(got, want) {
+		t.Fatal("bytes changed on the way through fill and take")
+	}
+	if w.buffered != 0 || w.open != nil || len(w.filled) != 0 {
+		t.Fatalf("after taking everything: buffered %d, open %v, filled %d", w.buffered, w.open, len(w.filled))
+	}
+
+	// WriteBuffer bounds what fill takes.
+	big := make([]byte, 300<<10)
+	if k := w.fill(big); k != c.opt.WriteBuffer {
+		t.Fatalf("fill took %d bytes, want the write buffer's %d", k, c.opt.WriteBuffer)
+	}
+	if k := w.fill(big); k != 0 {
+		t.Fatalf("fill took %d bytes into a full write buffer", k)
+	}
+}
+
+// Bulk through a real link with large frames: every byte arrives in
+// order, and no more frames are in flight than the byte bound allows.
+func TestLargeFramesBounded(t *testing.T) {
+	for _, mf := range []int{64 << 10, 256 << 10, HardMaxFrame} {
+		t.Run(fmt.Sprint(mf), func(t *testing.T) {
+			c1, c2 := tcpPair(t)
+			o := Options{MaxFrame: mf, Workers: 4, Engines: []engine.Engine{slowEngine{}, engine.Software{}}}
+			a, b := newPair(t, c1, c2, ctr256, o, o)
+			if got, want := cap(a.w.slots), pipelineDepth(mf, 2*4+2); got != want {
+				t.Fatalf("writer holds up to %d frames, want %d", got, want)
+			}
+			if got, want := cap(b.r.queue), pipelineDepth(mf, 2*4+4); got != want {
+				t.Fatalf("reader holds up to %d frames, want %d", got, want)
+			}
+			roundTrip(t, a, b, 4*mf+12345, 40<<10)
+		})
+	}
+}
