@@ -25,14 +25,15 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/offload-dev/offload/tunnel/record"
 	"github.com/offload-dev/offload/tunnel/suite"
 )
 
 // Defaults and limits of the tunables.
 const (
-	DefaultMaxFrame = 16 << 10 // bytes of plaintext per record frame
+	DefaultMaxFrame = record.DefaultMaxFrame // bytes of plaintext per record frame
 	MinMaxFrame     = 1 << 10
-	MaxMaxFrame     = 1 << 20 // the record layer's hard cap
+	MaxMaxFrame     = record.HardMaxFrame
 
 	// DefaultYamuxWindow is the per-stream receive window. yamux's own
 	// default (256 KiB) caps one stream at window/RTT (hashicorp/yamux#24),

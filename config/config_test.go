@@ -41,7 +41,7 @@ func TestParseServerDefaults(t *testing.T) {
 			KeyFile:          filepath.Join("dir", "offload.key"),
 			Suite:            suite.Default,
 			Engine:           "software",
-			MaxFrame:         16384,
+			MaxFrame:         65536,
 			YamuxWindow:      1 << 20,
 			Keepalive:        15 * time.Second,
 			DialTimeout:      10 * time.Second,

@@ -74,7 +74,7 @@ func benchFlags(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int,
 		"as medians of paired per-round ratios (a hybrid that handed no frame to the CPU routed as auto: within twice -tolerance); "+
 		"a failing comparison is measured once more first")
 	fs.Float64Var(&o.tolerance, "tolerance", 0.10, "with -check: how far below 1.00x a median ratio may be and still pass (0.10: 0.90x passes)")
-	fs.StringVar(&o.maxFrame, "max-frame", "16KiB", "record layer's largest frame (the tunnel cuts frames from the traffic up to this)")
+	fs.StringVar(&o.maxFrame, "max-frame", "64KiB", "record layer's largest frame (the tunnel cuts frames from the traffic up to this)")
 	fs.StringVar(&o.write, "write", strconv.Itoa(bench.DefaultWriteSize), "the load generator's write size")
 	fs.StringVar(&o.window, "window", "", "yamux per-stream window (default: the tunnel's)")
 	fs.StringVar(&o.server, "server", "", "bench against this running offload server `ADDR` instead of in-process (only the client end runs here)")
