@@ -63,7 +63,7 @@ vm_runs() {
 	vm_selftest
 }
 # Packages whose unit tests also run under qemu-user for the 32-bit targets.
-qemu_user_pkgs=(./engine)
+qemu_user_pkgs=(./engine ./tunnel/record)
 # ---------------------------------------------------------------------------
 
 export PATH="$PATH:$(go env GOPATH)/bin"

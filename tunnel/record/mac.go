@@ -108,7 +108,10 @@ func newGMAC(key []byte) (*aeadMAC, error) {
 	return &aeadMAC{a: g, m: suite.GMAC}, nil
 }
 
-func newPoly1305MAC(key []byte) (*aeadMAC, error) {
+func newPoly1305MAC(key []byte) (MAC, error) {
+	if usePoly32 {
+		return newPoly32(key), nil // NewMAC checked the key's length
+	}
 	a, err := chacha20poly1305.New(key)
 	if err != nil {
 		return nil, fmt.Errorf("record: poly1305: %w", err)
