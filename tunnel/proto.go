@@ -25,8 +25,10 @@ import (
 const (
 	protoVersion = 1
 
-	// maxChunk is the largest chunk; it is also the copy buffer size.
-	maxChunk = 16 << 10
+	// maxChunk is the largest chunk: a bulk stream's copy buffer
+	// (copybuf.go). A receiver takes any chunk up to it, whatever
+	// buffer it holds.
+	maxChunk = 64 << 10
 
 	chunkHeader = 4
 	chunkEnd    = 0

@@ -18,20 +18,6 @@ import (
 // the peer reads as an abort too (no end marker).
 const abortMarkerTimeout = time.Second
 
-// buffer is one copy buffer: room for a chunk header and a chunk.
-type buffer = [chunkHeader + maxChunk]byte
-
-// bufPool pools copy buffers. Two are out per open stream, and streams are
-// capped (MaxStreams), so the memory they hold is bounded.
-type bufPool struct{ p sync.Pool }
-
-func newBufPool() *bufPool {
-	return &bufPool{p: sync.Pool{New: func() any { return new(buffer) }}}
-}
-
-func (b *bufPool) get() *buffer  { return b.p.Get().(*buffer) }
-func (b *bufPool) put(x *buffer) { b.p.Put(x) }
-
 // closeWriter is a connection that can half-close (TCP).
 type closeWriter interface {
 	CloseWrite() error
@@ -89,12 +75,13 @@ func splice(local net.Conn, st *yamux.Stream, pool *bufPool, pre func() error) (
 }
 
 func (s *splicer) copyUp(pool *bufPool) {
-	buf := pool.get()
-	defer pool.put(buf)
+	cb := pool.get()
+	defer cb.release()
 	for {
-		n, rerr := s.local.Read(buf[chunkHeader:])
+		buf := cb.b
+		n, rerr := s.local.Read(cb.data())
 		if n > 0 {
-			putChunkHeader(buf[:], uint32(n))
+			putChunkHeader(buf, uint32(n))
 			w, werr := s.st.Write(buf[:chunkHeader+n])
 			if werr != nil {
 				s.abort(fmt.Errorf("%w: writing to the stream: %w", ErrAborted, werr), false)
@@ -102,14 +89,16 @@ func (s *splicer) copyUp(pool *bufPool) {
 				return
 			}
 			s.up.Add(int64(n))
+			cb.adapt(n)
 		}
 		if errors.Is(rerr, io.EOF) {
 			s.mu.Lock()
 			s.endStarted = true
 			s.mu.Unlock()
 			defer close(s.endDone)
-			putChunkHeader(buf[:], chunkEnd)
-			if w, werr := s.st.Write(buf[:chunkHeader]); werr != nil {
+			end := cb.b[:chunkHeader] // adapt may have changed the buffer
+			putChunkHeader(end, chunkEnd)
+			if w, werr := s.st.Write(end); werr != nil {
 				s.abort(fmt.Errorf("%w: writing the end marker: %w", ErrAborted, werr), false)
 				s.upExit(w > 0, false)
 				return
@@ -132,8 +121,8 @@ func (s *splicer) copyDown(pool *bufPool, pre func() error) {
 			return
 		}
 	}
-	buf := pool.get()
-	defer pool.put(buf)
+	cb := pool.get()
+	defer cb.release()
 	var hdr [chunkHeader]byte
 	for {
 		if _, err := io.ReadFull(s.st, hdr[:]); err != nil {
@@ -161,15 +150,23 @@ func (s *splicer) copyDown(pool *bufPool, pre func() error) {
 			s.abort(fmt.Errorf("%w: chunk of %d bytes (max %d)", ErrBadRequest, n, maxChunk), true)
 			return
 		}
-		if _, err := io.ReadFull(s.st, buf[:n]); err != nil {
-			s.streamEnded(err)
-			return
+		// A chunk larger than the buffer is copied in pieces: a stream
+		// that has no big buffer still takes the peer's big chunks.
+		for rem := int(n); rem > 0; {
+			buf := cb.data()
+			k := min(rem, len(buf))
+			if _, err := io.ReadFull(s.st, buf[:k]); err != nil {
+				s.streamEnded(err)
+				return
+			}
+			if _, err := s.local.Write(buf[:k]); err != nil {
+				s.abort(fmt.Errorf("%w: writing the local connection: %w", ErrAborted, err), true)
+				return
+			}
+			s.down.Add(int64(k))
+			rem -= k
 		}
-		if _, err := s.local.Write(buf[:n]); err != nil {
-			s.abort(fmt.Errorf("%w: writing the local connection: %w", ErrAborted, err), true)
-			return
-		}
-		s.down.Add(int64(n))
+		cb.adapt(int(n))
 	}
 }
 

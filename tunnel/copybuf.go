@@ -1,0 +1,94 @@
+package tunnel
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// Copy buffers. Every open stream holds two (one per direction), so their
+// size is memory times streams: an idle or interactive stream keeps a
+// small one. A stream that fills its small buffer on every read is moving
+// bulk data, and takes a big one (maxChunk) while one is free: a quarter
+// of the local reads, target writes and yamux messages (each a round trip
+// to yamux's send loop) per byte. Big buffers are capped per server or
+// client (maxBigBuffers), so many bulk streams cost at most that much more
+// than small ones: 2 MiB.
+const (
+	smallChunk    = 16 << 10
+	maxBigBuffers = 32
+)
+
+type (
+	smallBuffer = [chunkHeader + smallChunk]byte
+	bigBuffer   = [chunkHeader + maxChunk]byte
+)
+
+// bufPool pools the copy buffers of one server or client.
+type bufPool struct {
+	small, big sync.Pool
+	bigOut     atomic.Int32 // big buffers out now
+	maxBig     int32
+}
+
+func newBufPool() *bufPool {
+	return &bufPool{
+		small:  sync.Pool{New: func() any { return new(smallBuffer) }},
+		big:    sync.Pool{New: func() any { return new(bigBuffer) }},
+		maxBig: maxBigBuffers,
+	}
+}
+
+// copyBuf is one direction's buffer: chunk header room, then data.
+type copyBuf struct {
+	pool  *bufPool
+	b     []byte
+	small *smallBuffer
+	big   *bigBuffer
+}
+
+func (p *bufPool) get() *copyBuf {
+	s := p.small.Get().(*smallBuffer)
+	return &copyBuf{pool: p, b: s[:], small: s}
+}
+
+// data is the room for a chunk's data.
+func (c *copyBuf) data() []byte { return c.b[chunkHeader:] }
+
+// adapt moves to a big buffer after a chunk that filled the small one
+// (while the pool has one to give) and back to a small one after a chunk
+// well under a small buffer, so only streams moving bulk data hold big
+// ones. n is the chunk just copied.
+func (c *copyBuf) adapt(n int) {
+	switch {
+	case c.big == nil && n >= smallChunk:
+		p := c.pool
+		if p.bigOut.Add(1) > p.maxBig {
+			p.bigOut.Add(-1)
+			return
+		}
+		c.big = p.big.Get().(*bigBuffer)
+		c.b = c.big[:]
+		p.small.Put(c.small)
+		c.small = nil
+	case c.big != nil && n < smallChunk/2:
+		c.small = c.pool.small.Get().(*smallBuffer)
+		c.b = c.small[:]
+		c.pool.putBig(c.big)
+		c.big = nil
+	}
+}
+
+func (p *bufPool) putBig(b *bigBuffer) {
+	p.big.Put(b)
+	p.bigOut.Add(-1)
+}
+
+// release gives the buffer back.
+func (c *copyBuf) release() {
+	if c.big != nil {
+		c.pool.putBig(c.big)
+	} else {
+		c.pool.small.Put(c.small)
+	}
+	c.big, c.small, c.b = nil, nil, nil
+}
