@@ -65,6 +65,23 @@ func (p *proc) stop() {
 	}
 }
 
+// stopClean ends the process with SIGTERM, as a service manager would,
+// and fails unless it exits 0 within 10 s (offload drains and exits 0).
+func (p *proc) stopClean() error {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return fmt.Errorf("%s did not exit within 10s of SIGTERM", p.name)
+	}
+	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+		return fmt.Errorf("%s exited %d after SIGTERM:\n%s", p.name, code, p.output())
+	}
+	return nil
+}
+
 func freePort() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -108,8 +125,11 @@ func setupSocat(_ context.Context, _, sink string) (*tunnelUnderTest, toolInfo, 
 	return &tunnelUnderTest{name: "socat", addr: addr, procs: []*proc{p}}, info, nil
 }
 
-func setupSSH(ctx context.Context, dir, sink string) (*tunnelUnderTest, toolInfo, error) {
-	info := toolInfo{Name: "ssh -L", Version: toolVersion("ssh", "-V")}
+// setupSSH starts a private sshd that allows only cipher (and mac, if
+// given: an AEAD cipher such as aes128-gcm@openssh.com has its own) and
+// ssh -L through it, each tool its own sshd so that its CPU is its own.
+func setupSSH(ctx context.Context, dir, sink, name, cipher, mac string) (*tunnelUnderTest, toolInfo, error) {
+	info := toolInfo{Name: name, Version: toolVersion("ssh", "-V")}
 	const sshd = "/usr/sbin/sshd"
 	for _, b := range []string{sshd, "ssh", "ssh-keygen"} {
 		if _, err := exec.LookPath(b); err != nil {
@@ -145,6 +165,10 @@ func setupSSH(ctx context.Context, dir, sink string) (*tunnelUnderTest, toolInfo
 	if err != nil {
 		return nil, info, err
 	}
+	macLine, macHow, macArgs := "", "", []string(nil)
+	if mac != "" {
+		macLine, macHow, macArgs = "MACs "+mac+"\n", ", MACs "+mac, []string{"-m", mac}
+	}
 	conf := filepath.Join(dir, "sshd_config")
 	if err := os.WriteFile(conf, []byte(fmt.Sprintf(`Port %s
 ListenAddress 127.0.0.1
@@ -158,18 +182,17 @@ UsePAM no
 StrictModes no
 AllowTcpForwarding yes
 PidFile none
-Ciphers aes256-ctr
-MACs hmac-sha2-256
-Compression no
+Ciphers %s
+%sCompression no
 LogLevel ERROR
-`, port(sshdAddr), hostKey, auth)), 0o600); err != nil {
+`, port(sshdAddr), hostKey, auth, cipher, macLine)), 0o600); err != nil {
 		return nil, info, err
 	}
 	d, err := startProc("sshd", sshd, "-f", conf, "-D", "-e")
 	if err != nil {
 		return nil, info, err
 	}
-	t := &tunnelUnderTest{name: "ssh -L", procs: []*proc{d}}
+	t := &tunnelUnderTest{name: name, procs: []*proc{d}}
 	if err := waitListen(ctx, sshdAddr, d); err != nil {
 		return t, info, fmt.Errorf("sshd: %w", err)
 	}
@@ -179,9 +202,10 @@ LogLevel ERROR
 	}
 	args := []string{"ssh", "-F", "/dev/null", "-N", "-T", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
 		"-o", "UserKnownHostsFile=/dev/null", "-o", "ExitOnForwardFailure=yes", "-o", "Compression=no", "-o", "LogLevel=ERROR",
-		"-c", "aes256-ctr", "-m", "hmac-sha2-256", "-i", userKey, "-p", port(sshdAddr),
-		"-L", "127.0.0.1:" + port(fwd) + ":" + sink, u.Username + "@127.0.0.1"}
-	info.How = "sshd -f CONFIG -D -e (Ciphers aes256-ctr, MACs hmac-sha2-256); " + strings.Join(args[:len(args)-1], " ") + " USER@127.0.0.1"
+		"-c", cipher}
+	args = append(args, macArgs...)
+	args = append(args, "-i", userKey, "-p", port(sshdAddr), "-L", "127.0.0.1:"+port(fwd)+":"+sink, u.Username+"@127.0.0.1")
+	info.How = "sshd -f CONFIG -D -e (Ciphers " + cipher + macHow + "); " + strings.Join(args[:len(args)-1], " ") + " USER@127.0.0.1"
 	c, err := startProc("ssh", args...)
 	if err != nil {
 		return t, info, err
@@ -235,13 +259,23 @@ func setupSpiped(ctx context.Context, dir, sink string) (*tunnelUnderTest, toolI
 	return t, info, nil
 }
 
-func setupOffload(ctx context.Context, dir, sink, bin, maxFrame string) (*tunnelUnderTest, toolInfo, error) {
-	info := toolInfo{Name: "offload", Version: toolVersion(bin, "version")}
+// offloadConfig is one offload pair to start.
+type offloadConfig struct {
+	name, bin, suite string
+	maxFrame         string // "" for the default
+	profileDir       string // "" for no CPU profiles
+}
+
+// setupOffload starts an offload server and client with configs as
+// examples/*.yaml: loopback addresses, the sink as service, the software
+// engine and c's suite.
+func setupOffload(ctx context.Context, dir, sink string, c offloadConfig) (*tunnelUnderTest, toolInfo, error) {
+	info := toolInfo{Name: c.name, Version: toolVersion(c.bin, "version")}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, info, err
 	}
 	key := filepath.Join(dir, "offload.key")
-	if out, err := exec.CommandContext(ctx, bin, "keygen", "-o", key).CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, c.bin, "keygen", "-o", key).CombinedOutput(); err != nil {
 		return nil, info, fmt.Errorf("offload keygen: %w\n%s", err, out)
 	}
 	srvAddr, err := freePort()
@@ -252,12 +286,11 @@ func setupOffload(ctx context.Context, dir, sink, bin, maxFrame string) (*tunnel
 	if err != nil {
 		return nil, info, err
 	}
-	// As examples/*.yaml, with loopback addresses and the sink as service.
-	common := "key_file: offload.key\nsuite: aes-256-ctr-hmac-sha256\nengine: software\nlog:\n  level: warn\n"
+	common := "key_file: offload.key\nsuite: " + c.suite + "\nengine: software\nlog:\n  level: warn\n"
 	how := "defaults otherwise"
-	if maxFrame != "" {
-		common += "max_frame: " + maxFrame + "\n"
-		how = "max_frame " + maxFrame
+	if c.maxFrame != "" {
+		common += "max_frame: " + c.maxFrame + "\n"
+		how = "max_frame " + c.maxFrame
 	}
 	srvConf, cliConf := filepath.Join(dir, "server.yaml"), filepath.Join(dir, "client.yaml")
 	if err := os.WriteFile(srvConf, []byte(fmt.Sprintf("listen: %s\nservices:\n  sink: %s\n%s", srvAddr, sink, common)), 0o600); err != nil {
@@ -266,9 +299,24 @@ func setupOffload(ctx context.Context, dir, sink, bin, maxFrame string) (*tunnel
 	if err := os.WriteFile(cliConf, []byte(fmt.Sprintf("server: %s\nforwards:\n  - listen: %s\n    service: sink\n%s", srvAddr, fwd, common)), 0o600); err != nil {
 		return nil, info, err
 	}
-	info.How = "offload server -c server.yaml; offload client -c client.yaml (aes-256-ctr-hmac-sha256, engine software, " + how + ")"
-	t := &tunnelUnderTest{name: "offload", addr: fwd}
-	s, err := startProc("server", bin, "server", "-c", srvConf)
+	info.How = "offload server -c server.yaml; offload client -c client.yaml (" + c.suite + ", engine software, " + how + ")"
+	t := &tunnelUnderTest{name: c.name, addr: fwd}
+	args := func(end, conf string) []string {
+		a := []string{c.bin, end, "-c", conf}
+		if c.profileDir != "" {
+			f := filepath.Join(c.profileDir, end+".pprof")
+			a = append(a, "-cpuprofile", f)
+			t.profiles = append(t.profiles, f)
+		}
+		return a
+	}
+	if c.profileDir != "" {
+		if err := os.MkdirAll(c.profileDir, 0o755); err != nil {
+			return nil, info, err
+		}
+		info.How += ", -cpuprofile " + c.profileDir + "/{server,client}.pprof"
+	}
+	s, err := startProc("server", args("server", srvConf)...)
 	if err != nil {
 		return t, info, err
 	}
@@ -276,12 +324,12 @@ func setupOffload(ctx context.Context, dir, sink, bin, maxFrame string) (*tunnel
 	if err := waitListen(ctx, srvAddr, s); err != nil {
 		return t, info, err
 	}
-	c, err := startProc("client", bin, "client", "-c", cliConf)
+	cl, err := startProc("client", args("client", cliConf)...)
 	if err != nil {
 		return t, info, err
 	}
-	t.procs = append(t.procs, c)
-	return t, info, waitListen(ctx, fwd, c)
+	t.procs = append(t.procs, cl)
+	return t, info, waitListen(ctx, fwd, cl)
 }
 
 // waitListen waits up to 10 s for addr to accept connections, and fails
