@@ -144,7 +144,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if o.quick {
 		o.bytes, o.repeat, o.digest, o.rssBytes = 4<<20, 1, bench.SHA256, int64(o.rssStreams)*16<<10
-		o.floorTime = 20 * time.Millisecond
+		o.floorTime = 50 * time.Millisecond
 	}
 	if o.repeat <= 0 || o.rssStreams <= 0 || fs.NArg() != 0 {
 		fs.Usage()

@@ -165,7 +165,7 @@ const nameWidth = 12
 func printReport(w io.Writer, rep *report) {
 	fmt.Fprintf(w, "harness/compare, %s on %s: CPU %q x%d, load average %s before, %s after\n",
 		rep.Date, rep.Host, rep.CPU, rep.CPUs, rep.LoadAvg, rep.LoadEnd)
-	mode := fmt.Sprintf("median of %d rounds; each round runs every tool once, starting one tool later than the last", rep.Repeat)
+	mode := fmt.Sprintf("median of %d round(s); each round runs every tool once, starting one tool later than the last", rep.Repeat)
 	if rep.Quick {
 		mode = "quick smoke run: speeds mean nothing"
 	}
@@ -230,7 +230,7 @@ func printReport(w io.Writer, rep *report) {
 	if len(rep.Goals) > 0 {
 		fmt.Fprintln(w, "\ngoals (issue 11; MISSED does not fail the run):")
 		for _, g := range rep.Goals {
-			fmt.Fprintf(w, "  %-6s %-50s want %-10s got %s\n", g.status(), g.What, g.Want, g.Got)
+			fmt.Fprintf(w, "  %-6s %-50s want %-11s got %s\n", g.status(), g.What, g.Want, g.Got)
 		}
 	}
 	if len(rep.Profiles) > 0 {
