@@ -97,7 +97,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	rssSize := fs.String("rss-bytes", "200MiB", "payload of the memory run, over all its streams")
 	bin := fs.String("offload", "", "offload binary (default: go build ./cmd/offload)")
 	digest := fs.String("digest", "crc32c", "the sink's check: crc32c (cheap, for speed) or sha256")
-	maxFrame := fs.String("max-frame", "", "offload's max_frame in both configs and the crypto floor's frame size (default: the config default, 16KiB)")
+	maxFrame := fs.String("max-frame", "", "offload's max_frame in both configs and the crypto floor's frame size (default: the config default, "+sizeString(config.DefaultMaxFrame)+")")
 	profileDir := fs.String("cpuprofile", "", "write a CPU profile of each offload end, from start to exit, to `DIR`/SUITE/{server,client}.pprof")
 	asJSON := fs.Bool("json", false, "print JSON instead of the tables")
 	quick := fs.Bool("quick", false, "smoke test: 4 MiB per run, one round, SHA-256, 100 streams of 16 KiB, a short crypto floor; checks that every tool ran and the data arrived intact, not the speeds")
