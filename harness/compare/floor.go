@@ -15,7 +15,7 @@ import (
 const floorIncludes = "per byte one seal and one open of a max_frame-sized frame, software engine, " +
 	"in this process (internal/speed.FrameCost, one goroutine): the cipher as the record layer calls it " +
 	"(engine.Crypt on the software Crypter, encrypt and decrypt) and the tag (record.MAC.Sum, once to seal, " +
-	"once to verify); not the record layer's copies (shown apart), length header, IV derivation, " +
+	"once to verify); not the record layer's copies (speed.Copies, shown apart), length header, IV derivation, " +
 	"tag comparison, buffers, yamux or socket I/O"
 
 // floor is the crypto floor of one offload suite: the CPU s/GB of sealing
@@ -28,8 +28,9 @@ type floor struct {
 	CPU        cpuPerGB `json:"cpu_s_per_gb"` // cipher + MAC, seal and open
 	Cipher     float64  `json:"cipher_s_per_gb"`
 	MAC        float64  `json:"mac_s_per_gb"`
-	// Copies is the record layer's three copies of each byte (one to
-	// seal, two to open), measured beside but not in CPU.
+	// Copies is the record layer's user-space copies of each byte as
+	// speed.Copies counts them (one to seal, two to open), measured
+	// beside the floor but not in CPU.
 	Copies   float64 `json:"copies_s_per_gb_not_included"`
 	Includes string  `json:"includes"`
 }

@@ -187,7 +187,7 @@ func printReport(w io.Writer, rep *report) {
 		for _, l := range wrap(floorIncludes, 100) {
 			fmt.Fprintf(w, "  %s\n", l)
 		}
-		fmt.Fprintf(w, "%-*s %-26s %7s %6s %6s %7s %6s   %s\n", nameWidth, "floor", "suite", "total", "user", "sys", "cipher", "MAC", "copies x3 (not in total)")
+		fmt.Fprintf(w, "%-*s %-26s %7s %6s %6s %7s %6s   %s\n", nameWidth, "floor", "suite", "total", "user", "sys", "cipher", "MAC", "copies (not in total)")
 		for _, f := range rep.Floors {
 			fmt.Fprintf(w, "%-*s %-26s %7.2f %6.2f %6.2f %7.2f %6.2f   %.2f\n", nameWidth, f.Tool, f.Suite, f.CPU.Total(), f.CPU.User, f.CPU.Sys, f.Cipher, f.MAC, f.Copies)
 		}
