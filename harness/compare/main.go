@@ -1,27 +1,45 @@
-// Command compare measures offload beside the tools people would use
-// instead, in one run on loopback, with one load generator for all
-// (internal/bench: N streams to a sink that checks every byte):
+// Command compare is where the data-path ratios of offload against the
+// tools people would use instead come from: one run on loopback, one load
+// generator for all (internal/bench: N streams to a sink that checks every
+// byte), the tools taking turns:
 //
-//	direct   no tunnel: the load generator straight to the sink (ceiling)
-//	socat    plaintext relay (socat TCP-LISTEN,fork → TCP)
-//	ssh -L   a private sshd on loopback, -c aes256-ctr -m hmac-sha2-256
-//	spiped   an encrypt/decrypt pair
-//	offload  the built binary, server and client, aes-256-ctr-hmac-sha256
+//	direct        no tunnel: the load generator straight to the sink (ceiling)
+//	socat         plaintext relay (socat TCP-LISTEN,fork → TCP)
+//	ssh -L        a private sshd on loopback, -c aes256-ctr -m hmac-sha2-256
+//	ssh -L gcm    another private sshd, -c aes128-gcm@openssh.com (MAC implicit)
+//	spiped        an encrypt/decrypt pair
+//	offload       the built binary, server and client, aes-256-ctr-hmac-sha256
+//	offload gmac  another pair of the built binary, aes-256-ctr-gmac
 //
-// and the resident memory (VmRSS, VmHWM) of each offload end idle and with
-// 100 streams open under load. Run from the repository root, as root (for
-// sshd) with socat, openssh-server/-client and spiped installed
-// (scripts/deps.sh):
+// For each tool and stream count it reports MB/s and the CPU time of the
+// tool's processes (user and system) per 10^9 payload bytes, the median of
+// -repeat rounds; each round runs every tool once, starting one tool later
+// than the round before. Beside them:
 //
-//	go run ./harness/compare                 # 256 MiB per run, 1 and 8 streams, median of 3
-//	go run ./harness/compare -quick          # smoke: every tool runs, data intact (SHA-256)
+//   - the crypto floor of each offload suite: the CPU s/GB of sealing and
+//     then opening the same bytes (cipher and MAC, software engine, frames
+//     of the configured max_frame), measured in this process with
+//     internal/speed.FrameCost; offload's CPU s/GB minus its floor is the
+//     tunnel's overhead beyond its crypto, set beside socat's CPU s/GB;
+//   - the resident memory (VmRSS, VmHWM) of each end of the aes-256-ctr-
+//     hmac-sha256 pair idle and with -rss-streams streams open under load;
+//   - the goals of the data path (issue 11), each met or MISSED. A MISSED
+//     goal does not fail the run; a tool that does not run, or data that
+//     does not arrive intact, does (exit 1).
 //
-// Progress goes to stderr, the report to stdout (-json for machines).
+// Run from the repository root, as root (for sshd) with socat,
+// openssh-server/-client and spiped installed (scripts/deps.sh):
+//
+//	go run ./harness/compare                   # 256 MiB per run, 1 and 8 streams, median of 3
+//	go run ./harness/compare -cpuprofile DIR   # and a CPU profile of each offload end in DIR
+//	go run ./harness/compare -quick            # smoke: every tool runs, data intact (SHA-256)
+//
+// Progress goes to stderr, the report to stdout (-json for machines: every
+// run's figures, the floor, the overheads and the goals).
 package main
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -31,11 +49,9 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"os/user"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,6 +75,9 @@ type options struct {
 	json       bool
 	quick      bool
 	maxFrame   string
+	frame      int           // max_frame in bytes, for the crypto floor
+	floorTime  time.Duration // per part of the crypto floor
+	profileDir string
 }
 
 func main() {
@@ -73,23 +92,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	size := fs.String("bytes", "256MiB", "payload per run, over all streams")
 	streams := fs.String("streams", "1,8", "stream counts, comma separated")
-	repeat := fs.Int("repeat", 3, "runs per tool and stream count; the median is reported")
+	repeat := fs.Int("repeat", 3, "rounds per stream count (each runs every tool once); the median is reported")
 	rssStreams := fs.Int("rss-streams", 100, "streams open at once for the memory figure")
 	rssSize := fs.String("rss-bytes", "200MiB", "payload of the memory run, over all its streams")
 	bin := fs.String("offload", "", "offload binary (default: go build ./cmd/offload)")
 	digest := fs.String("digest", "crc32c", "the sink's check: crc32c (cheap, for speed) or sha256")
-	maxFrame := fs.String("max-frame", "", "offload's max_frame in both configs (default: the config default, 16KiB)")
+	maxFrame := fs.String("max-frame", "", "offload's max_frame in both configs and the crypto floor's frame size (default: the config default, "+sizeString(config.DefaultMaxFrame)+")")
+	profileDir := fs.String("cpuprofile", "", "write a CPU profile of each offload end, from start to exit, to `DIR`/SUITE/{server,client}.pprof")
 	asJSON := fs.Bool("json", false, "print JSON instead of the tables")
-	quick := fs.Bool("quick", false, "smoke test: 4 MiB per run, one run each, SHA-256, 100 streams of 16 KiB; checks that every tool ran and the data arrived intact, not the speeds")
+	quick := fs.Bool("quick", false, "smoke test: 4 MiB per run, one round, SHA-256, 100 streams of 16 KiB, a short crypto floor; checks that every tool ran and the data arrived intact, not the speeds")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	o := options{repeat: *repeat, rssStreams: *rssStreams, offload: *bin, json: *asJSON, quick: *quick, maxFrame: *maxFrame}
+	o := options{repeat: *repeat, rssStreams: *rssStreams, offload: *bin, json: *asJSON, quick: *quick, maxFrame: *maxFrame,
+		frame: config.DefaultMaxFrame, floorTime: 500 * time.Millisecond, profileDir: *profileDir}
 	if o.maxFrame != "" {
-		if _, err := config.ParseSize(o.maxFrame); err != nil {
+		n, err := config.ParseSize(o.maxFrame)
+		if err != nil {
 			fmt.Fprintf(stderr, "compare: -max-frame: %v\n", err)
 			return 2
 		}
+		o.frame = int(n)
 	}
 	n, err := config.ParseSize(*size)
 	if err != nil {
@@ -121,10 +144,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if o.quick {
 		o.bytes, o.repeat, o.digest, o.rssBytes = 4<<20, 1, bench.SHA256, int64(o.rssStreams)*16<<10
+		o.floorTime = 50 * time.Millisecond
 	}
 	if o.repeat <= 0 || o.rssStreams <= 0 || fs.NArg() != 0 {
 		fs.Usage()
 		return 2
+	}
+	if o.profileDir != "" {
+		// The ends run in their own directories: give them an absolute path.
+		if o.profileDir, err = filepath.Abs(o.profileDir); err == nil {
+			err = os.MkdirAll(o.profileDir, 0o755)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "compare: -cpuprofile: %v\n", err)
+			return 2
+		}
 	}
 	rep, err := compare(ctx, o, stderr)
 	if rep != nil {
@@ -155,10 +189,16 @@ type report struct {
 	Repeat  int        `json:"repeat"`
 	Digest  string     `json:"digest"`
 	Tools   []toolInfo `json:"tools"`
+	Rounds  []round    `json:"rounds"`
 	Results []result   `json:"results"`
-	Memory  []memory   `json:"offload_memory"`
-	Goals   []goal     `json:"goals"`
-	Quick   bool       `json:"quick"`
+	Floors  []floor    `json:"crypto_floor"`
+	// Overheads is each offload tool's CPU s/GB beyond its floor, beside
+	// socat's, per stream count.
+	Overheads []overhead `json:"overhead_beyond_crypto"`
+	Memory    []memory   `json:"offload_memory"`
+	Goals     []goal     `json:"goals"`
+	Profiles  []profile  `json:"cpu_profiles,omitempty"`
+	Quick     bool       `json:"quick"`
 }
 
 type toolInfo struct {
@@ -167,14 +207,41 @@ type toolInfo struct {
 	How     string `json:"how"`
 }
 
+// round is one turn of every tool, in the order they ran.
+type round struct {
+	Streams int      `json:"streams"`
+	Order   []string `json:"order"`
+}
+
 type result struct {
 	Tool    string    `json:"tool"`
 	Streams int       `json:"streams"`
 	MBps    float64   `json:"mb_per_s"` // median
 	Runs    []float64 `json:"runs_mb_per_s"`
-	// CPUPerGB is the median CPU time (user+system) of the tool's own
-	// processes and their children per 10^9 payload bytes; 0 for direct.
-	CPUPerGB float64 `json:"tool_cpu_s_per_gb"`
+	// CPU is the CPU time of the tool's own processes and their children
+	// per 10^9 payload bytes, of the run with the median total (so that
+	// user and system add up); zero for direct. RunsCPU has every run's,
+	// in the order of Runs.
+	CPU     cpuPerGB   `json:"cpu_s_per_gb"`
+	RunsCPU []cpuPerGB `json:"runs_cpu_s_per_gb"`
+}
+
+// cpuPerGB is CPU seconds per 10^9 bytes, split as the kernel accounts it.
+type cpuPerGB struct {
+	User float64 `json:"user"`
+	Sys  float64 `json:"sys"`
+}
+
+// Total is user plus system.
+func (c cpuPerGB) Total() float64 { return c.User + c.Sys }
+
+// perGB is the CPU time c spent on n bytes, per 10^9 bytes.
+func perGB(c bench.CPUTime, n int64) cpuPerGB {
+	if n <= 0 {
+		return cpuPerGB{}
+	}
+	gb := float64(n) / 1e9
+	return cpuPerGB{User: c.User.Seconds() / gb, Sys: c.System.Seconds() / gb}
 }
 
 type memory struct {
@@ -192,6 +259,9 @@ type goal struct {
 	Want string `json:"want"`
 	Got  string `json:"got"`
 	Met  bool   `json:"met"`
+	// Measured is false where this run lacks the figures (a stream count
+	// left out of -streams, say); Met is then false too.
+	Measured bool `json:"measured"`
 }
 
 // tunnelUnderTest is one tool set up and verified with a first byte.
@@ -199,6 +269,26 @@ type tunnelUnderTest struct {
 	name  string
 	addr  string // where the load connects
 	procs []*proc
+	// profiles are the CPU profile files of the procs, or nil.
+	profiles []string
+}
+
+// The tools by name, for the goals and the floor.
+const (
+	toolDirect      = "direct"
+	toolSocat       = "socat"
+	toolSSH         = "ssh -L"
+	toolSSHGCM      = "ssh -L gcm"
+	toolSpiped      = "spiped"
+	toolOffload     = "offload"
+	toolOffloadGMAC = "offload gmac"
+)
+
+// offloadTools are the offload pairs compared, each with its suite; the
+// first one's ends are the memory figures.
+var offloadTools = []struct{ name, suite string }{
+	{toolOffload, "aes-256-ctr-hmac-sha256"},
+	{toolOffloadGMAC, "aes-256-ctr-gmac"},
 }
 
 func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
@@ -243,17 +333,36 @@ func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
 			}
 		}
 	}()
+	type setup func(ctx context.Context, work, sink string) (*tunnelUnderTest, toolInfo, error)
+	sshSetup := func(name, cipher, mac string) setup {
+		return func(ctx context.Context, work, sink string) (*tunnelUnderTest, toolInfo, error) {
+			return setupSSH(ctx, work, sink, name, cipher, mac)
+		}
+	}
+	offloadSetup := func(name, suite string) setup {
+		return func(ctx context.Context, work, sink string) (*tunnelUnderTest, toolInfo, error) {
+			prof := ""
+			if o.profileDir != "" {
+				prof = filepath.Join(o.profileDir, suite)
+			}
+			return setupOffload(ctx, work, sink, offloadConfig{name: name, bin: offloadBin, suite: suite, maxFrame: o.maxFrame, profileDir: prof})
+		}
+	}
 	setups := []struct {
 		name string
-		fn   func(ctx context.Context, work, sink string) (*tunnelUnderTest, toolInfo, error)
+		fn   setup
 	}{
-		{"direct", setupDirect},
-		{"socat", setupSocat},
-		{"ssh -L", setupSSH},
-		{"spiped", setupSpiped},
-		{"offload", func(ctx context.Context, work, sink string) (*tunnelUnderTest, toolInfo, error) {
-			return setupOffload(ctx, work, sink, offloadBin, o.maxFrame)
-		}},
+		{toolDirect, setupDirect},
+		{toolSocat, setupSocat},
+		{toolSSH, sshSetup(toolSSH, "aes256-ctr", "hmac-sha2-256")},
+		{toolSSHGCM, sshSetup(toolSSHGCM, "aes128-gcm@openssh.com", "")},
+		{toolSpiped, setupSpiped},
+	}
+	for _, ot := range offloadTools {
+		setups = append(setups, struct {
+			name string
+			fn   setup
+		}{ot.name, offloadSetup(ot.name, ot.suite)})
 	}
 	var failed []string
 	for _, s := range setups {
@@ -278,23 +387,45 @@ func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
 	if len(failed) > 0 {
 		return rep, fmt.Errorf("tools that did not run: %s", strings.Join(failed, "; "))
 	}
+	byName := func(name string) *tunnelUnderTest {
+		for _, t := range tuts {
+			if t.name == name {
+				return t
+			}
+		}
+		panic("compare: no tool " + name) // the setups above name them all
+	}
 
 	// Memory of the offload ends first, idle and then with many streams,
 	// so that the speed runs' bigger transfers do not set the peak.
-	off := tuts[len(tuts)-1]
+	off := byName(offloadTools[0].name)
 	mem, err := offloadMemory(ctx, off, o, log)
 	if err != nil {
 		return rep, err
 	}
 	rep.Memory = mem
 
-	// Speed: round robin over the tools inside each repeat, so that a
-	// change of the machine's load hits every tool alike.
+	// The crypto floor, in this process while the tools are idle.
+	fmt.Fprintf(log, "compare: crypto floor: sealing and opening %d-byte frames in this process\n", o.frame)
+	if rep.Floors, err = measureFloors(ctx, o.frame, o.floorTime); err != nil {
+		return rep, fmt.Errorf("crypto floor: %w", err)
+	}
+
+	// Speed: every round runs each tool once, so that a change of the
+	// machine's load hits every tool alike, and each round starts one
+	// tool later, so that no tool always runs first (after the idle
+	// pause, or right after the heaviest).
+	rounds := 0
 	for _, n := range o.streams {
-		runs, cpus := map[string][]float64{}, map[string][]float64{}
+		runs, cpus := map[string][]float64{}, map[string][]cpuPerGB{}
 		for i := range o.repeat {
-			for _, t := range tuts {
-				fmt.Fprintf(log, "compare: %-8s %2d stream(s), run %d of %d: ", t.name, n, i+1, o.repeat)
+			order := rotation(len(tuts), rounds)
+			rounds++
+			r := round{Streams: n}
+			for _, k := range order {
+				t := tuts[k]
+				r.Order = append(r.Order, t.name)
+				fmt.Fprintf(log, "compare: %-12s %2d stream(s), round %d of %d: ", t.name, n, i+1, o.repeat)
 				cpu0, cerr0 := t.cpu()
 				res, err := bench.Run(ctx, bench.Load{Addr: t.addr, Streams: n, Bytes: o.bytes, Digest: o.digest, Seed: uint64(i)})
 				cpu1, cerr1 := t.cpu()
@@ -306,17 +437,18 @@ func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
 					return rep, fmt.Errorf("%s, %d streams: %w", t.name, n, err)
 				}
 				if !res.Verified || res.Bytes != o.bytes {
+					fmt.Fprintln(log, "failed")
 					return rep, fmt.Errorf("%s, %d streams: %d bytes, verified %v; want %d verified", t.name, n, res.Bytes, res.Verified, o.bytes)
 				}
-				cpuGB := (cpu1.Total() - cpu0.Total()).Seconds() / (float64(res.Bytes) / 1e9)
-				fmt.Fprintf(log, "%.1f MB/s, %.2f CPU s/GB (%s ok)\n", res.MBps(), cpuGB, o.digest)
+				c := perGB(bench.CPUTime{User: cpu1.User - cpu0.User, System: cpu1.System - cpu0.System}, res.Bytes)
+				fmt.Fprintf(log, "%.1f MB/s, %.2f CPU s/GB (user %.2f, sys %.2f; %s ok)\n", res.MBps(), c.Total(), c.User, c.Sys, o.digest)
 				runs[t.name] = append(runs[t.name], res.MBps())
-				cpus[t.name] = append(cpus[t.name], cpuGB)
+				cpus[t.name] = append(cpus[t.name], c)
 			}
+			rep.Rounds = append(rep.Rounds, r)
 		}
 		for _, t := range tuts {
-			rep.Results = append(rep.Results, result{Tool: t.name, Streams: n, MBps: medianOf(runs[t.name]), Runs: runs[t.name],
-				CPUPerGB: medianOf(cpus[t.name])})
+			rep.Results = append(rep.Results, summarize(t.name, n, runs[t.name], cpus[t.name]))
 		}
 	}
 
@@ -328,12 +460,49 @@ func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
 		rep.Memory[i].PeakAll = m.Peak
 	}
 	rep.LoadEnd = bench.LoadAvg()
+	rep.Overheads = overheads(rep)
 	if !o.quick {
 		// 4 MiB runs say nothing about speed; -quick checks that
 		// everything runs and arrives intact.
 		rep.Goals = goals(rep)
 	}
+	if o.profileDir != "" {
+		for _, ot := range offloadTools {
+			ps, err := stopProfiled(ctx, byName(ot.name), ot.suite, log)
+			rep.Profiles = append(rep.Profiles, ps...)
+			if err != nil {
+				return rep, err
+			}
+		}
+	}
 	return rep, nil
+}
+
+// summarize is one tool's result at one stream count from its runs: the
+// median MB/s, and the CPU of the run whose total is the median.
+func summarize(tool string, streams int, mbps []float64, cpu []cpuPerGB) result {
+	r := result{Tool: tool, Streams: streams, Runs: mbps, RunsCPU: cpu}
+	if len(mbps) > 0 {
+		r.MBps = mbps[medianIndex(mbps)]
+	}
+	if len(cpu) > 0 {
+		totals := make([]float64, len(cpu))
+		for i, c := range cpu {
+			totals[i] = c.Total()
+		}
+		r.CPU = cpu[medianIndex(totals)]
+	}
+	return r
+}
+
+// rotation is the order of n tools in round r: each round starts one tool
+// later than the one before, so over n rounds every tool runs first once.
+func rotation(n, r int) []int {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = (r + i) % n
+	}
+	return order
 }
 
 // cpu is the CPU time of the tool's processes and their children.
@@ -427,409 +596,4 @@ func offloadMemory(ctx context.Context, off *tunnelUnderTest, o options, log io.
 		out[i].Load.Peak = m.Peak
 	}
 	return out, nil
-}
-
-func goals(rep *report) []goal {
-	get := func(tool string, streams int) float64 {
-		for _, r := range rep.Results {
-			if r.Tool == tool && r.Streams == streams {
-				return r.MBps
-			}
-		}
-		return 0
-	}
-	var g []goal
-	off := get("offload", 1)
-	for _, c := range []struct {
-		tool string
-		want float64
-	}{{"ssh -L", 1.5}, {"spiped", 4}} {
-		if other := get(c.tool, 1); other > 0 && off > 0 {
-			g = append(g, goal{What: "offload vs " + c.tool + ", 1 stream", Want: fmt.Sprintf(">= %.1fx", c.want),
-				Got: fmt.Sprintf("%.2fx (%.0f vs %.0f MB/s)", off/other, off, other), Met: off/other >= c.want})
-		}
-	}
-	for _, m := range rep.Memory {
-		peak := max(m.Load.Peak, m.Load.RSS)
-		g = append(g, goal{What: fmt.Sprintf("offload %s RSS, %d streams under load", m.End, m.Streams), Want: "< 32 MiB",
-			Got: sizeString(peak) + " (VmHWM)", Met: peak < 32<<20})
-	}
-	return g
-}
-
-func medianOf(v []float64) float64 {
-	s := slices.Clone(v)
-	sort.Float64s(s)
-	return s[(len(s)-1)/2]
-}
-
-func sizeString(n int64) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
-
-func printReport(w io.Writer, rep *report) {
-	fmt.Fprintf(w, "harness/compare, %s on %s: CPU %q x%d, load average %s before, %s after\n",
-		rep.Date, rep.Host, rep.CPU, rep.CPUs, rep.LoadAvg, rep.LoadEnd)
-	mode := fmt.Sprintf("median of %d", rep.Repeat)
-	if rep.Quick {
-		mode = "quick smoke run: speeds mean nothing"
-	}
-	fmt.Fprintf(w, "%s per run, checked with %s at the sink, %s\n\n", sizeString(rep.Bytes), rep.Digest, mode)
-	for _, t := range rep.Tools {
-		fmt.Fprintf(w, "  %-8s %s\n  %-8s %s\n", t.Name, t.How, "", t.Version)
-	}
-	var streams []int
-	for _, r := range rep.Results {
-		if !slices.Contains(streams, r.Streams) {
-			streams = append(streams, r.Streams)
-		}
-	}
-	if len(streams) > 0 {
-		fmt.Fprintf(w, "\n%-8s", "MB/s")
-		for _, n := range streams {
-			fmt.Fprintf(w, " %12s", fmt.Sprintf("%d stream(s)", n))
-		}
-		fmt.Fprintln(w)
-		for _, t := range rep.Tools {
-			fmt.Fprintf(w, "%-8s", t.Name)
-			for _, n := range streams {
-				for _, r := range rep.Results {
-					if r.Tool == t.Name && r.Streams == n {
-						fmt.Fprintf(w, " %12.1f", r.MBps)
-					}
-				}
-			}
-			fmt.Fprintln(w)
-		}
-		fmt.Fprintf(w, "\n%-8s", "CPU s/GB")
-		for _, n := range streams {
-			fmt.Fprintf(w, " %12s", fmt.Sprintf("%d stream(s)", n))
-		}
-		fmt.Fprintln(w, "   (the tool's processes, user+system, per 10^9 bytes)")
-		for _, t := range rep.Tools {
-			fmt.Fprintf(w, "%-8s", t.Name)
-			for _, n := range streams {
-				for _, r := range rep.Results {
-					if r.Tool == t.Name && r.Streams == n {
-						if r.CPUPerGB > 0 {
-							fmt.Fprintf(w, " %12.2f", r.CPUPerGB)
-						} else {
-							fmt.Fprintf(w, " %12s", "-")
-						}
-					}
-				}
-			}
-			fmt.Fprintln(w)
-		}
-	}
-	if len(rep.Memory) > 0 {
-		fmt.Fprintf(w, "\noffload memory   idle VmRSS   %d streams: max VmRSS   VmHWM   VmHWM after the speed runs\n", rep.Memory[0].Streams)
-		for _, m := range rep.Memory {
-			fmt.Fprintf(w, "  %-14s %10s   %21s   %8s   %s\n", m.End, sizeString(m.Idle.RSS), sizeString(m.Load.RSS), sizeString(m.Load.Peak), sizeString(m.PeakAll))
-		}
-	}
-	if len(rep.Goals) > 0 {
-		fmt.Fprintln(w, "\ngoals:")
-		for _, g := range rep.Goals {
-			met := "MISSED"
-			if g.Met {
-				met = "met"
-			}
-			fmt.Fprintf(w, "  %-6s %-44s want %-9s got %s\n", met, g.What, g.Want, g.Got)
-		}
-	}
-}
-
-// proc is a tool process started here.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	out  strings.Builder
-	done chan struct{}
-}
-
-func (p *proc) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.out.Len() < 64<<10 {
-		p.out.Write(b)
-	}
-	return len(b), nil
-}
-
-func (p *proc) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
-}
-
-func startProc(name string, args ...string) (*proc, error) {
-	p := &proc{name: name, cmd: exec.Command(args[0], args[1:]...), done: make(chan struct{})}
-	p.cmd.Stdout, p.cmd.Stderr = p, p
-	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	go func() {
-		_ = p.cmd.Wait()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-// stop ends the process: SIGTERM, then SIGKILL after 5 s.
-func (p *proc) stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(5 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
-
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
-func port(addr string) string {
-	_, p, _ := net.SplitHostPort(addr)
-	return p
-}
-
-// toolVersion runs a version command and keeps its first line.
-func toolVersion(args ...string) string {
-	out, _ := exec.Command(args[0], args[1:]...).CombinedOutput()
-	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
-	return line
-}
-
-func setupDirect(_ context.Context, _, sink string) (*tunnelUnderTest, toolInfo, error) {
-	return &tunnelUnderTest{name: "direct", addr: sink}, toolInfo{Name: "direct", How: "no tunnel: the load generator to the sink", Version: runtime.Version()}, nil
-}
-
-func setupSocat(_ context.Context, _, sink string) (*tunnelUnderTest, toolInfo, error) {
-	info := toolInfo{Name: "socat", Version: toolVersion("socat", "-V")}
-	if _, err := exec.LookPath("socat"); err != nil {
-		return nil, info, fmt.Errorf("%w (apt-get install socat; scripts/deps.sh)", err)
-	}
-	addr, err := freePort()
-	if err != nil {
-		return nil, info, err
-	}
-	args := []string{"socat", "TCP-LISTEN:" + port(addr) + ",bind=127.0.0.1,reuseaddr,fork,backlog=256", "TCP:" + sink}
-	info.How = strings.Join(args, " ")
-	p, err := startProc("socat", args...)
-	if err != nil {
-		return nil, info, err
-	}
-	return &tunnelUnderTest{name: "socat", addr: addr, procs: []*proc{p}}, info, nil
-}
-
-func setupSSH(ctx context.Context, dir, sink string) (*tunnelUnderTest, toolInfo, error) {
-	info := toolInfo{Name: "ssh -L", Version: toolVersion("ssh", "-V")}
-	const sshd = "/usr/sbin/sshd"
-	for _, b := range []string{sshd, "ssh", "ssh-keygen"} {
-		if _, err := exec.LookPath(b); err != nil {
-			return nil, info, fmt.Errorf("%w (apt-get install openssh-server openssh-client; scripts/deps.sh)", err)
-		}
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, info, err
-	}
-	// sshd refuses to start without its privilege separation directory.
-	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
-		return nil, info, fmt.Errorf("sshd needs /run/sshd: %w", err)
-	}
-	hostKey, userKey := filepath.Join(dir, "host_ed25519"), filepath.Join(dir, "id_ed25519")
-	for _, k := range []string{hostKey, userKey} {
-		if out, err := exec.CommandContext(ctx, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", k).CombinedOutput(); err != nil {
-			return nil, info, fmt.Errorf("ssh-keygen: %w\n%s", err, out)
-		}
-	}
-	pub, err := os.ReadFile(userKey + ".pub")
-	if err != nil {
-		return nil, info, err
-	}
-	auth := filepath.Join(dir, "authorized_keys")
-	if err := os.WriteFile(auth, pub, 0o600); err != nil {
-		return nil, info, err
-	}
-	u, err := user.Current()
-	if err != nil {
-		return nil, info, err
-	}
-	sshdAddr, err := freePort()
-	if err != nil {
-		return nil, info, err
-	}
-	conf := filepath.Join(dir, "sshd_config")
-	if err := os.WriteFile(conf, []byte(fmt.Sprintf(`Port %s
-ListenAddress 127.0.0.1
-HostKey %s
-AuthorizedKeysFile %s
-PermitRootLogin prohibit-password
-PubkeyAuthentication yes
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-StrictModes no
-AllowTcpForwarding yes
-PidFile none
-Ciphers aes256-ctr
-MACs hmac-sha2-256
-Compression no
-LogLevel ERROR
-`, port(sshdAddr), hostKey, auth)), 0o600); err != nil {
-		return nil, info, err
-	}
-	d, err := startProc("sshd", sshd, "-f", conf, "-D", "-e")
-	if err != nil {
-		return nil, info, err
-	}
-	t := &tunnelUnderTest{name: "ssh -L", procs: []*proc{d}}
-	if err := waitListen(ctx, sshdAddr, d); err != nil {
-		return t, info, fmt.Errorf("sshd: %w", err)
-	}
-	fwd, err := freePort()
-	if err != nil {
-		return t, info, err
-	}
-	args := []string{"ssh", "-F", "/dev/null", "-N", "-T", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
-		"-o", "UserKnownHostsFile=/dev/null", "-o", "ExitOnForwardFailure=yes", "-o", "Compression=no", "-o", "LogLevel=ERROR",
-		"-c", "aes256-ctr", "-m", "hmac-sha2-256", "-i", userKey, "-p", port(sshdAddr),
-		"-L", "127.0.0.1:" + port(fwd) + ":" + sink, u.Username + "@127.0.0.1"}
-	info.How = "sshd -f CONFIG -D -e (Ciphers aes256-ctr, MACs hmac-sha2-256); " + strings.Join(args[:len(args)-1], " ") + " USER@127.0.0.1"
-	c, err := startProc("ssh", args...)
-	if err != nil {
-		return t, info, err
-	}
-	t.procs = append(t.procs, c)
-	t.addr = fwd
-	return t, info, waitListen(ctx, fwd, c)
-}
-
-func setupSpiped(ctx context.Context, dir, sink string) (*tunnelUnderTest, toolInfo, error) {
-	info := toolInfo{Name: "spiped", Version: toolVersion("spiped", "-v")}
-	if _, err := exec.LookPath("spiped"); err != nil {
-		return nil, info, fmt.Errorf("%w (apt-get install spiped; scripts/deps.sh)", err)
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, info, err
-	}
-	key := filepath.Join(dir, "spiped.key")
-	k := make([]byte, 32)
-	_, _ = rand.Read(k)
-	if err := os.WriteFile(key, k, 0o600); err != nil {
-		return nil, info, err
-	}
-	encAddr, err := freePort()
-	if err != nil {
-		return nil, info, err
-	}
-	decAddr, err := freePort()
-	if err != nil {
-		return nil, info, err
-	}
-	bracket := func(a string) string { return "[127.0.0.1]:" + port(a) }
-	dec := []string{"spiped", "-d", "-F", "-n", "1000", "-s", bracket(decAddr), "-t", bracket(sink), "-k", key}
-	enc := []string{"spiped", "-e", "-F", "-n", "1000", "-s", bracket(encAddr), "-t", bracket(decAddr), "-k", key}
-	info.How = strings.Join(enc, " ") + "; " + strings.Join(dec, " ")
-	t := &tunnelUnderTest{name: "spiped", addr: encAddr}
-	for _, args := range [][]string{dec, enc} {
-		p, err := startProc("spiped "+args[1], args...)
-		if err != nil {
-			return t, info, err
-		}
-		t.procs = append(t.procs, p)
-		a := decAddr
-		if args[1] == "-e" {
-			a = encAddr
-		}
-		if err := waitListen(ctx, a, p); err != nil {
-			return t, info, err
-		}
-	}
-	return t, info, nil
-}
-
-func setupOffload(ctx context.Context, dir, sink, bin, maxFrame string) (*tunnelUnderTest, toolInfo, error) {
-	info := toolInfo{Name: "offload", Version: toolVersion(bin, "version")}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, info, err
-	}
-	key := filepath.Join(dir, "offload.key")
-	if out, err := exec.CommandContext(ctx, bin, "keygen", "-o", key).CombinedOutput(); err != nil {
-		return nil, info, fmt.Errorf("offload keygen: %w\n%s", err, out)
-	}
-	srvAddr, err := freePort()
-	if err != nil {
-		return nil, info, err
-	}
-	fwd, err := freePort()
-	if err != nil {
-		return nil, info, err
-	}
-	// As examples/*.yaml, with loopback addresses and the sink as service.
-	common := "key_file: offload.key\nsuite: aes-256-ctr-hmac-sha256\nengine: software\nlog:\n  level: warn\n"
-	how := "defaults otherwise"
-	if maxFrame != "" {
-		common += "max_frame: " + maxFrame + "\n"
-		how = "max_frame " + maxFrame
-	}
-	srvConf, cliConf := filepath.Join(dir, "server.yaml"), filepath.Join(dir, "client.yaml")
-	if err := os.WriteFile(srvConf, []byte(fmt.Sprintf("listen: %s\nservices:\n  sink: %s\n%s", srvAddr, sink, common)), 0o600); err != nil {
-		return nil, info, err
-	}
-	if err := os.WriteFile(cliConf, []byte(fmt.Sprintf("server: %s\nforwards:\n  - listen: %s\n    service: sink\n%s", srvAddr, fwd, common)), 0o600); err != nil {
-		return nil, info, err
-	}
-	info.How = "offload server -c server.yaml; offload client -c client.yaml (aes-256-ctr-hmac-sha256, engine software, " + how + ")"
-	t := &tunnelUnderTest{name: "offload", addr: fwd}
-	s, err := startProc("server", bin, "server", "-c", srvConf)
-	if err != nil {
-		return t, info, err
-	}
-	t.procs = append(t.procs, s)
-	if err := waitListen(ctx, srvAddr, s); err != nil {
-		return t, info, err
-	}
-	c, err := startProc("client", bin, "client", "-c", cliConf)
-	if err != nil {
-		return t, info, err
-	}
-	t.procs = append(t.procs, c)
-	return t, info, waitListen(ctx, fwd, c)
-}
-
-// waitListen waits up to 10 s for addr to accept connections, and fails
-// early if p exits.
-func waitListen(ctx context.Context, addr string, p *proc) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			_ = c.Close()
-			return nil
-		}
-		select {
-		case <-p.done:
-			return fmt.Errorf("%s exited (%v) before listening on %s:\n%s", p.name, p.cmd.ProcessState, addr, p.output())
-		case <-ctx.Done():
-			return errors.Join(fmt.Errorf("%s not listening on %s within 10s", p.name, addr), err)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }

@@ -3,56 +3,223 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/offload-dev/offload/internal/bench"
+	"github.com/offload-dev/offload/internal/speed"
+	"github.com/offload-dev/offload/tunnel/suite"
 )
 
-func TestMedianOf(t *testing.T) {
+func TestMedianIndex(t *testing.T) {
 	for _, c := range []struct {
 		in   []float64
-		want float64
-	}{{[]float64{3}, 3}, {[]float64{9, 1, 5}, 5}, {[]float64{4, 1, 3, 2}, 2}} {
-		if got := medianOf(c.in); got != c.want {
-			t.Errorf("medianOf(%v) = %v, want %v", c.in, got, c.want)
+		want int
+	}{{[]float64{3}, 0}, {[]float64{9, 1, 5}, 2}, {[]float64{4, 1, 3, 2}, 3}, {[]float64{2, 2, 1}, 0}} {
+		if got := medianIndex(c.in); got != c.want {
+			t.Errorf("medianIndex(%v) = %d, want %d", c.in, got, c.want)
+		}
+	}
+	if got := medianOf([]float64{4, 1, 3, 2}); got != 2 {
+		t.Errorf("medianOf = %v, want 2 (the lower middle)", got)
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	// The CPU is the run with the median total, whole: user and sys of
+	// the same run, not medians of their own.
+	cpu := []cpuPerGB{{User: 1, Sys: 5}, {User: 3, Sys: 0.5}, {User: 2, Sys: 2}}
+	r := summarize("x", 8, []float64{10, 30, 20}, cpu)
+	if r.MBps != 20 || r.CPU != (cpuPerGB{User: 2, Sys: 2}) || r.Streams != 8 || len(r.RunsCPU) != 3 {
+		t.Errorf("summarize = %+v, want 20 MB/s and the CPU of the third run", r)
+	}
+}
+
+func TestRotation(t *testing.T) {
+	const n = 7
+	first := map[int]int{}
+	for r := range n {
+		order := rotation(n, r)
+		sorted := slices.Sorted(slices.Values(order))
+		for i, k := range sorted {
+			if k != i {
+				t.Fatalf("round %d: order %v is not a permutation of 0..%d", r, order, n-1)
+			}
+		}
+		first[order[0]]++
+		if r > 0 && order[0] != (rotation(n, r-1)[0]+1)%n {
+			t.Errorf("round %d starts with %d, want one later than round %d", r, order[0], r-1)
+		}
+	}
+	if len(first) != n {
+		t.Errorf("over %d rounds the first tools were %v, want each once", n, first)
+	}
+}
+
+func TestPerGB(t *testing.T) {
+	c := perGB(bench.CPUTime{User: 1500 * time.Millisecond, System: 500 * time.Millisecond}, 500e6)
+	if c.User != 3 || c.Sys != 1 || c.Total() != 4 {
+		t.Errorf("perGB = %+v, want user 3, sys 1", c)
+	}
+	if c := perGB(bench.CPUTime{User: time.Second}, 0); c.Total() != 0 {
+		t.Errorf("perGB of no bytes = %+v, want zero", c)
+	}
+}
+
+// part is a FrameCost part of 1000 frames of 1 MB each (10^9 bytes), so
+// its CPU seconds are its s/GB.
+func part(kind, name string, user, sys float64) speed.Part {
+	return speed.Part{Kind: kind, Name: name, Size: 1e6, Ops: 1000, Elapsed: time.Second,
+		UserCPU: time.Duration(user * float64(time.Second)), SysCPU: time.Duration(sys * float64(time.Second))}
+}
+
+func TestFloorFromParts(t *testing.T) {
+	s, err := suite.Parse("aes-256-ctr-gmac")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seal := []speed.Part{part(speed.PartCopy, "memmove", 0.1, 0), part(speed.PartCipher, "software", 0.5, 0.1),
+		part(speed.PartMAC, "hmac-sha256", 9, 0), part(speed.PartMAC, "gmac", 0.25, 0)}
+	open := []speed.Part{part(speed.PartCopy, "memmove", 0.2, 0), part(speed.PartCipher, "software", 0.75, 0)}
+	f, err := floorFromParts(seal, open, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// cipher both ways + the gmac tag twice, not hmac's; copies 1x0.1 + 2x0.2 apart.
+	near := func(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+	if !near(f.CPU.User, 0.5+0.75+2*0.25) || !near(f.CPU.Sys, 0.1) || !near(f.Cipher, 1.35) || !near(f.MAC, 0.5) || !near(f.Copies, 0.5) {
+		t.Errorf("floor = %+v, want user 1.75, sys 0.1, cipher 1.35, MAC 0.5, copies 0.5", f)
+	}
+	if f.Suite != "aes-256-ctr-gmac" || f.Includes == "" {
+		t.Errorf("floor suite %q includes %q", f.Suite, f.Includes)
+	}
+
+	bad := slices.Clone(seal)
+	bad[1].Error = "engine gone"
+	if _, err := floorFromParts(bad, open, s); err == nil {
+		t.Error("a failed cipher part made a floor")
+	}
+	if _, err := floorFromParts(seal[:3], open, s); err == nil {
+		t.Error("a floor without the suite's MAC measured")
+	}
+	if _, err := floorFromParts(seal, open[:1], s); err == nil {
+		t.Error("a floor without the opening cipher measured")
+	}
+}
+
+func TestMeasureFloors(t *testing.T) {
+	fs, err := measureFloors(context.Background(), 4096, 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fs) != len(offloadTools) {
+		t.Fatalf("%d floors, want one per offload tool", len(fs))
+	}
+	for i, f := range fs {
+		if f.Tool != offloadTools[i].name || f.Suite != offloadTools[i].suite || f.FrameBytes != 4096 || f.CPU.Total() <= 0 || f.Cipher <= 0 || f.MAC <= 0 {
+			t.Errorf("floor %d = %+v", i, f)
+		}
+	}
+}
+
+// fullReport has every tool at 1 and 8 streams: offload meets its goals
+// on 1 stream and misses them on 8.
+func fullReport() *report {
+	res := func(tool string, n int, mbps, user, sys float64) result {
+		return result{Tool: tool, Streams: n, MBps: mbps, Runs: []float64{mbps}, CPU: cpuPerGB{User: user, Sys: sys}}
+	}
+	rep := &report{
+		Results: []result{
+			res(toolDirect, 1, 2000, 0, 0), res(toolSocat, 1, 900, 0.1, 0.4), res(toolSSH, 1, 200, 4, 1), res(toolSSHGCM, 1, 300, 2, 1),
+			res(toolSpiped, 1, 100, 5, 1), res(toolOffload, 1, 400, 2, 0.8), res(toolOffloadGMAC, 1, 400, 1.2, 0.3),
+			res(toolSocat, 8, 900, 0.1, 0.4), res(toolSSH, 8, 300, 4, 1), res(toolSSHGCM, 8, 300, 2, 1),
+			res(toolOffload, 8, 400, 3, 1), res(toolOffloadGMAC, 8, 300, 2, 1),
+		},
+		Floors: []floor{{Tool: toolOffload, CPU: cpuPerGB{User: 2.5}}, {Tool: toolOffloadGMAC, CPU: cpuPerGB{User: 1}}},
+		Memory: []memory{
+			{End: "server", Streams: 100, Load: bench.Memory{RSS: 20 << 20, Peak: 24 << 20}},
+			{End: "client", Streams: 100, Load: bench.Memory{RSS: 25 << 20, Peak: 23 << 20}},
+		},
+	}
+	rep.Overheads = overheads(rep)
+	return rep
+}
+
+func TestOverheads(t *testing.T) {
+	rep := fullReport()
+	want := map[string]overhead{
+		"offload/1":      {Tool: toolOffload, Streams: 1, ToolCPU: 2.8, Floor: 2.5, Overhead: 0.3, Socat: 0.5},
+		"offload/8":      {Tool: toolOffload, Streams: 8, ToolCPU: 4, Floor: 2.5, Overhead: 1.5, Socat: 0.5},
+		"offload gmac/1": {Tool: toolOffloadGMAC, Streams: 1, ToolCPU: 1.5, Floor: 1, Overhead: 0.5, Socat: 0.5},
+		"offload gmac/8": {Tool: toolOffloadGMAC, Streams: 8, ToolCPU: 3, Floor: 1, Overhead: 2, Socat: 0.5},
+	}
+	if len(rep.Overheads) != len(want) {
+		t.Fatalf("overheads %+v, want %d", rep.Overheads, len(want))
+	}
+	near := func(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+	for _, o := range rep.Overheads {
+		w, ok := want[o.Tool+"/"+string(rune('0'+o.Streams))]
+		if !ok || !near(o.ToolCPU, w.ToolCPU) || !near(o.Floor, w.Floor) || !near(o.Overhead, w.Overhead) || !near(o.Socat, w.Socat) {
+			t.Errorf("overhead %+v, want %+v", o, w)
 		}
 	}
 }
 
 func TestGoals(t *testing.T) {
-	rep := &report{
-		Results: []result{
-			{Tool: "offload", Streams: 1, MBps: 300}, {Tool: "ssh -L", Streams: 1, MBps: 100},
-			{Tool: "spiped", Streams: 1, MBps: 100}, {Tool: "offload", Streams: 8, MBps: 1},
-		},
-		Memory: []memory{
-			{End: "server", Streams: 100, Load: bench.Memory{RSS: 20 << 20, Peak: 21 << 20}},
-			{End: "client", Streams: 100, Load: bench.Memory{RSS: 40 << 20, Peak: 33 << 20}},
-		},
+	got := map[string]string{}
+	for _, g := range goals(fullReport()) {
+		got[g.What] = g.status()
 	}
-	got := map[string]bool{}
-	for _, g := range goals(rep) {
-		got[g.What] = g.Met
-	}
-	want := map[string]bool{
-		"offload vs ssh -L, 1 stream":                true,  // 3x >= 1.5x
-		"offload vs spiped, 1 stream":                false, // 3x < 4x
-		"offload server RSS, 100 streams under load": true,
-		"offload client RSS, 100 streams under load": false, // sampled RSS over 32 MiB counts
+	want := map[string]string{
+		"offload vs ssh -L MB/s, 1 stream(s)":          "met",    // 2x >= 1.5x
+		"offload vs ssh -L MB/s, 8 stream(s)":          "MISSED", // 1.33x
+		"offload vs ssh -L CPU s/GB, 1 stream(s)":      "met",    // 2.8/5 = 0.56x
+		"offload vs ssh -L CPU s/GB, 8 stream(s)":      "MISSED", // 4/5 = 0.8x
+		"offload gmac vs ssh -L gcm MB/s, 1 stream(s)": "met",    // 1.33x >= 1.2x
+		"offload gmac vs ssh -L gcm MB/s, 8 stream(s)": "MISSED", // 1x
+		"offload CPU beyond crypto, 1 stream(s)":       "met",    // 0.3 <= 0.5
+		"offload CPU beyond crypto, 8 stream(s)":       "MISSED", // 1.5 > 0.5
+		"offload gmac CPU beyond crypto, 1 stream(s)":  "met",    // 0.5 <= 0.5
+		"offload gmac CPU beyond crypto, 8 stream(s)":  "MISSED",
+		"offload vs spiped MB/s, 1 stream(s)":          "met",    // 4x
+		"offload server RSS, 100 streams under load":   "met",    // VmHWM 24 MiB, at the bound
+		"offload client RSS, 100 streams under load":   "MISSED", // sampled VmRSS over 24 MiB counts
 	}
 	if len(got) != len(want) {
-		t.Fatalf("goals %v, want %v", got, want)
+		t.Errorf("goals %v,\nwant %v", got, want)
 	}
 	for k, v := range want {
-		if m, ok := got[k]; !ok || m != v {
-			t.Errorf("goal %q met=%v (present %v), want %v", k, m, ok, v)
+		if got[k] != v {
+			t.Errorf("goal %q: %q, want %q", k, got[k], v)
 		}
+	}
+
+	// Without 8 streams in the run the 8-stream goals are not measured,
+	// not missed, and none goes missing.
+	rep := fullReport()
+	rep.Results = slices.DeleteFunc(rep.Results, func(r result) bool { return r.Streams == 8 })
+	rep.Overheads = overheads(rep)
+	n := 0
+	for _, g := range goals(rep) {
+		if strings.Contains(g.What, "8 stream") {
+			n++
+			if g.Measured || g.Met || g.status() != "n/a" {
+				t.Errorf("goal %q without 8 streams: %+v", g.What, g)
+			}
+		}
+	}
+	if n != 5 {
+		t.Errorf("%d goals at 8 streams without them, want 5", n)
 	}
 }
 
 func TestUsage(t *testing.T) {
-	for _, args := range [][]string{{"-bytes", "1MB"}, {"-streams", "0"}, {"-digest", "md5"}, {"-repeat", "0"}, {"extra"}} {
+	for _, args := range [][]string{{"-bytes", "1MB"}, {"-streams", "0"}, {"-digest", "md5"}, {"-repeat", "0"}, {"-max-frame", "x"}, {"extra"}} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), args, &out, &errb); code != 2 {
 			t.Errorf("compare %v: exit %d, want 2", args, code)
@@ -61,18 +228,101 @@ func TestUsage(t *testing.T) {
 }
 
 func TestPrintReport(t *testing.T) {
-	rep := &report{
-		Date: "2026-11-30 06:00 UTC", Bytes: 4 << 20, Repeat: 3, Digest: "crc32c",
-		Tools:   []toolInfo{{Name: "socat"}, {Name: "offload"}},
-		Results: []result{{Tool: "socat", Streams: 1, MBps: 80}, {Tool: "offload", Streams: 1, MBps: 140}},
-		Memory:  []memory{{End: "server", Streams: 100}},
+	rep := fullReport()
+	rep.Date, rep.Bytes, rep.Repeat, rep.Digest = "2026-11-30 06:00 UTC", 4<<20, 3, "crc32c"
+	for _, n := range []string{toolDirect, toolSocat, toolSSH, toolSSHGCM, toolSpiped, toolOffload, toolOffloadGMAC} {
+		rep.Tools = append(rep.Tools, toolInfo{Name: n})
 	}
+	rep.Floors[0].Suite, rep.Floors[0].FrameBytes, rep.Floors[0].Cipher, rep.Floors[0].MAC = "aes-256-ctr-hmac-sha256", 16384, 1, 1.5
 	rep.Goals = goals(rep)
+	rep.Profiles = []profile{{Tool: toolOffload, End: "server", File: "/p/server.pprof", Top: "flat flat%\n10ms 100% runtime.memmove"}}
 	var w bytes.Buffer
 	printReport(&w, rep)
-	for _, s := range []string{"median of 3", "1 stream(s)", "offload         140.0", "100 streams"} {
-		if !strings.Contains(w.String(), s) {
-			t.Errorf("report lacks %q:\n%s", s, w.String())
+	out := w.String()
+	for _, s := range []string{
+		"median of 3",
+		"spiped              100.0            -", // no 8-stream run
+		"offload gmac        400.0        300.0",
+		"\noffload          2.80   2.00   0.80     4.00   3.00   1.00\n", // total user sys per stream count
+		"\ndirect              -                      -\n",
+		"offload      aes-256-ctr-hmac-sha256       2.50   2.50   0.00    1.00   1.50", // the floor row
+		"offload              0.30         1.50",                                       // beyond crypto
+		"socat                0.50         0.50",
+		"MISSED offload vs ssh -L MB/s, 8 stream(s)                want >= 1.5x     got 1.33x",
+		"met    offload vs ssh -L MB/s, 1 stream(s)",
+		"go tool pprof -top /p/server.pprof",
+		"  10ms 100% runtime.memmove",
+	} {
+		if !strings.Contains(out, s) {
+			t.Errorf("report lacks %q:\n%s", s, out)
+		}
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "  ") && len(l) > 110 && strings.Contains(l, "record") {
+			t.Errorf("floor note line not wrapped: %q", l)
+		}
+	}
+
+	// -json carries what the tables show.
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{`"cpu_s_per_gb":{"user":2,"sys":0.8}`, `"crypto_floor"`, `"overhead_beyond_crypto"`, `"goals"`, `"measured":true`, `"cpu_profiles"`} {
+		if !bytes.Contains(b, []byte(k)) {
+			t.Errorf("JSON lacks %s:\n%s", k, b)
+		}
+	}
+}
+
+func TestWrap(t *testing.T) {
+	got := wrap("aa bb cc dddddddd e", 5)
+	want := []string{"aa bb", "cc", "dddddddd", "e"}
+	if !slices.Equal(got, want) {
+		t.Errorf("wrap = %q, want %q", got, want)
+	}
+}
+
+func TestCheckProfile(t *testing.T) {
+	dir := t.TempDir()
+	empty, full := filepath.Join(dir, "empty.pprof"), filepath.Join(dir, "full.pprof")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(full, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := checkProfile(empty); err == nil {
+		t.Error("an empty profile passed")
+	}
+	if _, err := checkProfile(filepath.Join(dir, "none.pprof")); err == nil {
+		t.Error("a missing profile passed")
+	}
+	if n, err := checkProfile(full); err != nil || n != 1 {
+		t.Errorf("checkProfile(full) = %d, %v", n, err)
+	}
+}
+
+// TestStopClean: a process that exits 0 on SIGTERM passes, one that exits
+// otherwise does not.
+func TestStopClean(t *testing.T) {
+	for _, c := range []struct {
+		script string
+		ok     bool
+	}{{"trap 'exit 0' TERM; echo ready; while :; do sleep 0.05; done", true}, {"trap 'exit 3' TERM; echo ready; while :; do sleep 0.05; done", false}} {
+		p, err := startProc("sh", "sh", "-c", c.script)
+		if err != nil {
+			t.Skipf("no sh: %v", err)
+		}
+		// SIGTERM before the trap is set would kill the shell.
+		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(p.output(), "ready"); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				p.stop()
+				t.Fatalf("%q: not ready within 10s", c.script)
+			}
+		}
+		if err := p.stopClean(); (err == nil) != c.ok {
+			t.Errorf("%q: stopClean = %v, want ok=%v", c.script, err, c.ok)
 		}
 	}
 }

@@ -1,0 +1,316 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// overhead is an offload tool's CPU s/GB beyond its crypto floor at one
+// stream count, beside socat's CPU s/GB there.
+type overhead struct {
+	Tool     string  `json:"tool"`
+	Streams  int     `json:"streams"`
+	ToolCPU  float64 `json:"tool_cpu_s_per_gb"`
+	Floor    float64 `json:"floor_cpu_s_per_gb"`
+	Overhead float64 `json:"overhead_cpu_s_per_gb"` // ToolCPU - Floor
+	Socat    float64 `json:"socat_cpu_s_per_gb"`
+}
+
+// overheads subtracts each offload tool's floor from its CPU s/GB at
+// every stream count measured.
+func overheads(rep *report) []overhead {
+	var out []overhead
+	for _, f := range rep.Floors {
+		for _, r := range rep.Results {
+			if r.Tool != f.Tool {
+				continue
+			}
+			o := overhead{Tool: r.Tool, Streams: r.Streams, ToolCPU: r.CPU.Total(), Floor: f.CPU.Total()}
+			o.Overhead = o.ToolCPU - o.Floor
+			if s, ok := rep.result(toolSocat, r.Streams); ok {
+				o.Socat = s.CPU.Total()
+			}
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// result is the result of tool at streams, if measured.
+func (rep *report) result(tool string, streams int) (result, bool) {
+	for _, r := range rep.Results {
+		if r.Tool == tool && r.Streams == streams {
+			return r, true
+		}
+	}
+	return result{}, false
+}
+
+// goalStreams are the stream counts the issue's goals name.
+var goalStreams = []int{1, 8}
+
+// goalRSS is the issue's bound on each offload end's resident memory with
+// 100 streams on the default config.
+const goalRSS = 24 << 20
+
+// goals evaluates the data path's goals (issue 11) on the report: one
+// line per goal and stream count, not measured where the run lacks it.
+func goals(rep *report) []goal {
+	var g []goal
+	notMeasured := func(what, want string) goal {
+		return goal{What: what, Want: want, Got: "not measured in this run"}
+	}
+	// ratio goals: offload's MB/s at least min times the other tool's.
+	faster := func(off, other string, min float64) {
+		for _, n := range goalStreams {
+			what, want := fmt.Sprintf("%s vs %s MB/s, %d stream(s)", off, other, n), fmt.Sprintf(">= %.1fx", min)
+			a, ok1 := rep.result(off, n)
+			b, ok2 := rep.result(other, n)
+			if !ok1 || !ok2 || b.MBps <= 0 {
+				g = append(g, notMeasured(what, want))
+				continue
+			}
+			x := a.MBps / b.MBps
+			g = append(g, goal{What: what, Want: want, Got: fmt.Sprintf("%.2fx (%.0f vs %.0f MB/s)", x, a.MBps, b.MBps), Met: x >= min, Measured: true})
+		}
+	}
+	// 1. aes-256-ctr-hmac-sha256 against ssh -L aes256-ctr/hmac-sha2-256:
+	// faster, and cheaper per byte (both ends against sshd and ssh).
+	faster(toolOffload, toolSSH, 1.5)
+	for _, n := range goalStreams {
+		what, want := fmt.Sprintf("%s vs %s CPU s/GB, %d stream(s)", toolOffload, toolSSH, n), "<= 0.60x"
+		a, ok1 := rep.result(toolOffload, n)
+		b, ok2 := rep.result(toolSSH, n)
+		if !ok1 || !ok2 || b.CPU.Total() <= 0 {
+			g = append(g, notMeasured(what, want))
+			continue
+		}
+		x := a.CPU.Total() / b.CPU.Total()
+		g = append(g, goal{What: what, Want: want, Got: fmt.Sprintf("%.2fx (%.2f vs %.2f s/GB)", x, a.CPU.Total(), b.CPU.Total()), Met: x <= 0.6, Measured: true})
+	}
+	// 2. aes-256-ctr-gmac against ssh -L aes128-gcm@openssh.com.
+	faster(toolOffloadGMAC, toolSSHGCM, 1.2)
+	// 3. The tunnel's CPU beyond its crypto no more than a plaintext
+	// relay's.
+	for _, ot := range offloadTools {
+		for _, n := range goalStreams {
+			what, want := fmt.Sprintf("%s CPU beyond crypto, %d stream(s)", ot.name, n), "<= socat"
+			i := slices.IndexFunc(rep.Overheads, func(o overhead) bool { return o.Tool == ot.name && o.Streams == n })
+			if i < 0 || rep.Overheads[i].Socat <= 0 {
+				g = append(g, notMeasured(what, want))
+				continue
+			}
+			o := rep.Overheads[i]
+			g = append(g, goal{What: what, Want: want, Met: o.Overhead <= o.Socat, Measured: true,
+				Got: fmt.Sprintf("%.2f vs %.2f s/GB (%.2f - floor %.2f)", o.Overhead, o.Socat, o.ToolCPU, o.Floor)})
+		}
+	}
+	// The harness's earlier goal against spiped, on one stream.
+	if a, ok := rep.result(toolOffload, 1); ok {
+		if b, ok := rep.result(toolSpiped, 1); ok && b.MBps > 0 {
+			x := a.MBps / b.MBps
+			g = append(g, goal{What: "offload vs spiped MB/s, 1 stream(s)", Want: ">= 4.0x", Measured: true,
+				Got: fmt.Sprintf("%.2fx (%.0f vs %.0f MB/s)", x, a.MBps, b.MBps), Met: x >= 4})
+		}
+	}
+	// 5. Memory: each end under load, the most of sampled VmRSS and VmHWM.
+	for _, m := range rep.Memory {
+		peak := max(m.Load.Peak, m.Load.RSS)
+		g = append(g, goal{What: fmt.Sprintf("offload %s RSS, %d streams under load", m.End, m.Streams), Want: "<= " + sizeString(goalRSS),
+			Got: sizeString(peak) + " (VmHWM)", Met: peak <= goalRSS, Measured: true})
+	}
+	return g
+}
+
+// status is a goal's word in the table.
+func (g goal) status() string {
+	switch {
+	case !g.Measured:
+		return "n/a"
+	case g.Met:
+		return "met"
+	}
+	return "MISSED"
+}
+
+// medianIndex is the index in v of its median (the lower of the middle
+// two when even), so that figures of the same run can go with it.
+func medianIndex(v []float64) int {
+	idx := make([]int, len(v))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return v[idx[a]] < v[idx[b]] })
+	return idx[(len(idx)-1)/2]
+}
+
+func medianOf(v []float64) float64 { return v[medianIndex(v)] }
+
+func sizeString(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// nameWidth fits the longest tool name ("offload gmac").
+const nameWidth = 12
+
+func printReport(w io.Writer, rep *report) {
+	fmt.Fprintf(w, "harness/compare, %s on %s: CPU %q x%d, load average %s before, %s after\n",
+		rep.Date, rep.Host, rep.CPU, rep.CPUs, rep.LoadAvg, rep.LoadEnd)
+	mode := fmt.Sprintf("median of %d round(s); each round runs every tool once, starting one tool later than the last", rep.Repeat)
+	if rep.Quick {
+		mode = "quick smoke run: speeds mean nothing"
+	}
+	fmt.Fprintf(w, "%s per run, checked with %s at the sink, %s\n\n", sizeString(rep.Bytes), rep.Digest, mode)
+	for _, t := range rep.Tools {
+		fmt.Fprintf(w, "  %-*s %s\n  %-*s %s\n", nameWidth, t.Name, t.How, nameWidth, "", t.Version)
+	}
+	var streams []int
+	for _, r := range rep.Results {
+		if !slices.Contains(streams, r.Streams) {
+			streams = append(streams, r.Streams)
+		}
+	}
+	if len(streams) > 0 {
+		printTables(w, rep, streams)
+	}
+	if len(rep.Floors) > 0 {
+		fmt.Fprintf(w, "\ncrypto floor, CPU s/GB of sealing and opening each byte once, %d-byte frames:\n", rep.Floors[0].FrameBytes)
+		for _, l := range wrap(floorIncludes, 100) {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
+		fmt.Fprintf(w, "%-*s %-26s %7s %6s %6s %7s %6s   %s\n", nameWidth, "floor", "suite", "total", "user", "sys", "cipher", "MAC", "copies (not in total)")
+		for _, f := range rep.Floors {
+			fmt.Fprintf(w, "%-*s %-26s %7.2f %6.2f %6.2f %7.2f %6.2f   %.2f\n", nameWidth, f.Tool, f.Suite, f.CPU.Total(), f.CPU.User, f.CPU.Sys, f.Cipher, f.MAC, f.Copies)
+		}
+	}
+	if len(rep.Overheads) > 0 && len(streams) > 0 {
+		fmt.Fprintf(w, "\n%-*s", nameWidth, "beyond crypto")
+		for _, n := range streams {
+			fmt.Fprintf(w, " %12s", fmt.Sprintf("%d stream(s)", n))
+		}
+		fmt.Fprintln(w, "   (CPU s/GB: the tool's minus its floor; socat's whole)")
+		for _, ot := range offloadTools {
+			fmt.Fprintf(w, "%-*s", nameWidth, ot.name)
+			for _, n := range streams {
+				cell := "-"
+				for _, o := range rep.Overheads {
+					if o.Tool == ot.name && o.Streams == n {
+						cell = fmt.Sprintf("%.2f", o.Overhead)
+					}
+				}
+				fmt.Fprintf(w, " %12s", cell)
+			}
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "%-*s", nameWidth, toolSocat)
+		for _, n := range streams {
+			cell := "-"
+			if r, ok := rep.result(toolSocat, n); ok {
+				cell = fmt.Sprintf("%.2f", r.CPU.Total())
+			}
+			fmt.Fprintf(w, " %12s", cell)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(rep.Memory) > 0 {
+		fmt.Fprintf(w, "\noffload memory   idle VmRSS   %d streams: max VmRSS   VmHWM   VmHWM after the speed runs\n", rep.Memory[0].Streams)
+		for _, m := range rep.Memory {
+			fmt.Fprintf(w, "  %-14s %10s   %21s   %8s   %s\n", m.End, sizeString(m.Idle.RSS), sizeString(m.Load.RSS), sizeString(m.Load.Peak), sizeString(m.PeakAll))
+		}
+	}
+	if len(rep.Goals) > 0 {
+		fmt.Fprintln(w, "\ngoals (issue 11; MISSED does not fail the run):")
+		for _, g := range rep.Goals {
+			fmt.Fprintf(w, "  %-6s %-50s want %-11s got %s\n", g.status(), g.What, g.Want, g.Got)
+		}
+	}
+	if len(rep.Profiles) > 0 {
+		fmt.Fprintln(w, "\nCPU profiles of the offload ends, start to exit (setup, memory run, speed runs):")
+		for _, p := range rep.Profiles {
+			fmt.Fprintf(w, "  go tool pprof -top %s\n", p.File)
+		}
+		for _, p := range rep.Profiles {
+			if p.Top == "" {
+				continue
+			}
+			fmt.Fprintf(w, "\n%s %s (%s): go tool pprof -top -nodecount=15 %s\n", p.Tool, p.End, p.Suite, p.File)
+			for _, l := range strings.Split(p.Top, "\n") {
+				fmt.Fprintf(w, "  %s\n", l)
+			}
+		}
+	}
+}
+
+// printTables prints MB/s and CPU s/GB (total, user, sys) per tool and
+// stream count.
+func printTables(w io.Writer, rep *report, streams []int) {
+	fmt.Fprintf(w, "\n%-*s", nameWidth, "MB/s")
+	for _, n := range streams {
+		fmt.Fprintf(w, " %12s", fmt.Sprintf("%d stream(s)", n))
+	}
+	fmt.Fprintln(w)
+	for _, t := range rep.Tools {
+		fmt.Fprintf(w, "%-*s", nameWidth, t.Name)
+		for _, n := range streams {
+			cell := "-"
+			if r, ok := rep.result(t.Name, n); ok {
+				cell = fmt.Sprintf("%.1f", r.MBps)
+			}
+			fmt.Fprintf(w, " %12s", cell)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "\n%-*s", nameWidth, "CPU s/GB")
+	for _, n := range streams {
+		fmt.Fprintf(w, "   %-20s", fmt.Sprintf("%d stream(s)", n))
+	}
+	fmt.Fprintln(w, "   (the tool's processes and children, per 10^9 bytes)")
+	fmt.Fprintf(w, "%-*s", nameWidth, "")
+	for range streams {
+		fmt.Fprintf(w, "   %6s %6s %6s", "total", "user", "sys")
+	}
+	fmt.Fprintln(w)
+	for _, t := range rep.Tools {
+		var b strings.Builder
+		fmt.Fprintf(&b, "%-*s", nameWidth, t.Name)
+		for _, n := range streams {
+			r, ok := rep.result(t.Name, n)
+			if !ok || r.CPU.Total() <= 0 {
+				fmt.Fprintf(&b, "   %6s %6s %6s", "-", "", "")
+				continue
+			}
+			fmt.Fprintf(&b, "   %6.2f %6.2f %6.2f", r.CPU.Total(), r.CPU.User, r.CPU.Sys)
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+	}
+}
+
+// wrap breaks text into lines of at most width bytes, at spaces (a longer
+// word gets a line of its own).
+func wrap(text string, width int) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(text) {
+		if line != "" && len(line)+1+len(word) > width {
+			lines = append(lines, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += word
+	}
+	if line != "" {
+		lines = append(lines, line)
+	}
+	return lines
+}

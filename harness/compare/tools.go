@@ -1,0 +1,354 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// proc is a tool process started here.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	out  strings.Builder
+	done chan struct{}
+}
+
+func (p *proc) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.out.Len() < 64<<10 {
+		p.out.Write(b)
+	}
+	return len(b), nil
+}
+
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+func startProc(name string, args ...string) (*proc, error) {
+	p := &proc{name: name, cmd: exec.Command(args[0], args[1:]...), done: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = p, p
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	go func() {
+		_ = p.cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// stop ends the process: SIGTERM, then SIGKILL after 5 s.
+func (p *proc) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// stopClean ends the process with SIGTERM, as a service manager would,
+// and fails unless it exits 0 within 10 s (offload drains and exits 0).
+func (p *proc) stopClean() error {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return fmt.Errorf("%s did not exit within 10s of SIGTERM", p.name)
+	}
+	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+		return fmt.Errorf("%s exited %d after SIGTERM:\n%s", p.name, code, p.output())
+	}
+	return nil
+}
+
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+func port(addr string) string {
+	_, p, _ := net.SplitHostPort(addr)
+	return p
+}
+
+// toolVersion runs a version command and keeps its first line.
+func toolVersion(args ...string) string {
+	out, _ := exec.Command(args[0], args[1:]...).CombinedOutput()
+	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	return line
+}
+
+func setupDirect(_ context.Context, _, sink string) (*tunnelUnderTest, toolInfo, error) {
+	return &tunnelUnderTest{name: "direct", addr: sink}, toolInfo{Name: "direct", How: "no tunnel: the load generator to the sink", Version: runtime.Version()}, nil
+}
+
+func setupSocat(_ context.Context, _, sink string) (*tunnelUnderTest, toolInfo, error) {
+	info := toolInfo{Name: "socat", Version: toolVersion("socat", "-V")}
+	if _, err := exec.LookPath("socat"); err != nil {
+		return nil, info, fmt.Errorf("%w (apt-get install socat; scripts/deps.sh)", err)
+	}
+	addr, err := freePort()
+	if err != nil {
+		return nil, info, err
+	}
+	args := []string{"socat", "TCP-LISTEN:" + port(addr) + ",bind=127.0.0.1,reuseaddr,fork,backlog=256", "TCP:" + sink}
+	info.How = strings.Join(args, " ")
+	p, err := startProc("socat", args...)
+	if err != nil {
+		return nil, info, err
+	}
+	return &tunnelUnderTest{name: "socat", addr: addr, procs: []*proc{p}}, info, nil
+}
+
+// setupSSH starts a private sshd that allows only cipher (and mac, if
+// given: an AEAD cipher such as aes128-gcm@openssh.com has its own) and
+// ssh -L through it, each tool its own sshd so that its CPU is its own.
+func setupSSH(ctx context.Context, dir, sink, name, cipher, mac string) (*tunnelUnderTest, toolInfo, error) {
+	info := toolInfo{Name: name, Version: toolVersion("ssh", "-V")}
+	const sshd = "/usr/sbin/sshd"
+	for _, b := range []string{sshd, "ssh", "ssh-keygen"} {
+		if _, err := exec.LookPath(b); err != nil {
+			return nil, info, fmt.Errorf("%w (apt-get install openssh-server openssh-client; scripts/deps.sh)", err)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, info, err
+	}
+	// sshd refuses to start without its privilege separation directory.
+	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
+		return nil, info, fmt.Errorf("sshd needs /run/sshd: %w", err)
+	}
+	hostKey, userKey := filepath.Join(dir, "host_ed25519"), filepath.Join(dir, "id_ed25519")
+	for _, k := range []string{hostKey, userKey} {
+		if out, err := exec.CommandContext(ctx, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", k).CombinedOutput(); err != nil {
+			return nil, info, fmt.Errorf("ssh-keygen: %w\n%s", err, out)
+		}
+	}
+	pub, err := os.ReadFile(userKey + ".pub")
+	if err != nil {
+		return nil, info, err
+	}
+	auth := filepath.Join(dir, "authorized_keys")
+	if err := os.WriteFile(auth, pub, 0o600); err != nil {
+		return nil, info, err
+	}
+	u, err := user.Current()
+	if err != nil {
+		return nil, info, err
+	}
+	sshdAddr, err := freePort()
+	if err != nil {
+		return nil, info, err
+	}
+	macLine, macHow, macArgs := "", "", []string(nil)
+	if mac != "" {
+		macLine, macHow, macArgs = "MACs "+mac+"\n", ", MACs "+mac, []string{"-m", mac}
+	}
+	conf := filepath.Join(dir, "sshd_config")
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf(`Port %s
+ListenAddress 127.0.0.1
+HostKey %s
+AuthorizedKeysFile %s
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+AllowTcpForwarding yes
+PidFile none
+Ciphers %s
+%sCompression no
+LogLevel ERROR
+`, port(sshdAddr), hostKey, auth, cipher, macLine)), 0o600); err != nil {
+		return nil, info, err
+	}
+	d, err := startProc("sshd", sshd, "-f", conf, "-D", "-e")
+	if err != nil {
+		return nil, info, err
+	}
+	t := &tunnelUnderTest{name: name, procs: []*proc{d}}
+	if err := waitListen(ctx, sshdAddr, d); err != nil {
+		return t, info, fmt.Errorf("sshd: %w", err)
+	}
+	fwd, err := freePort()
+	if err != nil {
+		return t, info, err
+	}
+	args := []string{"ssh", "-F", "/dev/null", "-N", "-T", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+		"-o", "UserKnownHostsFile=/dev/null", "-o", "ExitOnForwardFailure=yes", "-o", "Compression=no", "-o", "LogLevel=ERROR",
+		"-c", cipher}
+	args = append(args, macArgs...)
+	args = append(args, "-i", userKey, "-p", port(sshdAddr), "-L", "127.0.0.1:"+port(fwd)+":"+sink, u.Username+"@127.0.0.1")
+	info.How = "sshd -f CONFIG -D -e (Ciphers " + cipher + macHow + "); " + strings.Join(args[:len(args)-1], " ") + " USER@127.0.0.1"
+	c, err := startProc("ssh", args...)
+	if err != nil {
+		return t, info, err
+	}
+	t.procs = append(t.procs, c)
+	t.addr = fwd
+	return t, info, waitListen(ctx, fwd, c)
+}
+
+func setupSpiped(ctx context.Context, dir, sink string) (*tunnelUnderTest, toolInfo, error) {
+	info := toolInfo{Name: "spiped", Version: toolVersion("spiped", "-v")}
+	if _, err := exec.LookPath("spiped"); err != nil {
+		return nil, info, fmt.Errorf("%w (apt-get install spiped; scripts/deps.sh)", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, info, err
+	}
+	key := filepath.Join(dir, "spiped.key")
+	k := make([]byte, 32)
+	_, _ = rand.Read(k)
+	if err := os.WriteFile(key, k, 0o600); err != nil {
+		return nil, info, err
+	}
+	encAddr, err := freePort()
+	if err != nil {
+		return nil, info, err
+	}
+	decAddr, err := freePort()
+	if err != nil {
+		return nil, info, err
+	}
+	bracket := func(a string) string { return "[127.0.0.1]:" + port(a) }
+	dec := []string{"spiped", "-d", "-F", "-n", "1000", "-s", bracket(decAddr), "-t", bracket(sink), "-k", key}
+	enc := []string{"spiped", "-e", "-F", "-n", "1000", "-s", bracket(encAddr), "-t", bracket(decAddr), "-k", key}
+	info.How = strings.Join(enc, " ") + "; " + strings.Join(dec, " ")
+	t := &tunnelUnderTest{name: "spiped", addr: encAddr}
+	for _, args := range [][]string{dec, enc} {
+		p, err := startProc("spiped "+args[1], args...)
+		if err != nil {
+			return t, info, err
+		}
+		t.procs = append(t.procs, p)
+		a := decAddr
+		if args[1] == "-e" {
+			a = encAddr
+		}
+		if err := waitListen(ctx, a, p); err != nil {
+			return t, info, err
+		}
+	}
+	return t, info, nil
+}
+
+// offloadConfig is one offload pair to start.
+type offloadConfig struct {
+	name, bin, suite string
+	maxFrame         string // "" for the default
+	profileDir       string // "" for no CPU profiles
+}
+
+// setupOffload starts an offload server and client with configs as
+// examples/*.yaml: loopback addresses, the sink as service, the software
+// engine and c's suite.
+func setupOffload(ctx context.Context, dir, sink string, c offloadConfig) (*tunnelUnderTest, toolInfo, error) {
+	info := toolInfo{Name: c.name, Version: toolVersion(c.bin, "version")}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, info, err
+	}
+	key := filepath.Join(dir, "offload.key")
+	if out, err := exec.CommandContext(ctx, c.bin, "keygen", "-o", key).CombinedOutput(); err != nil {
+		return nil, info, fmt.Errorf("offload keygen: %w\n%s", err, out)
+	}
+	srvAddr, err := freePort()
+	if err != nil {
+		return nil, info, err
+	}
+	fwd, err := freePort()
+	if err != nil {
+		return nil, info, err
+	}
+	common := "key_file: offload.key\nsuite: " + c.suite + "\nengine: software\nlog:\n  level: warn\n"
+	how := "defaults otherwise"
+	if c.maxFrame != "" {
+		common += "max_frame: " + c.maxFrame + "\n"
+		how = "max_frame " + c.maxFrame
+	}
+	srvConf, cliConf := filepath.Join(dir, "server.yaml"), filepath.Join(dir, "client.yaml")
+	if err := os.WriteFile(srvConf, []byte(fmt.Sprintf("listen: %s\nservices:\n  sink: %s\n%s", srvAddr, sink, common)), 0o600); err != nil {
+		return nil, info, err
+	}
+	if err := os.WriteFile(cliConf, []byte(fmt.Sprintf("server: %s\nforwards:\n  - listen: %s\n    service: sink\n%s", srvAddr, fwd, common)), 0o600); err != nil {
+		return nil, info, err
+	}
+	info.How = "offload server -c server.yaml; offload client -c client.yaml (" + c.suite + ", engine software, " + how + ")"
+	t := &tunnelUnderTest{name: c.name, addr: fwd}
+	args := func(end, conf string) []string {
+		a := []string{c.bin, end, "-c", conf}
+		if c.profileDir != "" {
+			f := filepath.Join(c.profileDir, end+".pprof")
+			a = append(a, "-cpuprofile", f)
+			t.profiles = append(t.profiles, f)
+		}
+		return a
+	}
+	if c.profileDir != "" {
+		if err := os.MkdirAll(c.profileDir, 0o755); err != nil {
+			return nil, info, err
+		}
+		info.How += ", -cpuprofile " + c.profileDir + "/{server,client}.pprof"
+	}
+	s, err := startProc("server", args("server", srvConf)...)
+	if err != nil {
+		return t, info, err
+	}
+	t.procs = append(t.procs, s)
+	if err := waitListen(ctx, srvAddr, s); err != nil {
+		return t, info, err
+	}
+	cl, err := startProc("client", args("client", cliConf)...)
+	if err != nil {
+		return t, info, err
+	}
+	t.procs = append(t.procs, cl)
+	return t, info, waitListen(ctx, fwd, cl)
+}
+
+// waitListen waits up to 10 s for addr to accept connections, and fails
+// early if p exits.
+func waitListen(ctx context.Context, addr string, p *proc) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			_ = c.Close()
+			return nil
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("%s exited (%v) before listening on %s:\n%s", p.name, p.cmd.ProcessState, addr, p.output())
+		case <-ctx.Done():
+			return errors.Join(fmt.Errorf("%s not listening on %s within 10s", p.name, addr), err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
