@@ -268,10 +268,12 @@ s_budgets() {
 
 have() { command -v "$1" >/dev/null 2>&1; }
 
-# s_compare is the smoke run of the comparison with socat, ssh -L and
-# spiped: every tool comes up and the data arrives intact (no speed
-# verdicts; docs/performance.md has the figures).
-s_compare() { go run ./harness/compare -quick; }
+# s_compare is the smoke run of the comparison with socat, ssh -L (two
+# ciphers), spiped and offload (two suites): every tool comes up, the data
+# arrives intact, the crypto floor is measured, and each offload end exits
+# 0 on SIGTERM leaving its CPU profile (no speed verdicts;
+# docs/performance.md has the figures).
+s_compare() { go run ./harness/compare -quick -cpuprofile "$work/compare-profiles"; }
 
 stage deps "install missing tools" s_deps
 stage gofmt "gofmt -l ." s_gofmt
@@ -282,7 +284,7 @@ stage test-noaes "GODEBUG=cpu.aes=off go test -count=1 ./engine/..." s_noaes
 stage cross "cross-builds" s_cross
 stage packaging "OpenWrt and systemd packaging checks" s_packaging
 if have socat && have spiped && [ -x /usr/sbin/sshd ] && [ "$(id -u)" = 0 ]; then
-	stage compare "offload beside socat, ssh -L and spiped on loopback (smoke)" s_compare
+	stage compare "offload beside socat, ssh -L and spiped on loopback, profiles of its ends (smoke)" s_compare
 else
 	skip compare "needs root with socat, spiped and sshd (scripts/deps.sh installs them as root)"
 fi
