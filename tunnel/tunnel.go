@@ -193,7 +193,7 @@ func (o *Options) yamuxConfig() (*yamux.Config, error) {
 	}
 	c.MaxStreamWindowSize = uint32(o.YamuxWindow)
 	c.LogOutput = nil
-	c.Logger = log.New(yamuxLog{o.Logger.Named("yamux")}, "", 0)
+	c.Logger = log.New(yamuxLog{l: o.Logger.Named("yamux"), backlog: &rateLimit{every: 10 * time.Second}}, "", 0)
 	if err := yamux.VerifyConfig(c); err != nil {
 		return nil, fmt.Errorf("%w: yamux: %w", ErrConfig, err)
 	}
@@ -203,15 +203,30 @@ func (o *Options) yamuxConfig() (*yamux.Config, error) {
 // yamuxLog takes yamux's log lines. They are warnings, except writes that
 // failed because this end had closed the link: yamux's send loop can be in
 // the middle of a write when the session closes (shutdown, a redial), and
-// unlike its read loop it logs that. Those are debug lines.
-type yamuxLog struct{ l *zap.Logger }
+// unlike its read loop it logs that. Those are debug lines. yamux logs a
+// line for every new stream it resets because the accept backlog is full
+// (the link is at LinkStreams); a peer decides how many, so that line is
+// rate-limited.
+type yamuxLog struct {
+	l       *zap.Logger
+	backlog *rateLimit
+}
+
+// yamuxBacklogMsg is the line yamux logs when it resets a stream for want
+// of room in the accept backlog.
+const yamuxBacklogMsg = "yamux: backlog exceeded"
 
 func (y yamuxLog) Write(p []byte) (int, error) {
 	msg := strings.TrimSpace(string(p))
 	msg = strings.TrimPrefix(strings.TrimPrefix(msg, "[ERR] "), "[WARN] ")
-	if strings.Contains(msg, net.ErrClosed.Error()) {
+	switch {
+	case strings.Contains(msg, net.ErrClosed.Error()):
 		y.l.Debug(msg)
-	} else {
+	case strings.HasPrefix(msg, yamuxBacklogMsg):
+		if ok, n := y.backlog.allow(); ok {
+			y.l.Warn(msg, zap.Uint64("resets_not_logged", n))
+		}
+	default:
 		y.l.Warn(msg)
 	}
 	return len(p), nil

@@ -24,6 +24,9 @@ func TestYamuxLogLevels(t *testing.T) {
 	c.Logger.Printf("[ERR] yamux: Failed to write header: record: use of closed network connection")
 	c.Logger.Printf("[ERR] yamux: Failed to read header: record: frame 7: authentication failed")
 	c.Logger.Printf("[WARN] yamux: frame for missing stream: Vsn:0 Type:1 Flags:0 StreamID:3 Length:0")
+	for range 100 { // a peer opening streams beyond the backlog: one line
+		c.Logger.Printf("[WARN] yamux: backlog exceeded, forcing connection reset")
+	}
 	want := []struct {
 		level zapcore.Level
 		msg   string
@@ -31,6 +34,7 @@ func TestYamuxLogLevels(t *testing.T) {
 		{zapcore.DebugLevel, "yamux: Failed to write header: record: use of closed network connection"},
 		{zapcore.WarnLevel, "yamux: Failed to read header: record: frame 7: authentication failed"},
 		{zapcore.WarnLevel, "yamux: frame for missing stream: Vsn:0 Type:1 Flags:0 StreamID:3 Length:0"},
+		{zapcore.WarnLevel, "yamux: backlog exceeded, forcing connection reset"},
 	}
 	got := logs.All()
 	if len(got) != len(want) {
