@@ -16,9 +16,10 @@ import (
 // source address. An unauthenticated connection holds a slot from accept
 // until its handshake ends. When a new connection finds its source at
 // MaxHandshakesPerSource, it takes the slot of that source's oldest
-// pending connection; when it finds all MaxHandshakes slots taken, it takes
-// the oldest of the source with the most pending connections. The
-// connection whose slot is taken is closed.
+// incomplete connection (below); when it finds all MaxHandshakes slots
+// taken, the oldest incomplete one of the source with the most pending
+// connections, so that a flood from a few addresses pays first. The
+// connection whose slot is taken is reset.
 //
 // A connection whose complete first flight has arrived (read by the
 // handshake, or waiting in its socket buffer: see complete) is never
@@ -27,7 +28,10 @@ import (
 // connections that send nothing, or part of a flight, therefore can't evict
 // real clients, however fast it comes; if every slot a new connection could
 // take holds a complete flight, the new connection is refused instead.
-// Memory stays bounded: at most max pending connections at any time.
+// Memory stays bounded: at most max pending connections at any time. (One
+// gap is left: bytes the handshake has just read but not yet recorded in
+// head are in neither place for a moment; a flight caught in it counts as
+// incomplete.)
 type hsSlots struct {
 	mu        sync.Mutex
 	max       int
@@ -43,8 +47,8 @@ type hsSlot struct {
 	source   netip.Prefix
 	elem     *list.Element
 	evicted  bool
-	complete bool // the whole first flight has arrived
-	head     []byte
+	complete bool   // the whole first flight has arrived
+	head     []byte // what the handshake read, up to a first flight
 }
 
 func newHSSlots(max, perSource int, s suite.Suite) *hsSlots {
