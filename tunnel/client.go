@@ -88,7 +88,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.RedialMax < cfg.RedialMin {
 		return nil, fmt.Errorf("%w: redial max %v < min %v", ErrConfig, cfg.RedialMax, cfg.RedialMin)
 	}
-	if _, err := cfg.Options.yamuxConfig(); err != nil {
+	if _, err := cfg.Options.yamuxConfig(nil); err != nil {
 		return nil, err
 	}
 	dial := cfg.Dial
@@ -268,7 +268,7 @@ func (c *Client) connect(ctx context.Context) (*yamux.Session, *record.Conn, err
 		_ = conn.Close()
 		return nil, nil, err
 	}
-	ycfg, _ := c.opt.yamuxConfig() // checked by NewClient
+	ycfg, _ := c.opt.yamuxConfig(&c.ctr.backlogResets) // checked by NewClient
 	sess, err := yamux.Client(rc, ycfg)
 	if err != nil {
 		_ = rc.Close()

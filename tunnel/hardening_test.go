@@ -344,6 +344,9 @@ func TestLinkBuffer(t *testing.T) {
 	if reset.Load() == 0 {
 		t.Errorf("no stream beyond the budget was reset")
 	}
+	if n := srv.ctr.backlogResets.Load(); n == 0 || n > streams {
+		t.Errorf("server counted %d streams reset at the link's cap", n)
+	}
 	for _, st := range sts {
 		st.Close()
 	}

@@ -88,6 +88,9 @@ type counters struct {
 	links      atomic.Int64 // server: links up; client: 1 while the link is up
 	redials    atomic.Uint64
 	linkErrors atomic.Uint64 // links that ended with a record-layer error
+	// backlogResets counts new streams yamux reset because the link was
+	// at LinkStreams and its accept backlog full.
+	backlogResets atomic.Uint64
 
 	limits  []limit    // the caps in force, as offload_limit gauges
 	pending func() int // server: handshakes in progress
@@ -134,6 +137,7 @@ func (c *counters) writePrometheus(w io.Writer) {
 		metrics.WriteGaugeUint64(w, fmt.Sprintf(`offload_limit{role=%q,name=%q}`, c.role, l.name), uint64(max(l.value, 0)))
 	}
 	metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_link_errors_total{role=%q}`, c.role), c.linkErrors.Load())
+	metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_streams_reset_total{role=%q}`, c.role), c.backlogResets.Load())
 	metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_auth_failures_total{role=%q}`, c.role), c.stats.AuthFailures.Load())
 	for i, eng := range c.engines {
 		label := promLabel(eng)

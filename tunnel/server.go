@@ -83,7 +83,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.MaxLinks <= 0 {
 		cfg.MaxLinks = DefaultMaxLinks
 	}
-	if _, err := cfg.Options.yamuxConfig(); err != nil {
+	if _, err := cfg.Options.yamuxConfig(nil); err != nil {
 		return nil, err
 	}
 	s := &Server{
@@ -257,7 +257,7 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 		s.log.Error("record layer", zap.Error(err))
 		return
 	}
-	ycfg, _ := s.opt.yamuxConfig() // checked by NewServer
+	ycfg, _ := s.opt.yamuxConfig(&s.ctr.backlogResets) // checked by NewServer
 	sess, err := yamux.Server(rc, ycfg)
 	if err != nil {
 		_ = rc.Close()

@@ -180,8 +180,9 @@ func (o *Options) recordOptions(stats *record.Stats) record.Options {
 }
 
 // yamuxConfig is the session configuration: window and keepalive from the
-// options, yamux's logger routed to ours at warn.
-func (o *Options) yamuxConfig() (*yamux.Config, error) {
+// options, yamux's logger routed to ours at warn. resets, if not nil,
+// counts the new streams yamux resets because the accept backlog is full.
+func (o *Options) yamuxConfig(resets *atomic.Uint64) (*yamux.Config, error) {
 	c := yamux.DefaultConfig()
 	// The backlog holds new streams the server has not accepted yet
 	// (LinkBuffer counts them); on the client it caps streams opened but
@@ -193,7 +194,7 @@ func (o *Options) yamuxConfig() (*yamux.Config, error) {
 	}
 	c.MaxStreamWindowSize = uint32(o.YamuxWindow)
 	c.LogOutput = nil
-	c.Logger = log.New(yamuxLog{l: o.Logger.Named("yamux"), backlog: &rateLimit{every: 10 * time.Second}}, "", 0)
+	c.Logger = log.New(yamuxLog{l: o.Logger.Named("yamux"), backlog: &rateLimit{every: 10 * time.Second}, resets: resets}, "", 0)
 	if err := yamux.VerifyConfig(c); err != nil {
 		return nil, fmt.Errorf("%w: yamux: %w", ErrConfig, err)
 	}
@@ -210,6 +211,7 @@ func (o *Options) yamuxConfig() (*yamux.Config, error) {
 type yamuxLog struct {
 	l       *zap.Logger
 	backlog *rateLimit
+	resets  *atomic.Uint64 // nil: not counted
 }
 
 // yamuxBacklogMsg is the line yamux logs when it resets a stream for want
@@ -223,6 +225,9 @@ func (y yamuxLog) Write(p []byte) (int, error) {
 	case strings.Contains(msg, net.ErrClosed.Error()):
 		y.l.Debug(msg)
 	case strings.HasPrefix(msg, yamuxBacklogMsg):
+		if y.resets != nil {
+			y.resets.Add(1)
+		}
 		if ok, n := y.backlog.allow(); ok {
 			y.l.Warn(msg, zap.Uint64("resets_not_logged", n))
 		}

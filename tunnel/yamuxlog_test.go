@@ -1,6 +1,7 @@
 package tunnel
 
 import (
+	"sync/atomic"
 	"testing"
 
 	"go.uber.org/zap"
@@ -17,7 +18,8 @@ func TestYamuxLogLevels(t *testing.T) {
 	if err := o.setDefaults(); err != nil {
 		t.Fatal(err)
 	}
-	c, err := o.yamuxConfig()
+	var resets atomic.Uint64
+	c, err := o.yamuxConfig(&resets)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,6 +37,9 @@ func TestYamuxLogLevels(t *testing.T) {
 		{zapcore.WarnLevel, "yamux: Failed to read header: record: frame 7: authentication failed"},
 		{zapcore.WarnLevel, "yamux: frame for missing stream: Vsn:0 Type:1 Flags:0 StreamID:3 Length:0"},
 		{zapcore.WarnLevel, "yamux: backlog exceeded, forcing connection reset"},
+	}
+	if resets.Load() != 100 {
+		t.Errorf("%d backlog resets counted, want 100", resets.Load())
 	}
 	got := logs.All()
 	if len(got) != len(want) {
