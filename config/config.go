@@ -57,6 +57,27 @@ const (
 	DefaultMaxStreams       = 1024
 	MaxMaxStreams           = 65536
 
+	// DefaultLinkBuffer is the budget of one link's stream receive
+	// buffers: a link carries at most
+	// link_buffer / (yamux_window + 256 KiB) streams at once (and at most
+	// max_streams), so that streams whose consumer does not read can't
+	// hold more (docs/tunnel.md). 16 MiB: with the 8 MiB a running end
+	// takes, one link fits the 24 MiB a 64 MB router can spare
+	// (docs/budgets.md).
+	DefaultLinkBuffer = 16 << 20
+	MaxLinkBuffer     = 1 << 30
+	// yamuxNewStream is what a peer may send on a stream before it is
+	// accepted (yamux's initial window); each stream costs yamux_window
+	// plus this much of link_buffer.
+	yamuxNewStream = 256 << 10
+
+	// Server caps against floods and replays (docs/tunnel.md).
+	DefaultMaxLinks               = 4  // links up at once
+	DefaultMaxHandshakes          = 64 // unauthenticated connections in their handshake
+	DefaultMaxHandshakesPerSource = 8  // of them from one IPv4 address or IPv6 /64
+	MaxMaxLinks                   = 1024
+	MaxMaxHandshakes              = 4096
+
 	DefaultRedialMin = 500 * time.Millisecond
 	DefaultRedialMax = 30 * time.Second
 
@@ -105,6 +126,10 @@ type Common struct {
 	HandshakeTimeout time.Duration
 	// MaxStreams caps concurrent streams on one link.
 	MaxStreams int
+	// LinkBuffer is the budget of one link's stream receive buffers in
+	// bytes; it caps the streams of a link at
+	// LinkBuffer / (YamuxWindow + 256 KiB).
+	LinkBuffer int
 	// DrainTimeout is how long SIGTERM waits for open streams to finish;
 	// 0 closes them at once.
 	DrainTimeout time.Duration
@@ -133,6 +158,13 @@ type Server struct {
 	// Services maps a service name (what clients ask for) to the host:port
 	// the server dials for it. Nothing else is ever dialled.
 	Services map[string]string
+	// MaxLinks caps the links up at once; a client beyond it is refused
+	// (busy) and redials.
+	MaxLinks int
+	// MaxHandshakes caps unauthenticated connections in their handshake,
+	// MaxHandshakesPerSource those from one IPv4 address or IPv6 /64.
+	MaxHandshakes          int
+	MaxHandshakesPerSource int
 }
 
 // Forward is one client listener: connections to Listen go through the
@@ -191,6 +223,7 @@ func defaultCommon(file string) Common {
 		DialTimeout:      DefaultDialTimeout,
 		HandshakeTimeout: DefaultHandshakeTimeout,
 		MaxStreams:       DefaultMaxStreams,
+		LinkBuffer:       DefaultLinkBuffer,
 		DrainTimeout:     DefaultDrainTimeout,
 		MemoryLimit:      DefaultMemoryLimit,
 		Log:              Log{Level: zapcore.InfoLevel, Format: LogConsole},
@@ -346,6 +379,41 @@ func (d *decoder) size(v value, dst *int, lo, hi int) {
 	}
 }
 
+// count decodes a number from 1 to hi.
+func (d *decoder) count(v value, dst *int, hi int) {
+	s, ok := d.scalar(v)
+	if !ok {
+		return
+	}
+	n, err := ParseSize(s)
+	if err != nil || n < 1 || n > hi {
+		d.errorf(v.at, v.field, "%q: want a number from 1 to %d", s, hi)
+		return
+	}
+	*dst = n
+}
+
+// checkLinkBuffer reports a link_buffer too small for one stream at the
+// configured window.
+func (d *decoder) checkLinkBuffer(c *Common) {
+	if need := c.YamuxWindow + yamuxNewStream; c.LinkBuffer < need {
+		a, ok := c.fields["link_buffer"]
+		field := "link_buffer"
+		if !ok {
+			a, field = c.fields["yamux_window"], "yamux_window"
+		}
+		d.errorf(a, field, "link_buffer %d holds no stream at yamux_window %d: want at least yamux_window + 256KiB (%d)",
+			c.LinkBuffer, c.YamuxWindow, need)
+	}
+}
+
+// LinkStreams is how many streams one link carries at once with these
+// settings: max_streams, or fewer so that their buffers fit link_buffer
+// (the tunnel computes the same).
+func (c *Common) LinkStreams() int {
+	return min(c.MaxStreams, c.LinkBuffer/(c.YamuxWindow+yamuxNewStream))
+}
+
 func (d *decoder) duration(v value, dst *time.Duration, positive bool) {
 	s, ok := d.scalar(v)
 	if !ok {
@@ -431,18 +499,8 @@ func (d *decoder) common(c *Common) []fieldSpec {
 		track("dial_timeout", func(v value) { d.duration(v, &c.DialTimeout, true) }),
 		track("handshake_timeout", func(v value) { d.duration(v, &c.HandshakeTimeout, true) }),
 		track("drain_timeout", func(v value) { d.duration(v, &c.DrainTimeout, false) }),
-		track("max_streams", func(v value) {
-			s, ok := d.scalar(v)
-			if !ok {
-				return
-			}
-			n, err := ParseSize(s)
-			if err != nil || n < 1 || n > MaxMaxStreams {
-				d.errorf(v.at, v.field, "%q: want a number from 1 to %d", s, MaxMaxStreams)
-				return
-			}
-			c.MaxStreams = n
-		}),
+		track("max_streams", func(v value) { d.count(v, &c.MaxStreams, MaxMaxStreams) }),
+		track("link_buffer", func(v value) { d.size(v, &c.LinkBuffer, MinYamuxWindow+yamuxNewStream, MaxLinkBuffer) }),
 		track("log", func(v value) {
 			d.object(v, []fieldSpec{
 				track("level", func(v value) {
@@ -481,7 +539,8 @@ func (d *decoder) common(c *Common) []fieldSpec {
 }
 
 func (d *decoder) server(body ast.Node) *Server {
-	s := &Server{Common: defaultCommon(d.file), Services: map[string]string{}}
+	s := &Server{Common: defaultCommon(d.file), Services: map[string]string{},
+		MaxLinks: DefaultMaxLinks, MaxHandshakes: DefaultMaxHandshakes, MaxHandshakesPerSource: DefaultMaxHandshakesPerSource}
 	top := value{node: body, at: atNode(body, at{1, 0})}
 	specs := append(d.common(&s.Common),
 		fieldSpec{name: "listen", required: true, decode: func(v value) {
@@ -509,11 +568,25 @@ func (d *decoder) server(body ast.Node) *Server {
 				}
 			}
 		}},
+		fieldSpec{name: "max_links", decode: func(v value) { s.fields[v.field] = v.at; d.count(v, &s.MaxLinks, MaxMaxLinks) }},
+		fieldSpec{name: "max_handshakes", decode: func(v value) { s.fields[v.field] = v.at; d.count(v, &s.MaxHandshakes, MaxMaxHandshakes) }},
+		fieldSpec{name: "max_handshakes_per_source", decode: func(v value) {
+			s.fields[v.field] = v.at
+			d.count(v, &s.MaxHandshakesPerSource, MaxMaxHandshakes)
+		}},
 	)
 	d.object(top, specs)
 	if s.Metrics != "" && s.Metrics == s.Listen {
 		d.errorf(s.fields["metrics"], "metrics", "same address as listen")
 	}
+	if s.MaxHandshakesPerSource > s.MaxHandshakes {
+		a, ok := s.fields["max_handshakes_per_source"]
+		if !ok {
+			a = s.fields["max_handshakes"]
+		}
+		d.errorf(a, "max_handshakes_per_source", "%d is more than max_handshakes %d", s.MaxHandshakesPerSource, s.MaxHandshakes)
+	}
+	d.checkLinkBuffer(&s.Common)
 	return s
 }
 
@@ -542,6 +615,7 @@ func (d *decoder) client(body ast.Node) *Client {
 		}},
 	)
 	d.object(top, specs)
+	d.checkLinkBuffer(&c.Common)
 	return c
 }
 

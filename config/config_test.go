@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/tunnel"
 	"github.com/offload-dev/offload/tunnel/suite"
 )
 
@@ -47,12 +48,16 @@ func TestParseServerDefaults(t *testing.T) {
 			DialTimeout:      10 * time.Second,
 			HandshakeTimeout: 10 * time.Second,
 			MaxStreams:       1024,
+			LinkBuffer:       16 << 20,
 			DrainTimeout:     10 * time.Second,
 			MemoryLimit:      20 << 20,
 			Log:              Log{Level: zapcore.InfoLevel, Format: "console"},
 		},
-		Listen:   "192.0.2.1:7000",
-		Services: map[string]string{"web": "127.0.0.1:8080", "ssh": "127.0.0.1:22"},
+		Listen:                 "192.0.2.1:7000",
+		Services:               map[string]string{"web": "127.0.0.1:8080", "ssh": "127.0.0.1:22"},
+		MaxLinks:               4,
+		MaxHandshakes:          64,
+		MaxHandshakesPerSource: 8,
 	}
 	s.fields = nil
 	if !reflect.DeepEqual(s, want) {
@@ -69,6 +74,10 @@ keepalive: 0
 dial_timeout: 3s
 handshake_timeout: 1m
 max_streams: 10
+link_buffer: 64MiB
+max_links: 2
+max_handshakes: 32
+max_handshakes_per_source: 4
 drain_timeout: 0s
 log: {level: debug, format: json}
 metrics: "[::1]:9100"
@@ -86,8 +95,12 @@ metrics: "[::1]:9100"
 	}
 	if c.Engine != "afalg:cbc(aes-generic)" || c.MaxFrame != 64<<10 || c.YamuxWindow != 4<<20 ||
 		c.Keepalive != 0 || c.DialTimeout != 3*time.Second || c.HandshakeTimeout != time.Minute ||
-		c.MaxStreams != 10 || c.DrainTimeout != 0 || c.Log != (Log{zapcore.DebugLevel, "json"}) || c.Metrics != "[::1]:9100" {
+		c.MaxStreams != 10 || c.DrainTimeout != 0 || c.Log != (Log{zapcore.DebugLevel, "json"}) || c.Metrics != "[::1]:9100" ||
+		c.LinkBuffer != 64<<20 {
 		t.Errorf("got %+v", c)
+	}
+	if s.MaxLinks != 2 || s.MaxHandshakes != 32 || s.MaxHandshakesPerSource != 4 {
+		t.Errorf("server caps: %d links, %d handshakes, %d per source", s.MaxLinks, s.MaxHandshakes, s.MaxHandshakesPerSource)
 	}
 }
 
@@ -195,6 +208,12 @@ func TestErrorPositions(t *testing.T) {
 		{"durations", false, goodServer + "keepalive: 15\ndial_timeout: 0\nhandshake_timeout: -1s\ndrain_timeout: soon\n",
 			[]string{"6:keepalive", "7:dial_timeout", "8:handshake_timeout", "9:drain_timeout"}},
 		{"max_streams", false, goodServer + "max_streams: 0\n", []string{"6:max_streams"}},
+		{"server caps", false, goodServer + "max_links: 0\nmax_handshakes: 5000\nmax_handshakes_per_source: x\n",
+			[]string{"6:max_links", "7:max_handshakes", "8:max_handshakes_per_source"}},
+		{"per source over all", false, goodServer + "max_handshakes: 4\nmax_handshakes_per_source: 8\n", []string{"7:max_handshakes_per_source"}},
+		{"link_buffer range", false, goodServer + "link_buffer: 256KiB\n", []string{"6:link_buffer"}},
+		{"link_buffer below one stream", false, goodServer + "link_buffer: 1MiB\n", []string{"6:link_buffer"}},
+		{"window over link_buffer", false, goodServer + "yamux_window: 16MiB\n", []string{"6:yamux_window"}},
 		{"log", false, goodServer + "log:\n  level: verbose\n  format: xml\n", []string{"7:log.level", "8:log.format"}},
 		{"log not a map", false, goodServer + "log: debug\n", []string{"6:log"}},
 		{"metrics", false, goodServer + "metrics: 9100\n", []string{"6:metrics"}},
@@ -220,6 +239,7 @@ func TestErrorPositions(t *testing.T) {
 		{"client redial zero", true, goodClient + "redial:\n  min: 0\n  maximum: 1s\n", []string{"7:redial.min", "8:redial.maximum"}},
 		{"client has services", true, goodClient + "services: {a: 'b:1'}\n", []string{"6:services"}},
 		{"client tunables", true, goodClient + "yamux_window: 1KiB\n", []string{"6:yamux_window"}},
+		{"client has server caps", true, goodClient + "max_links: 2\n", []string{"6:max_links"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -354,5 +374,31 @@ func TestParseMemoryLimit(t *testing.T) {
 		if !errors.As(err, &errs) || errs[0].Field != "memory_limit" || errs[0].Line != 6 {
 			t.Errorf("memory_limit %s: %v", src, err)
 		}
+	}
+}
+
+// The config's defaults are the tunnel's: a setting left out means the
+// same whether the tunnel or the config fills it in.
+func TestDefaultsMatchTunnel(t *testing.T) {
+	pairs := []struct {
+		name        string
+		config, tun int
+	}{
+		{"max_streams", DefaultMaxStreams, tunnel.DefaultMaxStreams},
+		{"yamux_window", DefaultYamuxWindow, tunnel.DefaultYamuxWindow},
+		{"link_buffer", DefaultLinkBuffer, tunnel.DefaultLinkBuffer},
+		{"max_links", DefaultMaxLinks, tunnel.DefaultMaxLinks},
+		{"max_handshakes", DefaultMaxHandshakes, tunnel.DefaultMaxHandshakes},
+		{"max_handshakes_per_source", DefaultMaxHandshakesPerSource, tunnel.DefaultMaxHandshakesPerSource},
+	}
+	for _, p := range pairs {
+		if p.config != p.tun {
+			t.Errorf("%s: config default %d, tunnel default %d", p.name, p.config, p.tun)
+		}
+	}
+	c := defaultCommon("x")
+	o := tunnel.Options{MaxStreams: c.MaxStreams, YamuxWindow: c.YamuxWindow, LinkBuffer: c.LinkBuffer}
+	if c.LinkStreams() != o.LinkStreams() || c.LinkStreams() != 12 {
+		t.Errorf("link streams: config %d, tunnel %d, want 12 at the defaults", c.LinkStreams(), o.LinkStreams())
 	}
 }

@@ -62,7 +62,7 @@ func FuzzParse(f *testing.F) {
 		}
 		if c.KeyFile == "" || c.MaxFrame < MinMaxFrame || c.MaxFrame > MaxMaxFrame ||
 			c.YamuxWindow < MinYamuxWindow || c.YamuxWindow > MaxYamuxWindow ||
-			c.MaxStreams < 1 || c.MaxStreams > MaxMaxStreams || c.Keepalive < 0 ||
+			c.MaxStreams < 1 || c.MaxStreams > MaxMaxStreams || c.Keepalive < 0 || c.LinkStreams() < 1 ||
 			c.DialTimeout <= 0 || c.HandshakeTimeout <= 0 || c.DrainTimeout < 0 ||
 			CheckEngine(c.Engine) != nil || !c.Suite.Cipher.Valid() {
 			t.Fatalf("accepted out-of-range config %+v", c)

@@ -88,7 +88,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.RedialMax < cfg.RedialMin {
 		return nil, fmt.Errorf("%w: redial max %v < min %v", ErrConfig, cfg.RedialMax, cfg.RedialMin)
 	}
-	if _, err := cfg.Options.yamuxConfig(); err != nil {
+	if _, err := cfg.Options.yamuxConfig(nil); err != nil {
 		return nil, err
 	}
 	dial := cfg.Dial
@@ -96,7 +96,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		d := &net.Dialer{}
 		dial = d.DialContext
 	}
-	return &Client{
+	c := &Client{
 		opt:       cfg.Options,
 		server:    cfg.Server,
 		forwards:  cfg.Forwards,
@@ -110,7 +110,12 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		up:        make(chan struct{}),
 		down:      make(chan struct{}),
 		gone:      make(chan *yamux.Session, 1),
-	}, nil
+	}
+	c.ctr.limits = []limit{
+		{"link_streams", cfg.Options.LinkStreams()},
+		{"link_buffer_bytes", cfg.Options.LinkBuffer},
+	}
+	return c, nil
 }
 
 // RegisterMetrics adds the client's metrics to set.
@@ -263,7 +268,7 @@ func (c *Client) connect(ctx context.Context) (*yamux.Session, *record.Conn, err
 		_ = conn.Close()
 		return nil, nil, err
 	}
-	ycfg, _ := c.opt.yamuxConfig() // checked by NewClient
+	ycfg, _ := c.opt.yamuxConfig(&c.ctr.backlogResets) // checked by NewClient
 	sess, err := yamux.Client(rc, ycfg)
 	if err != nil {
 		_ = rc.Close()
@@ -299,7 +304,10 @@ func (c *Client) acceptLoop(ctx context.Context, f Forward, wg *sync.WaitGroup) 
 			continue
 		}
 		delay = 0
-		if c.ctr.active.Load() >= int64(c.opt.MaxStreams) {
+		// LinkStreams, not MaxStreams: the server accepts no more streams
+		// per link than its buffer budget holds, and a stream refused here
+		// is a clean reset rather than one that waits in its backlog.
+		if c.ctr.active.Load() >= int64(c.opt.LinkStreams()) {
 			resetConn(conn)
 			c.refused(f.Service, ErrBusy)
 			continue

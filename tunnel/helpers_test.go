@@ -43,7 +43,10 @@ func testOptions(log *zap.Logger) Options {
 		DialTimeout:      2 * time.Second,
 		HandshakeTimeout: 2 * time.Second,
 		StatusInterval:   -1,
-		Logger:           log,
+		// Room for the 32 streams of TestEchoManyStreams at the default
+		// window; TestLinkBuffer tests the budget itself.
+		LinkBuffer: 48 << 20,
+		Logger:     log,
 	}
 }
 

@@ -1,45 +1,108 @@
 package tunnel
 
 import (
+	"bytes"
 	"container/list"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/offload-dev/offload/tunnel/handshake"
+	"github.com/offload-dev/offload/tunnel/suite"
 )
 
-// hsSlots caps the handshakes in progress on the server. An
-// unauthenticated connection holds a slot from accept until its handshake
-// ends; when all are taken, a new connection takes the slot of the oldest
-// pending one, which is closed. A real client finishes its handshake in one
-// round trip, so the oldest pending connection is the likeliest to be
-// stalled (a flood, or a peer that sends nothing): a flood of connections
-// that never finish can not keep a real client out, and it costs at most
-// max pending connections of memory at any time.
+// hsSlots caps the handshakes in progress on the server, in all and per
+// source address. An unauthenticated connection holds a slot from accept
+// until its handshake ends. When a new connection finds its source at
+// MaxHandshakesPerSource, it takes the slot of that source's oldest
+// incomplete connection (below); when it finds all MaxHandshakes slots
+// taken, the oldest incomplete one of the source with the most pending
+// connections, so that a flood from a few addresses pays first. The
+// connection whose slot is taken is reset.
+//
+// A connection whose complete first flight has arrived (read by the
+// handshake, or waiting in its socket buffer: see complete) is never
+// taken: it needs only CPU time to finish, or one round trip for the
+// client's key confirmation, and it may be a genuine client. A flood of
+// connections that send nothing, or part of a flight, therefore can't evict
+// real clients, however fast it comes; if every slot a new connection could
+// take holds a complete flight, the new connection is refused instead.
+// Memory stays bounded: at most max pending connections at any time. (One
+// gap is left: bytes the handshake has just read but not yet recorded in
+// head are in neither place for a moment; a flight caught in it counts as
+// incomplete.)
 type hsSlots struct {
-	mu      sync.Mutex
-	max     int
-	pending list.List // of *hsSlot, oldest first
+	mu        sync.Mutex
+	max       int
+	perSource int
+	prefix    []byte // the start of a genuine first flight (handshake.FlightHeader)
+	flightLen int    // its whole length
+	pending   list.List
+	bySource  map[netip.Prefix]int
 }
 
 type hsSlot struct {
-	conn    net.Conn
-	start   time.Time
-	elem    *list.Element
-	evicted bool
+	conn     net.Conn
+	source   netip.Prefix
+	elem     *list.Element
+	evicted  bool
+	complete bool   // the whole first flight has arrived
+	head     []byte // what the handshake read, up to a first flight
 }
 
-// acquire takes a slot for conn, evicting (closing) the oldest pending
-// connection if all are taken.
+func newHSSlots(max, perSource int, s suite.Suite) *hsSlots {
+	prefix, n := handshake.FlightHeader(s)
+	return &hsSlots{max: max, perSource: perSource, prefix: prefix, flightLen: n, bySource: map[netip.Prefix]int{}}
+}
+
+// sourceOf is the address a slot is counted under: the IPv4 address, or
+// the IPv6 /64 (one host can have a whole /64).
+func sourceOf(c net.Conn) netip.Prefix {
+	ta, ok := c.RemoteAddr().(*net.TCPAddr)
+	if !ok {
+		return netip.Prefix{}
+	}
+	a, ok := netip.AddrFromSlice(ta.IP)
+	if !ok {
+		return netip.Prefix{}
+	}
+	a = a.Unmap()
+	bits := 32
+	if a.Is6() {
+		bits = 64
+	}
+	p, _ := a.Prefix(bits)
+	return p
+}
+
+// acquire takes a slot for conn, evicting (closing) another pending
+// connection if conn's source or the server is at its cap. It returns nil
+// if no slot could be freed: the caller refuses conn.
 func (s *hsSlots) acquire(conn net.Conn) *hsSlot {
-	sl := &hsSlot{conn: conn, start: time.Now()}
+	sl := &hsSlot{conn: conn, source: sourceOf(conn)}
 	s.mu.Lock()
 	var victim *hsSlot
-	if s.pending.Len() >= s.max {
-		victim = s.pending.Remove(s.pending.Front()).(*hsSlot)
+	switch {
+	case s.bySource[sl.source] >= s.perSource:
+		victim = s.oldestIncomplete(sl.source)
+		if victim == nil {
+			s.mu.Unlock()
+			return nil
+		}
+	case s.pending.Len() >= s.max:
+		victim = s.victim()
+		if victim == nil {
+			s.mu.Unlock()
+			return nil
+		}
+	}
+	if victim != nil {
+		s.remove(victim)
 		victim.evicted = true
-		victim.elem = nil
 	}
 	sl.elem = s.pending.PushBack(sl)
+	s.bySource[sl.source]++
 	s.mu.Unlock()
 	if victim != nil {
 		resetConn(victim.conn)
@@ -47,13 +110,85 @@ func (s *hsSlots) acquire(conn net.Conn) *hsSlot {
 	return sl
 }
 
+// victim picks the oldest incomplete connection of the source with the
+// most pending ones, so that a flood from a few addresses pays for itself
+// and a client with one connection pending is the last to go.
+func (s *hsSlots) victim() *hsSlot {
+	most := 0
+	for _, n := range s.bySource {
+		most = max(most, n)
+	}
+	for n := most; n > 0; n-- {
+		for e := s.pending.Front(); e != nil; e = e.Next() {
+			sl := e.Value.(*hsSlot)
+			if s.bySource[sl.source] == n && !s.complete(sl) {
+				return sl
+			}
+		}
+	}
+	return nil
+}
+
+// oldestIncomplete returns the oldest incomplete connection from src.
+func (s *hsSlots) oldestIncomplete(src netip.Prefix) *hsSlot {
+	for e := s.pending.Front(); e != nil; e = e.Next() {
+		sl := e.Value.(*hsSlot)
+		if sl.source == src && !s.complete(sl) {
+			return sl
+		}
+	}
+	return nil
+}
+
+// complete reports whether sl's whole first flight has arrived: the
+// handshake said it read it, or what it has read and what waits in the
+// socket buffer make up a genuine first flight. s.mu is held.
+func (s *hsSlots) complete(sl *hsSlot) bool {
+	if sl.complete {
+		return true
+	}
+	var buf [256]byte
+	got := append(buf[:0], sl.head...)
+	if need := s.flightLen - len(got); need > 0 && need <= len(buf)-len(got) {
+		got = got[:len(got)+peek(sl.conn, buf[len(got):len(got)+need])]
+	}
+	if len(got) >= s.flightLen && bytes.HasPrefix(got, s.prefix) {
+		sl.complete = true
+	}
+	return sl.complete
+}
+
+// read records what the handshake read from sl's connection, up to a
+// first flight's length, for complete.
+func (s *hsSlots) read(sl *hsSlot, p []byte) {
+	s.mu.Lock()
+	if n := s.flightLen - len(sl.head); n > 0 {
+		sl.head = append(sl.head, p[:min(n, len(p))]...)
+	}
+	s.mu.Unlock()
+}
+
+// flightRead marks sl complete: the handshake has read the whole flight.
+func (s *hsSlots) flightRead(sl *hsSlot) {
+	s.mu.Lock()
+	sl.complete = true
+	s.mu.Unlock()
+}
+
+func (s *hsSlots) remove(sl *hsSlot) {
+	s.pending.Remove(sl.elem)
+	sl.elem = nil
+	if s.bySource[sl.source]--; s.bySource[sl.source] <= 0 {
+		delete(s.bySource, sl.source)
+	}
+}
+
 // release frees sl's slot and reports whether it was evicted.
 func (s *hsSlots) release(sl *hsSlot) (evicted bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sl.elem != nil {
-		s.pending.Remove(sl.elem)
-		sl.elem = nil
+		s.remove(sl)
 	}
 	return sl.evicted
 }
@@ -62,6 +197,22 @@ func (s *hsSlots) len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.pending.Len()
+}
+
+// slotConn is a connection in its handshake: it tells the slots what the
+// handshake read.
+type slotConn struct {
+	net.Conn
+	slots *hsSlots
+	sl    *hsSlot
+}
+
+func (c slotConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.slots.read(c.sl, p[:n])
+	}
+	return n, err
 }
 
 // tracker counts open streams and lets a shutdown wait until none is left.

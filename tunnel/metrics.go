@@ -26,12 +26,15 @@ const (
 	hsVersion
 	hsProtocol
 	hsTimeout
-	hsDropped // refused for want of a handshake slot
+	hsDropped // evicted from its handshake slot by a newer connection
 	hsOther   // I/O errors and the like
+	hsReplay  // a replayed first flight, refused by the replay cache
+	hsBusy    // a client with the PSK refused at max_links
+	hsRefused // no handshake slot could be freed for a new connection
 	numHandshakeResults
 )
 
-var handshakeResultNames = [numHandshakeResults]string{"ok", "auth", "suite", "version", "protocol", "timeout", "dropped", "error"}
+var handshakeResultNames = [numHandshakeResults]string{"ok", "auth", "suite", "version", "protocol", "timeout", "dropped", "error", "replay", "busy", "refused"}
 
 // handshakeResult classifies a handshake error.
 func handshakeResult(err error) int {
@@ -44,6 +47,10 @@ func handshakeResult(err error) int {
 		return hsTimeout
 	case errors.Is(err, handshake.ErrAuth):
 		return hsAuth
+	case errors.Is(err, handshake.ErrReplay):
+		return hsReplay
+	case errors.Is(err, handshake.ErrBusy):
+		return hsBusy
 	case errors.Is(err, handshake.ErrSuiteMismatch):
 		return hsSuite
 	case errors.Is(err, handshake.ErrVersion):
@@ -81,6 +88,19 @@ type counters struct {
 	links      atomic.Int64 // server: links up; client: 1 while the link is up
 	redials    atomic.Uint64
 	linkErrors atomic.Uint64 // links that ended with a record-layer error
+	// backlogResets counts new streams yamux reset because the link was
+	// at LinkStreams and its accept backlog full.
+	backlogResets atomic.Uint64
+
+	limits  []limit    // the caps in force, as offload_limit gauges
+	pending func() int // server: handshakes in progress
+}
+
+// limit is one configured cap, exported so that a dashboard can put the
+// counters next to what they are counted against.
+type limit struct {
+	name  string
+	value int
 }
 
 func newCounters(role string, engines []engine.Engine, stats *record.Stats, policy record.Policy) *counters {
@@ -110,7 +130,14 @@ func (c *counters) writePrometheus(w io.Writer) {
 	} else {
 		metrics.WriteGaugeUint64(w, `offload_links_active`, uint64(max(c.links.Load(), 0)))
 	}
+	if c.pending != nil {
+		metrics.WriteGaugeUint64(w, `offload_handshakes_pending`, uint64(c.pending()))
+	}
+	for _, l := range c.limits {
+		metrics.WriteGaugeUint64(w, fmt.Sprintf(`offload_limit{role=%q,name=%q}`, c.role, l.name), uint64(max(l.value, 0)))
+	}
 	metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_link_errors_total{role=%q}`, c.role), c.linkErrors.Load())
+	metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_streams_reset_total{role=%q}`, c.role), c.backlogResets.Load())
 	metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_auth_failures_total{role=%q}`, c.role), c.stats.AuthFailures.Load())
 	for i, eng := range c.engines {
 		label := promLabel(eng)

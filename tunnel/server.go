@@ -8,7 +8,6 @@ import (
 	"net"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -28,6 +27,12 @@ type ServerConfig struct {
 	// MaxHandshakes caps unauthenticated connections in their handshake
 	// (0: DefaultMaxHandshakes). See hsSlots for what happens beyond.
 	MaxHandshakes int
+	// MaxHandshakesPerSource caps them per source address, an IPv4
+	// address or an IPv6 /64 (0: DefaultMaxHandshakesPerSource).
+	MaxHandshakesPerSource int
+	// MaxLinks caps the links up at once (0: DefaultMaxLinks). A client
+	// with the PSK beyond it is refused with a busy alert and redials.
+	MaxLinks int
 }
 
 // Server is the tunnel's server end: it accepts links from clients and
@@ -38,11 +43,13 @@ type Server struct {
 	log      *zap.Logger
 	ctr      *counters
 	pool     *bufPool
-	slots    hsSlots
+	slots    *hsSlots
+	replay   *handshake.ReplayCache
+	maxLinks int
 	streams  *tracker
 	dialer   net.Dialer
 
-	dropLog, failLog, refuseLog rateLimit
+	dropLog, failLog, refuseLog, linkLog rateLimit
 
 	mu       sync.Mutex
 	sessions map[*yamux.Session]struct{}
@@ -70,7 +77,13 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.MaxHandshakes <= 0 {
 		cfg.MaxHandshakes = DefaultMaxHandshakes
 	}
-	if _, err := cfg.Options.yamuxConfig(); err != nil {
+	if cfg.MaxHandshakesPerSource <= 0 {
+		cfg.MaxHandshakesPerSource = DefaultMaxHandshakesPerSource
+	}
+	if cfg.MaxLinks <= 0 {
+		cfg.MaxLinks = DefaultMaxLinks
+	}
+	if _, err := cfg.Options.yamuxConfig(nil); err != nil {
 		return nil, err
 	}
 	s := &Server{
@@ -84,9 +97,21 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		dropLog:   rateLimit{every: 10 * time.Second},
 		failLog:   rateLimit{every: 10 * time.Second},
 		refuseLog: rateLimit{every: 10 * time.Second},
+		linkLog:   rateLimit{every: 10 * time.Second},
+		slots:     newHSSlots(cfg.MaxHandshakes, cfg.MaxHandshakesPerSource, cfg.Suite),
+		replay:    handshake.NewReplayCache(0),
+		maxLinks:  cfg.MaxLinks,
 		sessions:  map[*yamux.Session]struct{}{},
 	}
-	s.slots.max = cfg.MaxHandshakes
+	s.ctr.limits = []limit{
+		{"max_links", cfg.MaxLinks},
+		{"max_handshakes", cfg.MaxHandshakes},
+		{"max_handshakes_per_source", cfg.MaxHandshakesPerSource},
+		{"link_streams", cfg.Options.LinkStreams()},
+		{"link_buffer_bytes", cfg.Options.LinkBuffer},
+		{"replay_cache_entries", handshake.DefaultReplayCache},
+	}
+	s.ctr.pending = s.slots.len
 	return s, nil
 }
 
@@ -135,6 +160,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		}
 		delay = 0
 		sl := s.slots.acquire(conn)
+		if sl == nil {
+			resetConn(conn)
+			s.ctr.handshakes[hsRefused].Add(1)
+			if ok, n := s.dropLog.allow(); ok {
+				s.log.Warn("handshake slots full of complete first flights: refused a new connection",
+					zap.Int("max_handshakes", s.slots.max), zap.Int("max_handshakes_per_source", s.slots.perSource),
+					zap.Uint64("dropped_since_last_log", n+1))
+			}
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -174,7 +209,11 @@ func (s *Server) shutdown(hardCancel context.CancelFunc) {
 // streams (hard: dials end after the drain).
 func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot, wg *sync.WaitGroup) {
 	remote := conn.RemoteAddr()
-	keys, err := handshake.Server(ctx, conn, s.opt.handshakeConfig())
+	hc := s.opt.handshakeConfig()
+	hc.Replay = s.replay
+	hc.Admit = s.admit
+	hc.FlightRead = func() { s.slots.flightRead(sl) }
+	keys, err := handshake.Server(ctx, slotConn{Conn: conn, slots: s.slots, sl: sl}, hc)
 	evicted := s.slots.release(sl)
 	if err != nil {
 		_ = conn.Close()
@@ -198,6 +237,18 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 		}
 		return
 	}
+	// The client proved it holds the keys: only now does it cost a link.
+	if !s.reserveLink() {
+		keys.Wipe()
+		resetConn(conn)
+		s.ctr.handshakes[hsBusy].Add(1)
+		if ok, n := s.linkLog.allow(); ok {
+			s.log.Warn("links full: refused a client", zap.Stringer("remote", remote), zap.Int("max_links", s.maxLinks),
+				zap.Uint64("refusals_not_logged", n))
+		}
+		return
+	}
+	defer s.ctr.links.Add(-1)
 	s.ctr.handshakes[hsOK].Add(1)
 	rc, err := record.New(conn, keys, s.opt.Suite, s.opt.recordOptions(s.ctr.stats))
 	keys.Wipe()
@@ -206,7 +257,7 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 		s.log.Error("record layer", zap.Error(err))
 		return
 	}
-	ycfg, _ := s.opt.yamuxConfig() // checked by NewServer
+	ycfg, _ := s.opt.yamuxConfig(&s.ctr.backlogResets) // checked by NewServer
 	sess, err := yamux.Server(rc, ycfg)
 	if err != nil {
 		_ = rc.Close()
@@ -221,31 +272,78 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 	}
 	s.sessions[sess] = struct{}{}
 	s.mu.Unlock()
-	s.ctr.links.Add(1)
 	log := s.log.With(zap.Stringer("remote", remote))
 	log.Info("link up")
 	start := time.Now()
 
-	var linkStreams atomic.Int64
+	// units caps the streams yamux holds for this link at LinkStreams, so
+	// that their buffers fit LinkBuffer. A unit is taken before a stream
+	// is accepted and given back only once the stream is gone from both
+	// ends (drained): a stream we closed stays open in yamux, and can be
+	// sent data, until the peer closes it too. While no unit is free, new
+	// streams wait in yamux's accept backlog (as many as LinkStreams);
+	// beyond it yamux resets them, which the client sees as a reset.
+	units := make(chan struct{}, s.opt.LinkStreams())
+accept:
 	for {
+		select {
+		case units <- struct{}{}:
+		case <-sess.CloseChan():
+			break accept
+		}
 		st, err := sess.AcceptStream()
 		if err != nil {
+			<-units
 			break
 		}
 		s.streams.add()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer s.streams.done()
-			s.serveStream(hard, st, &linkStreams, log)
+			defer func() { <-units }()
+			s.serveStream(hard, st, log)
+			s.streams.done()
+			drain(st)
 		}()
 	}
 	_ = sess.Close()
 	s.mu.Lock()
 	delete(s.sessions, sess)
 	s.mu.Unlock()
-	s.ctr.links.Add(-1)
 	s.linkDown(log, rc, time.Since(start))
+}
+
+// admit is the handshake's Admit: an authenticated client is refused with
+// a busy alert while the links are full. It reserves nothing (a replayed
+// first flight gets this far too); reserveLink does, after the client
+// confirmed the keys.
+func (s *Server) admit() error {
+	if n := s.ctr.links.Load(); n >= int64(s.maxLinks) {
+		return fmt.Errorf("%d links up, max_links %d", n, s.maxLinks)
+	}
+	return nil
+}
+
+// reserveLink counts a new link if there is room for it.
+func (s *Server) reserveLink() bool {
+	for {
+		n := s.ctr.links.Load()
+		if n >= int64(s.maxLinks) {
+			return false
+		}
+		if s.ctr.links.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// drain waits until the peer has closed st too, discarding what it still
+// sends, so that a closed stream's buffer is freed before its unit is
+// given back. A well-behaved peer has closed already or does at once; one
+// that never does is cut by yamux's StreamCloseTimeout or the link's end.
+func drain(st *yamux.Stream) {
+	_ = st.SetReadDeadline(time.Time{})
+	_, _ = io.Copy(io.Discard, st)
 }
 
 // linkDown logs why a link ended: a record-layer failure (tampering, a
@@ -262,12 +360,7 @@ func (s *Server) linkDown(log *zap.Logger, rc *record.Conn, up time.Duration) {
 
 // serveStream reads a stream's request, dials the service's target and
 // splices the two.
-func (s *Server) serveStream(ctx context.Context, st *yamux.Stream, linkStreams *atomic.Int64, log *zap.Logger) {
-	defer linkStreams.Add(-1)
-	if linkStreams.Add(1) > int64(s.opt.MaxStreams) {
-		s.refuse(st, statusBusy, "", log, "", ErrBusy)
-		return
-	}
+func (s *Server) serveStream(ctx context.Context, st *yamux.Stream, log *zap.Logger) {
 	_ = st.SetReadDeadline(time.Now().Add(s.opt.DialTimeout))
 	name, err := readRequest(st)
 	if err != nil {

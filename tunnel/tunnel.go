@@ -34,16 +34,21 @@ import (
 
 // Defaults for the zero values of Options.
 const (
-	DefaultYamuxWindow      = 1 << 20
-	DefaultDialTimeout      = 10 * time.Second
-	DefaultHandshakeTimeout = 10 * time.Second
-	DefaultMaxStreams       = 1024
-	DefaultStatusInterval   = time.Minute
-	DefaultMaxHandshakes    = 64
-	DefaultRedialMin        = 500 * time.Millisecond
-	DefaultRedialMax        = 30 * time.Second
+	DefaultYamuxWindow            = 1 << 20
+	DefaultDialTimeout            = 10 * time.Second
+	DefaultHandshakeTimeout       = 10 * time.Second
+	DefaultMaxStreams             = 1024
+	DefaultStatusInterval         = time.Minute
+	DefaultMaxHandshakes          = 64
+	DefaultMaxHandshakesPerSource = 8
+	DefaultMaxLinks               = 4
+	DefaultLinkBuffer             = 16 << 20
+	DefaultRedialMin              = 500 * time.Millisecond
+	DefaultRedialMax              = 30 * time.Second
 
 	// minYamuxWindow is yamux's own initial window; it refuses less.
+	// It is also what a peer may send on a new stream before it is
+	// accepted.
 	minYamuxWindow = 256 << 10
 )
 
@@ -77,8 +82,12 @@ type Options struct {
 	// HandshakeTimeout bounds a handshake.
 	HandshakeTimeout time.Duration
 	// MaxStreams caps concurrent streams (server: per link; client: all
-	// forwarded connections). Excess connections are refused.
+	// forwarded connections). Excess connections are refused. LinkBuffer
+	// may cap them lower (LinkStreams).
 	MaxStreams int
+	// LinkBuffer is the most one link's stream receive buffers may hold,
+	// in bytes (0: DefaultLinkBuffer). See LinkStreams.
+	LinkBuffer int
 	// DrainTimeout is how long a shutdown waits for open streams before
 	// it closes them (with an error); 0 closes them at once.
 	DrainTimeout time.Duration
@@ -117,6 +126,13 @@ func (o *Options) setDefaults() error {
 	if o.MaxStreams <= 0 {
 		o.MaxStreams = DefaultMaxStreams
 	}
+	if o.LinkBuffer == 0 {
+		o.LinkBuffer = DefaultLinkBuffer
+	}
+	if o.LinkStreams() < 1 {
+		return fmt.Errorf("%w: link buffer %d holds no stream: want at least yamux window + %d (%d)",
+			ErrConfig, o.LinkBuffer, minYamuxWindow, o.YamuxWindow+minYamuxWindow)
+	}
 	if o.DrainTimeout < 0 {
 		o.DrainTimeout = 0
 	}
@@ -135,6 +151,20 @@ func (o *Options) setDefaults() error {
 	return nil
 }
 
+// LinkStreams is how many streams one link carries at once: MaxStreams,
+// or fewer so that the link's stream buffers fit LinkBuffer. yamux
+// buffers up to YamuxWindow for each open stream that is not read, and up
+// to its initial window (256 KiB) for each new stream waiting to be
+// accepted; as many may wait as are open (the accept backlog), so
+//
+//	LinkStreams = min(MaxStreams, LinkBuffer / (YamuxWindow + 256 KiB))
+//
+// and LinkStreams × (YamuxWindow + 256 KiB) ≤ LinkBuffer holds whatever
+// the peer sends. The options must have their defaults set.
+func (o *Options) LinkStreams() int {
+	return min(o.MaxStreams, o.LinkBuffer/(o.YamuxWindow+minYamuxWindow))
+}
+
 func (o *Options) handshakeConfig() handshake.Config {
 	return handshake.Config{Suite: o.Suite, PSK: o.PSK, Timeout: o.HandshakeTimeout, Logger: o.Logger}
 }
@@ -150,17 +180,21 @@ func (o *Options) recordOptions(stats *record.Stats) record.Options {
 }
 
 // yamuxConfig is the session configuration: window and keepalive from the
-// options, yamux's logger routed to ours at warn.
-func (o *Options) yamuxConfig() (*yamux.Config, error) {
+// options, yamux's logger routed to ours at warn. resets, if not nil,
+// counts the new streams yamux resets because the accept backlog is full.
+func (o *Options) yamuxConfig(resets *atomic.Uint64) (*yamux.Config, error) {
 	c := yamux.DefaultConfig()
-	c.AcceptBacklog = o.MaxStreams
+	// The backlog holds new streams the server has not accepted yet
+	// (LinkBuffer counts them); on the client it caps streams opened but
+	// not yet acknowledged, which its own cap keeps below it anyway.
+	c.AcceptBacklog = o.LinkStreams()
 	c.EnableKeepAlive = o.Keepalive > 0
 	if o.Keepalive > 0 {
 		c.KeepAliveInterval = o.Keepalive
 	}
 	c.MaxStreamWindowSize = uint32(o.YamuxWindow)
 	c.LogOutput = nil
-	c.Logger = log.New(yamuxLog{o.Logger.Named("yamux")}, "", 0)
+	c.Logger = log.New(yamuxLog{l: o.Logger.Named("yamux"), backlog: &rateLimit{every: 10 * time.Second}, resets: resets}, "", 0)
 	if err := yamux.VerifyConfig(c); err != nil {
 		return nil, fmt.Errorf("%w: yamux: %w", ErrConfig, err)
 	}
@@ -170,15 +204,34 @@ func (o *Options) yamuxConfig() (*yamux.Config, error) {
 // yamuxLog takes yamux's log lines. They are warnings, except writes that
 // failed because this end had closed the link: yamux's send loop can be in
 // the middle of a write when the session closes (shutdown, a redial), and
-// unlike its read loop it logs that. Those are debug lines.
-type yamuxLog struct{ l *zap.Logger }
+// unlike its read loop it logs that. Those are debug lines. yamux logs a
+// line for every new stream it resets because the accept backlog is full
+// (the link is at LinkStreams); a peer decides how many, so that line is
+// rate-limited.
+type yamuxLog struct {
+	l       *zap.Logger
+	backlog *rateLimit
+	resets  *atomic.Uint64 // nil: not counted
+}
+
+// yamuxBacklogMsg is the line yamux logs when it resets a stream for want
+// of room in the accept backlog.
+const yamuxBacklogMsg = "yamux: backlog exceeded"
 
 func (y yamuxLog) Write(p []byte) (int, error) {
 	msg := strings.TrimSpace(string(p))
 	msg = strings.TrimPrefix(strings.TrimPrefix(msg, "[ERR] "), "[WARN] ")
-	if strings.Contains(msg, net.ErrClosed.Error()) {
+	switch {
+	case strings.Contains(msg, net.ErrClosed.Error()):
 		y.l.Debug(msg)
-	} else {
+	case strings.HasPrefix(msg, yamuxBacklogMsg):
+		if y.resets != nil {
+			y.resets.Add(1)
+		}
+		if ok, n := y.backlog.allow(); ok {
+			y.l.Warn(msg, zap.Uint64("resets_not_logged", n))
+		}
+	default:
 		y.l.Warn(msg)
 	}
 	return len(p), nil

@@ -1,6 +1,7 @@
 package tunnel
 
 import (
+	"sync/atomic"
 	"testing"
 
 	"go.uber.org/zap"
@@ -17,13 +18,17 @@ func TestYamuxLogLevels(t *testing.T) {
 	if err := o.setDefaults(); err != nil {
 		t.Fatal(err)
 	}
-	c, err := o.yamuxConfig()
+	var resets atomic.Uint64
+	c, err := o.yamuxConfig(&resets)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.Logger.Printf("[ERR] yamux: Failed to write header: record: use of closed network connection")
 	c.Logger.Printf("[ERR] yamux: Failed to read header: record: frame 7: authentication failed")
 	c.Logger.Printf("[WARN] yamux: frame for missing stream: Vsn:0 Type:1 Flags:0 StreamID:3 Length:0")
+	for range 100 { // a peer opening streams beyond the backlog: one line
+		c.Logger.Printf("[WARN] yamux: backlog exceeded, forcing connection reset")
+	}
 	want := []struct {
 		level zapcore.Level
 		msg   string
@@ -31,6 +36,10 @@ func TestYamuxLogLevels(t *testing.T) {
 		{zapcore.DebugLevel, "yamux: Failed to write header: record: use of closed network connection"},
 		{zapcore.WarnLevel, "yamux: Failed to read header: record: frame 7: authentication failed"},
 		{zapcore.WarnLevel, "yamux: frame for missing stream: Vsn:0 Type:1 Flags:0 StreamID:3 Length:0"},
+		{zapcore.WarnLevel, "yamux: backlog exceeded, forcing connection reset"},
+	}
+	if resets.Load() != 100 {
+		t.Errorf("%d backlog resets counted, want 100", resets.Load())
 	}
 	got := logs.All()
 	if len(got) != len(want) {

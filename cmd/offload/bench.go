@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -406,6 +407,9 @@ func (b *benchRunner) run(ctx context.Context, spec string, engines []engine.Eng
 		// The load's last streams may still be closing inside the tunnel
 		// when it stops: let them end instead of cutting them.
 		DrainTimeout: 10 * time.Second,
+		// The bench measures throughput, not the link budget: give the
+		// link room for all n streams (link_buffer caps them otherwise).
+		LinkBuffer: max(tunnel.DefaultLinkBuffer, n*(cmp.Or(b.window, tunnel.DefaultYamuxWindow)+256<<10)),
 	}
 	tctx, stop := context.WithCancel(ctx)
 	var waits []chan error

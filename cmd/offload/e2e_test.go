@@ -142,6 +142,8 @@ func writeConfigs(t *testing.T, dir string, services map[string]string) e2eAddrs
 	s = edit(t, "server.yaml", s, `(?m)^services:\n(  .*\n)+`, "services:\n"+svc.String())
 	s = edit(t, "server.yaml", s, `(?m)^# metrics: .*$`, "metrics: "+a.serverMetrics)
 	s = edit(t, "server.yaml", s, `(?m)^drain_timeout: .*$`, "drain_timeout: 2s")
+	// The transfer runs 32 streams; the default link_buffer carries 12.
+	s = edit(t, "server.yaml", s, `(?m)^link_buffer: [^ ]*`, "link_buffer: 48MiB")
 
 	c := read("client.yaml")
 	c = edit(t, "client.yaml", c, `(?m)^server: .*$`, "server: "+a.server)
@@ -149,6 +151,7 @@ func writeConfigs(t *testing.T, dir string, services map[string]string) e2eAddrs
 	c = edit(t, "client.yaml", c, `(?m)^  min: .*$`, "  min: 100ms")
 	c = edit(t, "client.yaml", c, `(?m)^  max: .*$`, "  max: 1s")
 	c = edit(t, "client.yaml", c, `(?m)^drain_timeout: .*$`, "drain_timeout: 2s")
+	c = edit(t, "client.yaml", c, `(?m)^link_buffer: [^ ]*`, "link_buffer: 48MiB")
 	c += "metrics: " + a.clientMetrics + "\n"
 
 	for name, body := range map[string]string{"server.yaml": s, "client.yaml": c} {

@@ -35,7 +35,13 @@ func runServer(ctx context.Context, env *runEnv, file string) (int, error) {
 		return 1, err
 	}
 	defer func() { _ = log.Sync() }()
-	srv, err := tunnel.NewServer(tunnel.ServerConfig{Options: opt, Services: cfg.Services})
+	srv, err := tunnel.NewServer(tunnel.ServerConfig{
+		Options:                opt,
+		Services:               cfg.Services,
+		MaxLinks:               cfg.MaxLinks,
+		MaxHandshakes:          cfg.MaxHandshakes,
+		MaxHandshakesPerSource: cfg.MaxHandshakesPerSource,
+	})
 	if err != nil {
 		return 1, err
 	}
@@ -118,6 +124,7 @@ func tunnelOptions(ctx context.Context, c *config.Common, key []byte, log *zap.L
 		DialTimeout:      c.DialTimeout,
 		HandshakeTimeout: c.HandshakeTimeout,
 		MaxStreams:       c.MaxStreams,
+		LinkBuffer:       c.LinkBuffer,
 		DrainTimeout:     c.DrainTimeout,
 		Logger:           log,
 	}, nil

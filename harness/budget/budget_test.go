@@ -117,8 +117,8 @@ log:
 // that it changes them in place rather than appending a duplicate.
 func TestExamplesHaveKeys(t *testing.T) {
 	for file, keys := range map[string][]string{
-		"server.yaml": {"listen", "key_file", "services", "yamux_window"},
-		"client.yaml": {"server", "key_file", "forwards", "yamux_window"},
+		"server.yaml": {"listen", "key_file", "services", "yamux_window", "link_buffer"},
+		"client.yaml": {"server", "key_file", "forwards", "yamux_window", "link_buffer"},
 	} {
 		b, err := os.ReadFile(filepath.Join("..", "..", "examples", file))
 		if err != nil {

@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/offload-dev/offload/config"
 )
 
 type rssOpts struct {
@@ -448,16 +450,22 @@ func measure(ctx context.Context, o *rssOpts, bin, key string, tmpl [2]string, d
 		return nil, err
 	}
 	window := "yamux_window: " + fmtBytes(sc.Window)
+	// link_buffer caps a link's streams at link_buffer / (window +
+	// 256 KiB); raise it (never lower it) so that all the load's streams
+	// get through and the figures measure them, as before the cap.
+	linkBuffer := "link_buffer: " + fmtBytes(max(config.DefaultLinkBuffer, int64(sc.Streams)*(sc.Window+256<<10)))
 	srv := tmpl[server]
 	srv = setTopLevel(srv, "listen", "listen: "+listen)
 	srv = setTopLevel(srv, "key_file", "key_file: "+key)
 	srv = setTopLevel(srv, "services", "services:\n  sink: "+sk.ln.Addr().String())
 	srv = setTopLevel(srv, "yamux_window", window)
+	srv = setTopLevel(srv, "link_buffer", linkBuffer)
 	cli := tmpl[client]
 	cli = setTopLevel(cli, "server", "server: "+listen)
 	cli = setTopLevel(cli, "key_file", "key_file: "+key)
 	cli = setTopLevel(cli, "forwards", "forwards:\n  - listen: "+forward+"\n    service: sink")
 	cli = setTopLevel(cli, "yamux_window", window)
+	cli = setTopLevel(cli, "link_buffer", linkBuffer)
 	var procs [2]*child
 	for p, text := range []string{srv, cli} {
 		cfg := filepath.Join(dir, procNames[p]+".yaml")

@@ -345,7 +345,8 @@ func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
 			if o.profileDir != "" {
 				prof = filepath.Join(o.profileDir, suite)
 			}
-			return setupOffload(ctx, work, sink, offloadConfig{name: name, bin: offloadBin, suite: suite, maxFrame: o.maxFrame, profileDir: prof})
+			return setupOffload(ctx, work, sink, offloadConfig{name: name, bin: offloadBin, suite: suite, maxFrame: o.maxFrame, profileDir: prof,
+				streams: max(o.rssStreams, slices.Max(o.streams))})
 		}
 	}
 	setups := []struct {

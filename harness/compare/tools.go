@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/offload-dev/offload/config"
 )
 
 // proc is a tool process started here.
@@ -264,6 +266,7 @@ type offloadConfig struct {
 	name, bin, suite string
 	maxFrame         string // "" for the default
 	profileDir       string // "" for no CPU profiles
+	streams          int    // the most streams a run opens at once
 }
 
 // setupOffload starts an offload server and client with configs as
@@ -286,11 +289,14 @@ func setupOffload(ctx context.Context, dir, sink string, c offloadConfig) (*tunn
 	if err != nil {
 		return nil, info, err
 	}
-	common := "key_file: offload.key\nsuite: " + c.suite + "\nengine: software\nlog:\n  level: warn\n"
-	how := "defaults otherwise"
+	// link_buffer caps a link's streams at link_buffer / (window + 256
+	// KiB); the memory run needs room for all of its streams at once.
+	linkBuffer := max(config.DefaultLinkBuffer, int64(c.streams)*(config.DefaultYamuxWindow+256<<10))
+	common := fmt.Sprintf("key_file: offload.key\nsuite: %s\nengine: software\nlink_buffer: %d\nlog:\n  level: warn\n", c.suite, linkBuffer)
+	how := fmt.Sprintf("link_buffer %d MiB for %d streams, defaults otherwise", linkBuffer>>20, c.streams)
 	if c.maxFrame != "" {
 		common += "max_frame: " + c.maxFrame + "\n"
-		how = "max_frame " + c.maxFrame
+		how = "max_frame " + c.maxFrame + ", " + how
 	}
 	srvConf, cliConf := filepath.Join(dir, "server.yaml"), filepath.Join(dir, "client.yaml")
 	if err := os.WriteFile(srvConf, []byte(fmt.Sprintf("listen: %s\nservices:\n  sink: %s\n%s", srvAddr, sink, common)), 0o600); err != nil {

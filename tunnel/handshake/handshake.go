@@ -11,11 +11,19 @@
 // configuration, so tampering with the hello in transit fails the handshake
 // as an authentication failure. docs/protocol.md has the wire format.
 //
-// One round trip:
+// NNpsk0's first message carries no freshness: anyone who recorded it can
+// replay it and pass the PSK check. So version 2 ends with a key
+// confirmation from the client, computed from the keys of this server's
+// fresh ephemeral: the server returns keys (and the tunnel builds a link)
+// only for a client that proved it holds them. A replayed first message is
+// refused at once when the server's ReplayCache remembers it, and otherwise
+// can never confirm. One and a half round trips:
 //
 //	client                                   server
-//	hello | msg(noise, e + tag)   ───────>   check magic, version, suite, tag
-//	                              <───────   msg(noise, e + tag)  or  msg(alert)
+//	hello | msg(noise, e + tag)   ───────>   check magic, version, suite, tag, replay cache
+//	                              <───────   msg(noise, e, ee + tag)  or  msg(alert)
+//	msg(confirm)                  ───────>   check the confirmation
+//	record frames ...
 //
 // Both sides then derive K_enc, K_mac and S_iv per direction with HKDF-SHA256
 // from the final Noise cipher keys, salted with the handshake hash.
@@ -23,6 +31,7 @@ package handshake
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net"
@@ -37,8 +46,9 @@ import (
 )
 
 // Version is the protocol version this package speaks. It covers the
-// handshake and the record layer.
-const Version = 1
+// handshake and the record layer. Version 2 added the client's key
+// confirmation.
+const Version = 2
 
 // PSKSize is the length of the pre-shared key.
 const PSKSize = 32
@@ -75,6 +85,16 @@ var (
 	// ErrPSK means Config.PSK is not PSKSize bytes. Fix the key file
 	// (offload keygen makes one).
 	ErrPSK = errors.New("pre-shared key must be 32 bytes")
+
+	// ErrReplay means the server saw this first message before: someone
+	// replayed a recorded handshake. The server refuses it without an
+	// answer; there is nothing to fix on either end.
+	ErrReplay = errors.New("replayed first message")
+
+	// ErrBusy means the server refused a client with the PSK because it
+	// is at its link limit (Config.Admit said no). The client retries
+	// with backoff; raise the server's max_links if it keeps happening.
+	ErrBusy = errors.New("server busy")
 )
 
 // SuiteMismatchError says which suite the peer uses. It wraps
@@ -98,6 +118,31 @@ type Config struct {
 	PSK     []byte        // PSKSize bytes
 	Timeout time.Duration // whole handshake; 0 means DefaultTimeout
 	Logger  *zap.Logger   // nil means none
+
+	// Replay, on the server, remembers first messages to refuse replays
+	// early; nil means no cache (a replay then fails at the key
+	// confirmation). Share one cache among all handshakes of a server.
+	Replay *ReplayCache
+	// Admit, on the server, is called once the client's first message
+	// authenticated and is not a replay, before the server answers. An
+	// error refuses the client with a busy alert; Server returns it
+	// wrapped with ErrBusy. nil admits everyone.
+	Admit func() error
+	// FlightRead, on the server, is called once the whole first flight
+	// has been read, before it is checked: from then on the handshake
+	// waits on the network only for the confirmation. nil means none.
+	FlightRead func()
+}
+
+// FlightHeader returns the first bytes of the first flight a client of
+// this version with suite s sends (its hello and the header of its Noise
+// message), and the flight's whole length. A server can look at its
+// socket buffer with them and tell a complete first flight from a partial
+// one before the handshake has read it.
+func FlightHeader(s suite.Suite) (prefix []byte, size int) {
+	b := appendHello(make([]byte, 0, helloMax+msgHeader), Version, s.String())
+	b = append(b, msgNoise, 0, noiseMsgLen)
+	return b, len(b) + noiseMsgLen
 }
 
 // Client runs the initiator's side of the handshake on conn and returns the
@@ -166,7 +211,11 @@ func run(ctx context.Context, conn net.Conn, cfg Config, initiator bool) (record
 		if isTimeout(err) {
 			err = fmt.Errorf("handshake failed: %w after %v: %w", ErrTimeout, time.Since(start).Round(time.Millisecond), err)
 		}
-		log.Debug("handshake failed", zap.Error(err), zap.Duration("took", time.Since(start)))
+		if initiator {
+			// The server's caller logs failures rate-limited: a flood of
+			// them must not cost a log line each, even at debug.
+			log.Debug("handshake failed", zap.Error(err), zap.Duration("took", time.Since(start)))
+		}
 		return record.Keys{}, err
 	}
 	if err := conn.SetDeadline(time.Time{}); err != nil {
@@ -258,7 +307,19 @@ func (h *state) client() (record.Keys, error) {
 	if err != nil {
 		return record.Keys{}, fmt.Errorf("handshake failed: %w: server message: %w", ErrAuth, err)
 	}
-	c2s, s2c, err := deriveKeys(cs1, cs2, hs.ChannelBinding(), h.cfg.Suite)
+	hash := hs.ChannelBinding()
+	confirm, err := confirmation(cs1, hash, h.cfg.Suite)
+	if err != nil {
+		return record.Keys{}, err
+	}
+	var cb [msgHeader + confirmLen]byte
+	m := append(cb[:0], msgConfirm, 0, confirmLen)
+	m = append(m, confirm[:]...)
+	clear(confirm[:])
+	if _, err := h.conn.Write(m); err != nil {
+		return record.Keys{}, fmt.Errorf("handshake failed: sending key confirmation: %w", err)
+	}
+	c2s, s2c, err := deriveKeys(cs1, cs2, hash, h.cfg.Suite)
 	if err != nil {
 		return record.Keys{}, err
 	}
@@ -277,6 +338,9 @@ func (h *state) server() (record.Keys, error) {
 	typ, body, err := h.rd.read(h.conn)
 	if err != nil {
 		return record.Keys{}, fmt.Errorf("handshake failed: reading client message: %w", err)
+	}
+	if h.cfg.FlightRead != nil {
+		h.cfg.FlightRead()
 	}
 	if v != Version {
 		h.alert(alertVersion, string([]byte{Version}))
@@ -300,6 +364,18 @@ func (h *state) server() (record.Keys, error) {
 		h.alert(alertAuth, "")
 		return record.Keys{}, fmt.Errorf("handshake failed: %w (client does not hold our PSK, or the hello was altered): %w", ErrAuth, err)
 	}
+	// The message authenticated, but anyone who recorded it could have
+	// sent it: refuse one we have seen, silently (the replayer learns
+	// nothing it did not know).
+	if h.cfg.Replay != nil && !h.cfg.Replay.add(body[:32]) {
+		return record.Keys{}, fmt.Errorf("handshake failed: %w: the client's ephemeral key was seen before", ErrReplay)
+	}
+	if h.cfg.Admit != nil {
+		if err := h.cfg.Admit(); err != nil {
+			h.alert(alertBusy, "")
+			return record.Keys{}, fmt.Errorf("handshake failed: %w: %w", ErrBusy, err)
+		}
+	}
 	var out [msgHeader + noiseMsgLen]byte
 	b := append(out[:0], msgNoise, 0, noiseMsgLen)
 	b, cs1, cs2, err := hs.WriteMessage(b, nil)
@@ -309,11 +385,40 @@ func (h *state) server() (record.Keys, error) {
 	if _, err := h.conn.Write(b); err != nil {
 		return record.Keys{}, fmt.Errorf("handshake failed: sending reply: %w", err)
 	}
-	c2s, s2c, err := deriveKeys(cs1, cs2, hs.ChannelBinding(), h.cfg.Suite)
+	hash := hs.ChannelBinding()
+	if err := h.checkConfirmation(cs1, hash); err != nil {
+		return record.Keys{}, err
+	}
+	c2s, s2c, err := deriveKeys(cs1, cs2, hash, h.cfg.Suite)
 	if err != nil {
 		return record.Keys{}, err
 	}
 	return record.Keys{Send: s2c, Recv: c2s}, nil
+}
+
+// checkConfirmation reads the client's key confirmation and checks it
+// against ours. Only a client that holds the ephemeral key of the first
+// message and the PSK can compute it from our fresh ephemeral, so this is
+// what a replayed first message can never get past. A failure gets no
+// alert: the client is already sending record frames.
+func (h *state) checkConfirmation(cs1 *noise.CipherState, hash []byte) error {
+	typ, body, err := h.rd.read(h.conn)
+	if err != nil {
+		return fmt.Errorf("handshake failed: reading the client's key confirmation: %w", err)
+	}
+	if typ != msgConfirm || len(body) != confirmLen {
+		return fmt.Errorf("handshake failed: %w: client sent message type %#x of %d bytes, want a key confirmation (type %#x of %d)",
+			ErrProtocol, typ, len(body), msgConfirm, confirmLen)
+	}
+	want, err := confirmation(cs1, hash, h.cfg.Suite)
+	if err != nil {
+		return err
+	}
+	defer clear(want[:])
+	if subtle.ConstantTimeCompare(want[:], body) != 1 {
+		return fmt.Errorf("handshake failed: %w: the client's key confirmation is wrong (a replayed first message, or the reply was altered)", ErrAuth)
+	}
+	return nil
 }
 
 // alert tells the client why the handshake failed, best effort: the
@@ -347,6 +452,8 @@ func (h *state) alertError(body []byte) error {
 		return fmt.Errorf("handshake failed: %w (server does not accept our PSK)", ErrAuth)
 	case alertProtocol:
 		return fmt.Errorf("handshake failed: %w: server rejected our messages as malformed", ErrProtocol)
+	case alertBusy:
+		return fmt.Errorf("handshake failed: %w: the server is at its link limit", ErrBusy)
 	}
 	return fmt.Errorf("handshake failed: %w: unknown alert code %d", ErrProtocol, code)
 }

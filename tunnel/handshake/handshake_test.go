@@ -281,8 +281,10 @@ func TestServerRejects(t *testing.T) {
 	good := flight(t, cfg)
 	hello := good[:helloFixed+len(ctr256.String())]
 
-	v2 := bytes.Clone(good)
-	v2[len(magic)] = 2
+	newer := bytes.Clone(good)
+	newer[len(magic)] = Version + 1
+	v1 := bytes.Clone(good) // a version 1 client: same first flight framing
+	v1[len(magic)] = 1
 
 	oversized := append(bytes.Clone(hello), msgNoise, 0xff, 0xff)
 	wrongType := bytes.Clone(good)
@@ -299,7 +301,8 @@ func TestServerRejects(t *testing.T) {
 		alert byte // 0: no alert
 	}{
 		{"http", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), ErrProtocol, 0},
-		{"version", v2, ErrVersion, alertVersion},
+		{"newer version", newer, ErrVersion, alertVersion},
+		{"version 1", v1, ErrVersion, alertVersion},
 		{"oversized length", oversized, ErrProtocol, 0},
 		{"wrong message type", wrongType, ErrProtocol, alertProtocol},
 		{"short noise message", shortNoise, ErrProtocol, alertProtocol},

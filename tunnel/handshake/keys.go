@@ -17,6 +17,31 @@ const (
 	labelS2C = "s2c"
 )
 
+// confirmation is the client's key confirmation:
+//
+//	confirm = HKDF-SHA256(secret = k_c2s, salt = handshake hash,
+//	                      info = "offload v2 client confirm " suite, length = 32)
+//
+// Its own label keeps it independent of the record keys drawn from the same
+// secret; the hash binds it to both ephemerals, so it proves the client
+// took part in this handshake, not only in the one whose first message it
+// sent.
+func confirmation(cs1 *noise.CipherState, hash []byte, s suite.Suite) ([confirmLen]byte, error) {
+	var out [confirmLen]byte
+	if cs1 == nil {
+		return out, fmt.Errorf("handshake: %w: handshake not complete", ErrProtocol)
+	}
+	k := cs1.UnsafeKey()
+	defer clear(k[:])
+	okm, err := hkdf.Key(sha256.New, k[:], hash, fmt.Sprintf("offload v%d client confirm %s", Version, s), confirmLen)
+	if err != nil {
+		return out, fmt.Errorf("handshake: deriving the key confirmation: %w", err)
+	}
+	copy(out[:], okm)
+	clear(okm)
+	return out, nil
+}
+
 // deriveKeys turns the final Noise cipher states (cs1 initiator→responder,
 // cs2 responder→initiator) into record keys per direction:
 //

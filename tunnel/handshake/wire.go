@@ -14,6 +14,10 @@ import (
 //	hello   = "OFLD" | version:u8 | n:u8 | suite[n]        client → server, once
 //	message = type:u8 | len:u16be | body[len]              both ways, len ≤ msgMax
 //	alert   = code:u8 | detail                             body of a msgAlert
+//	confirm = 32 bytes                                     body of a msgConfirm
+//
+// Version 2 flow: hello | noise(msg1) →, ← noise(msg2) or alert,
+// confirm → (then record frames).
 const (
 	magic        = "OFLD"
 	helloFixed   = len(magic) + 2
@@ -26,8 +30,12 @@ const (
 	// unauthenticated peer makes the server allocate nothing per byte sent.
 	msgMax = 256
 
-	msgNoise byte = 1
-	msgAlert byte = 2
+	msgNoise   byte = 1
+	msgAlert   byte = 2
+	msgConfirm byte = 3 // the client's key confirmation, version 2 on
+
+	// confirmLen is the length of the key confirmation (HKDF-SHA256 output).
+	confirmLen = 32
 
 	// noiseMsgLen is the length of both Noise messages with an empty
 	// payload: an ephemeral key (32) and the AEAD tag of the payload (16).
@@ -42,6 +50,7 @@ const (
 	alertSuite    byte = 2 // detail: the server's suite name
 	alertAuth     byte = 3 // detail: empty
 	alertProtocol byte = 4 // detail: empty
+	alertBusy     byte = 5 // detail: empty; the server is at its link limit
 )
 
 // prologue is the hello as this side would send it: both sides compute it

@@ -1,0 +1,386 @@
+package tunnel
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/yamux"
+
+	"github.com/offload-dev/offload/internal/testutil"
+	"github.com/offload-dev/offload/tunnel/handshake"
+	"github.com/offload-dev/offload/tunnel/record"
+)
+
+// firstWrite keeps a copy of the first Write on a connection: what an
+// eavesdropper records of a client's first flight.
+type firstWrite struct {
+	net.Conn
+	once  sync.Once
+	first []byte
+}
+
+func (c *firstWrite) Write(p []byte) (int, error) {
+	c.once.Do(func() { c.first = append([]byte(nil), p...) })
+	return c.Conn.Write(p)
+}
+
+// genuineLink brings up one real link to addr (handshake, record layer,
+// yamux) and returns it with the first flight its client sent.
+func genuineLink(t *testing.T, addr string, opt Options) (flight []byte, sess *yamux.Session) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw := &firstWrite{Conn: c}
+	keys, err := handshake.Client(context.Background(), fw, opt.handshakeConfig())
+	if err != nil {
+		c.Close()
+		t.Fatalf("genuine handshake: %v", err)
+	}
+	rc, err := record.New(c, keys, opt.Suite, record.Options{})
+	keys.Wipe()
+	if err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	ycfg := yamux.DefaultConfig()
+	ycfg.LogOutput = io.Discard
+	ycfg.AcceptBacklog = 1024
+	ycfg.EnableKeepAlive = false
+	sess, err = yamux.Client(rc, ycfg)
+	if err != nil {
+		rc.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sess.Close() })
+	return fw.first, sess
+}
+
+func heapInuse() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapInuse)
+}
+
+// TestReplayFlood: a first flight recorded from the wire and replayed 300
+// times gets no link, costs the server next to no memory, and is logged
+// rate-limited. (Protocol version 1 gave every replay a link: record
+// layer, yamux session and "link up", about 60 KiB each.)
+func TestReplayFlood(t *testing.T) {
+	leakCheck(t)
+	const replays = 300
+	echoT := startTarget(t, testutil.Echo)
+	log, logs := testLogger(t)
+	opt := testOptions(log)
+	addr, srv, _ := startServer(t, ServerConfig{Options: opt, Services: map[string]string{"echo": echoT.addr()}})
+	opt.setDefaults()
+
+	flight, sess := genuineLink(t, addr, opt)
+	eventually(t, 5*time.Second, "the genuine link", func() bool { return srv.ctr.links.Load() == 1 })
+	sess.Close()
+	eventually(t, 5*time.Second, "the genuine link to go", func() bool { return srv.ctr.links.Load() == 0 })
+	t.Logf("recorded a first flight of %d bytes", len(flight))
+
+	before := heapInuse()
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	maxLinks := int64(0)
+	for range replays {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("dial: %v", err)
+		}
+		conns = append(conns, c)
+		if _, err := c.Write(flight); err != nil {
+			t.Fatalf("replay: %v", err)
+		}
+		// Read what the server answers (v1: its Noise message) so the
+		// handshake is done on its side before the next replay.
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		var b [64]byte
+		_, _ = io.ReadAtLeast(c, b[:], 1)
+		maxLinks = max(maxLinks, srv.ctr.links.Load())
+	}
+	time.Sleep(200 * time.Millisecond) // let any link that is coming come up
+	maxLinks = max(maxLinks, srv.ctr.links.Load())
+	grew := heapInuse() - before
+	ok := srv.ctr.handshakes[hsOK].Load()
+	t.Logf("%d replays: %d links up at most, %d handshakes ok, %d refused as replays; heap grew by %d KiB",
+		replays, maxLinks, ok, srv.ctr.handshakes[hsReplay].Load(), grew>>10)
+	if maxLinks != 0 || ok != 1 {
+		t.Errorf("replays got links: %d up at most, %d handshakes ok (want 0 and the genuine 1)", maxLinks, ok)
+	}
+	// Both ends of the replays' TCP connections live in this process; a
+	// link each would be about 60 KiB, 18 MiB for all.
+	if grew > 4<<20 {
+		t.Errorf("heap grew by %d MiB for %d replays", grew>>20, replays)
+	}
+	if n := logs.FilterMessage("link up").Len(); n != 1 {
+		t.Errorf("%d link up lines, want the genuine one", n)
+	}
+	if n := logs.FilterMessage("handshake failed").Len(); n > 2 {
+		t.Errorf("%d handshake failure lines for %d replays, want them rate-limited", n, replays)
+	}
+	// A genuine client still gets in.
+	_, sess = genuineLink(t, addr, opt)
+	eventually(t, 5*time.Second, "a new genuine link", func() bool { return srv.ctr.links.Load() == 1 })
+	sess.Close()
+}
+
+// dialFrom dials addr from the loopback address src.
+func dialFrom(src, addr string) (net.Conn, error) {
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 2 * time.Second}
+	return d.Dial("tcp", addr)
+}
+
+// TestFloodBesideClients: a fast flood of connections that never finish
+// their first flight, from a few addresses, runs while genuine clients
+// handshake: every genuine handshake completes, and the flood is evicted.
+func TestFloodBesideClients(t *testing.T) {
+	leakCheck(t)
+	if c, err := dialFrom("127.0.0.2", "127.0.0.1:1"); err != nil && !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Skipf("can't dial from 127.0.0.2: %v", err)
+	} else if c != nil {
+		c.Close()
+	}
+	log, _ := testLogger(t)
+	opt := testOptions(log)
+	cfg := ServerConfig{Options: opt, Services: map[string]string{"x": "127.0.0.1:1"}, MaxHandshakes: 16, MaxLinks: 100}
+	addr, srv, _ := startServer(t, cfg)
+	opt.setDefaults()
+
+	stop := make(chan struct{})
+	var flooders sync.WaitGroup
+	var flooded atomic.Int64
+	for i := range 4 {
+		src := net.IPv4(127, 0, 0, byte(2+i)).String()
+		flooders.Add(1)
+		go func() {
+			defer flooders.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c, err := dialFrom(src, addr)
+				if err != nil {
+					continue
+				}
+				flooded.Add(1)
+				_, _ = c.Write([]byte("OFLD\x02")) // part of a hello, then nothing
+				// Hold it until the server drops it (or a while).
+				go func() {
+					_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+					_, _ = io.Copy(io.Discard, c)
+					c.Close()
+				}()
+			}
+		}()
+	}
+	// Let the flood fill the slots first.
+	eventually(t, 10*time.Second, "the flood to fill the slots", func() bool { return srv.ctr.handshakes[hsDropped].Load() > 100 })
+
+	const clients, each = 4, 10
+	var genuine sync.WaitGroup
+	var failed atomic.Int64
+	for i := range clients {
+		src := net.IPv4(127, 0, 1, byte(1+i)).String() // each client its own address
+		genuine.Add(1)
+		go func() {
+			defer genuine.Done()
+			for range each {
+				c, err := dialFrom(src, addr)
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				keys, err := handshake.Client(context.Background(), c, opt.handshakeConfig())
+				if err == nil {
+					keys.Wipe()
+					// The server counts its side once it read the
+					// confirmation; wait for its verdict (a link, then EOF
+					// as we close, or a reset if it dropped us).
+					time.Sleep(20 * time.Millisecond)
+				} else {
+					failed.Add(1)
+					t.Logf("genuine handshake: %v", err)
+				}
+				c.Close()
+			}
+		}()
+	}
+	genuine.Wait()
+	close(stop)
+	flooders.Wait()
+	// The server counts a genuine handshake once it read the client's
+	// confirmation: give it a moment (and not fail here, to log below).
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if srv.ctr.handshakes[hsOK].Load()+uint64(failed.Load()) >= clients*each {
+			break
+		}
+	}
+	okN := srv.ctr.handshakes[hsOK].Load()
+	t.Logf("flood: %d connections, %d evicted, %d refused; genuine: %d of %d ok on the server, %d failed on the client",
+		flooded.Load(), srv.ctr.handshakes[hsDropped].Load(), srv.ctr.handshakes[hsRefused].Load(), okN, clients*each, failed.Load())
+	if failed.Load() != 0 || okN != clients*each {
+		t.Errorf("%d of %d genuine handshakes failed beside the flood", clients*each-int(okN), clients*each)
+	}
+	eventually(t, 5*time.Second, "the slots to empty", func() bool { return srv.slots.len() == 0 })
+}
+
+// neverReads is a target that accepts and never reads, with a small
+// receive buffer so that the kernel holds little for it.
+func neverReads(t *testing.T) string {
+	t.Helper()
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		return errors.Join(err, serr)
+	}}
+	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	return ln.Addr().String()
+}
+
+// TestLinkBuffer: a client with the PSK opens many more streams than the
+// link budget holds, each sending to a target that never reads: the
+// server's stream buffers stay within link_buffer, and the excess streams
+// are reset rather than left hanging.
+func TestLinkBuffer(t *testing.T) {
+	leakCheck(t)
+	const streams, perStream = 64, 1 << 20
+	log, _ := testLogger(t)
+	opt := testOptions(log)
+	opt.YamuxWindow = 256 << 10
+	opt.LinkBuffer = 4 << 20
+	addr, srv, _ := startServer(t, ServerConfig{Options: opt, Services: map[string]string{"sink": neverReads(t)}})
+	opt.setDefaults()
+	_, sess := genuineLink(t, addr, opt)
+	before := heapInuse()
+
+	req, _ := appendRequest(nil, "sink")
+	chunk := make([]byte, chunkHeader+maxChunk)
+	binary.BigEndian.PutUint32(chunk, maxChunk)
+	var wg sync.WaitGroup
+	var reset, opened atomic.Int64
+	var sts []*yamux.Stream
+	for range streams {
+		st, err := sess.OpenStream()
+		if err != nil {
+			t.Fatalf("open: %v", err)
+		}
+		sts = append(sts, st)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = st.SetWriteDeadline(time.Now().Add(3 * time.Second))
+			if _, err := st.Write(req); err != nil {
+				return
+			}
+			opened.Add(1)
+			for sent := 0; sent < perStream; sent += maxChunk {
+				if _, err := st.Write(chunk); err != nil {
+					if errors.Is(err, yamux.ErrConnectionReset) || errors.Is(err, yamux.ErrStreamClosed) {
+						reset.Add(1)
+					}
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	grew := heapInuse() - before
+	t.Logf("%d streams of %d KiB to a target that never reads (window %d KiB, link_buffer %d KiB, link streams %d): heap grew by %d KiB, %d streams reset",
+		streams, perStream>>10, opt.YamuxWindow>>10, opt.LinkBuffer>>10, opt.LinkStreams(), grew>>10, reset.Load())
+	// The budget counts the data yamux may buffer; its bytes.Buffer can
+	// allocate up to twice the data it holds, so the heap may grow by up
+	// to twice the budget (without it: 64 streams x 256 KiB, 16 MiB of
+	// data).
+	if limit := 2 * int64(opt.LinkBuffer); grew > limit {
+		t.Errorf("heap grew by %d KiB, budget %d KiB", grew>>10, limit>>10)
+	}
+	if reset.Load() == 0 {
+		t.Errorf("no stream beyond the budget was reset")
+	}
+	if n := srv.ctr.backlogResets.Load(); n == 0 || n > streams {
+		t.Errorf("server counted %d streams reset at the link's cap", n)
+	}
+	for _, st := range sts {
+		st.Close()
+	}
+	sess.Close()
+	eventually(t, 5*time.Second, "the link to go", func() bool { return srv.ctr.links.Load() == 0 })
+}
+
+// TestMaxLinks: links beyond max_links are refused with a busy alert, the
+// client says so, and a freed link lets the next one in.
+func TestMaxLinks(t *testing.T) {
+	leakCheck(t)
+	log, _ := testLogger(t)
+	opt := testOptions(log)
+	addr, srv, _ := startServer(t, ServerConfig{Options: opt, Services: map[string]string{"x": "127.0.0.1:1"}, MaxLinks: 2})
+	opt.setDefaults()
+	_, s1 := genuineLink(t, addr, opt)
+	_, s2 := genuineLink(t, addr, opt)
+	eventually(t, 5*time.Second, "two links", func() bool { return srv.ctr.links.Load() == 2 })
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = handshake.Client(context.Background(), c, opt.handshakeConfig())
+	c.Close()
+	if !errors.Is(err, handshake.ErrBusy) {
+		t.Fatalf("third link: %v, want ErrBusy", err)
+	}
+	if srv.ctr.handshakes[hsBusy].Load() != 1 || srv.ctr.links.Load() != 2 {
+		t.Fatalf("busy %d, links %d", srv.ctr.handshakes[hsBusy].Load(), srv.ctr.links.Load())
+	}
+	s1.Close()
+	eventually(t, 5*time.Second, "a link to go", func() bool { return srv.ctr.links.Load() == 1 })
+	_, s3 := genuineLink(t, addr, opt)
+	eventually(t, 5*time.Second, "the third link", func() bool { return srv.ctr.links.Load() == 2 })
+	s2.Close()
+	s3.Close()
+}

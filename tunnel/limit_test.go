@@ -1,0 +1,129 @@
+package tunnel
+
+import (
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/offload-dev/offload/tunnel/handshake"
+	"github.com/offload-dev/offload/tunnel/suite"
+)
+
+// accepted returns the server end of a connection dialled from src, after
+// the client sent what.
+func accepted(t *testing.T, ln net.Listener, src string, what []byte) net.Conn {
+	t.Helper()
+	c, err := dialFrom(src, ln.Addr().String())
+	if err != nil {
+		t.Skipf("can't dial from %s: %v", src, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if len(what) > 0 {
+		if _, err := c.Write(what); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if len(what) > 0 {
+		// Wait for the bytes to reach the server's socket buffer.
+		deadline := time.Now().Add(2 * time.Second)
+		for peek(s, make([]byte, len(what))) < len(what) && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return s
+}
+
+// The eviction rules of hsSlots, one by one, on real sockets: the
+// per-source cap takes the source's own oldest incomplete connection, the
+// global cap takes from the source with the most, and a connection whose
+// complete first flight waits in its socket buffer is never taken.
+func TestSlotsPolicy(t *testing.T) {
+	ln := listen(t)
+	defer ln.Close()
+	prefix, size := handshake.FlightHeader(suite.Default)
+	flight := append(append([]byte(nil), prefix...), make([]byte, size-len(prefix))...)
+	partial := prefix[:10]
+	s := newHSSlots(4, 2, suite.Default)
+	take := func(c net.Conn) *hsSlot {
+		t.Helper()
+		return s.acquire(c)
+	}
+
+	a1 := take(accepted(t, ln, "127.0.0.2", flight)) // complete: never evicted
+	a2 := take(accepted(t, ln, "127.0.0.2", partial))
+	a3 := take(accepted(t, ln, "127.0.0.2", nil)) // source at its cap: takes a2, not a1
+	if a1.evicted || !a2.evicted || a3 == nil {
+		t.Fatalf("per source: a1 evicted %v, a2 evicted %v, a3 %v", a1.evicted, a2.evicted, a3)
+	}
+	a4 := take(accepted(t, ln, "127.0.0.2", nil))
+	if !a3.evicted || a4 == nil {
+		t.Fatal("per source: a4 did not take a3's slot")
+	}
+	s.flightRead(a4) // the handshake read a4's flight: complete too
+	if a5 := take(accepted(t, ln, "127.0.0.2", nil)); a5 != nil || a1.evicted || a4.evicted {
+		t.Fatal("a source with only complete flights pending lost one, or took a slot")
+	}
+
+	for _, sl := range []*hsSlot{a1, a4} {
+		if s.release(sl) {
+			t.Fatal("a kept slot says evicted")
+		}
+	}
+
+	// Global cap 4: x1 from .3 is the oldest, but .4 has two pending, so
+	// a new connection from .6 takes .4's oldest, y1.
+	x1 := take(accepted(t, ln, "127.0.0.3", partial))
+	y1 := take(accepted(t, ln, "127.0.0.4", nil))
+	y2 := take(accepted(t, ln, "127.0.0.4", partial))
+	z1 := take(accepted(t, ln, "127.0.0.5", flight))
+	w1 := take(accepted(t, ln, "127.0.0.6", nil))
+	if w1 == nil || !y1.evicted || x1.evicted || y2.evicted || z1.evicted {
+		t.Fatalf("global: w1 %v; evicted x1 %v, y1 %v (want), y2 %v, z1 %v", w1, x1.evicted, y1.evicted, y2.evicted, z1.evicted)
+	}
+	// Now every source has one: the oldest incomplete goes (x1), never the
+	// complete z1.
+	v1 := take(accepted(t, ln, "127.0.0.7", nil))
+	if v1 == nil || !x1.evicted || z1.evicted {
+		t.Fatalf("global: v1 %v; evicted x1 %v (want), z1 %v", v1, x1.evicted, z1.evicted)
+	}
+	for _, sl := range []*hsSlot{y2, z1, w1, v1} {
+		if s.release(sl) {
+			t.Fatal("a kept slot says evicted")
+		}
+	}
+	if s.len() != 0 || len(s.bySource) != 0 {
+		t.Fatalf("after release: %d pending, %d sources", s.len(), len(s.bySource))
+	}
+}
+
+func TestSourceOf(t *testing.T) {
+	for addr, want := range map[string]string{
+		"192.0.2.7:1000":            "192.0.2.7/32",
+		"[::ffff:192.0.2.7]:1000":   "192.0.2.7/32",
+		"[2001:db8:1:2:3:4:5:6]:80": "2001:db8:1:2::/64",
+	} {
+		ap := netip.MustParseAddrPort(addr)
+		c := fakeAddrConn{net.TCPAddrFromAddrPort(ap)}
+		if got := sourceOf(c); got.String() != want {
+			t.Errorf("%s: %v, want %s", addr, got, want)
+		}
+	}
+}
+
+type fakeAddrConn struct{ remote net.Addr }
+
+func (c fakeAddrConn) RemoteAddr() net.Addr { return c.remote }
+
+func (fakeAddrConn) Read([]byte) (int, error)         { return 0, nil }
+func (fakeAddrConn) Write(b []byte) (int, error)      { return len(b), nil }
+func (fakeAddrConn) Close() error                     { return nil }
+func (fakeAddrConn) LocalAddr() net.Addr              { return nil }
+func (fakeAddrConn) SetDeadline(time.Time) error      { return nil }
+func (fakeAddrConn) SetReadDeadline(time.Time) error  { return nil }
+func (fakeAddrConn) SetWriteDeadline(time.Time) error { return nil }
