@@ -70,7 +70,7 @@ func TestValidateKeyFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, stdout, stderr := runCmd(t, "validate", server)
-	want := server + ":14: key_file: key file " + key + " is mode 0644; it must not be accessible by others (chmod 600)\n"
+	want := server + ":14: key_file: key file " + key + ": rule mode: it is mode 0644; group and others must have no access (chmod 600)\n"
 	if code != 1 || stdout != "" || stderr != want {
 		t.Fatalf("exit %d, stdout %q, stderr:\n%s\nwant:\n%s", code, stdout, stderr, want)
 	}
