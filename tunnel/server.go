@@ -286,7 +286,9 @@ func (s *Server) serveStream(ctx context.Context, st *yamux.Stream, linkStreams 
 		return
 	}
 	if _, err := st.Write(appendResponse(nil, statusOK, "")); err != nil {
-		_ = conn.Close()
+		// The link died while we dialled: the target must see a reset, as
+		// on every other cut, not a clean end after 0 bytes.
+		resetConn(conn)
 		_ = st.Close()
 		s.ctr.streams[streamAborted].Add(1)
 		return
