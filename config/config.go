@@ -109,8 +109,13 @@ type Common struct {
 	DrainTimeout time.Duration
 	Log          Log
 	// Metrics is a listen address for Prometheus text metrics; empty
-	// means none.
+	// means none. A port alone (":9100") means loopback (127.0.0.1); an
+	// address beyond loopback is refused unless MetricsTokenFile is set.
 	Metrics string
+	// MetricsTokenFile is a file holding the bearer token /metrics
+	// requires; empty means none. Relative paths are relative to the
+	// config file; read it with LoadMetricsToken.
+	MetricsTokenFile string
 	// MemoryLimit is the runtime's soft memory limit in bytes; 0 means
 	// none.
 	MemoryLimit int
@@ -177,6 +182,19 @@ func (c *Common) LoadKey() ([]byte, error) {
 		return nil, c.FieldError("key_file", err)
 	}
 	return key, nil
+}
+
+// LoadMetricsToken reads c.MetricsTokenFile with LoadToken; nil if there
+// is none. An error is an *Error at the metrics_token_file field.
+func (c *Common) LoadMetricsToken() ([]byte, error) {
+	if c.MetricsTokenFile == "" {
+		return nil, nil
+	}
+	tok, err := LoadToken(c.MetricsTokenFile)
+	if err != nil {
+		return nil, c.FieldError("metrics_token_file", err)
+	}
+	return tok, nil
 }
 
 func defaultCommon(file string) Common {
@@ -476,7 +494,48 @@ func (d *decoder) common(c *Common) []fieldSpec {
 				return checkHostPort(s, addrListen, "address")
 			})
 		}),
+		track("metrics_token_file", func(v value) {
+			d.str(v, &c.MetricsTokenFile, func(s string) error {
+				if s == "" {
+					return errors.New("is empty (leave it out for no token)")
+				}
+				return nil
+			})
+			if c.MetricsTokenFile != "" && !filepath.IsAbs(c.MetricsTokenFile) {
+				c.MetricsTokenFile = filepath.Join(filepath.Dir(c.File), c.MetricsTokenFile)
+			}
+		}),
 	}
+}
+
+// finishCommon checks what depends on more than one common field, once
+// they are all decoded.
+func (d *decoder) finishCommon(c *Common) {
+	if c.MetricsTokenFile != "" && c.Metrics == "" {
+		d.errorf(c.fields["metrics_token_file"], "metrics_token_file", "is set but metrics is not")
+	}
+	if c.Metrics == "" {
+		return
+	}
+	host, port, _ := net.SplitHostPort(c.Metrics) // checked when decoded
+	if host == "" {
+		// Loopback unless told otherwise: metrics are for this host.
+		c.Metrics = net.JoinHostPort("127.0.0.1", port)
+		return
+	}
+	if !isLoopbackHost(host) && c.MetricsTokenFile == "" {
+		d.errorf(c.fields["metrics"], "metrics", "%s is not a loopback address; serving metrics beyond this host needs metrics_token_file (a bearer token)", c.Metrics)
+	}
+}
+
+// isLoopbackHost reports whether host is "localhost" or a loopback IP
+// address.
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
 }
 
 func (d *decoder) server(body ast.Node) *Server {
@@ -510,6 +569,7 @@ func (d *decoder) server(body ast.Node) *Server {
 		}},
 	)
 	d.object(top, specs)
+	d.finishCommon(&s.Common)
 	if s.Metrics != "" && s.Metrics == s.Listen {
 		d.errorf(s.fields["metrics"], "metrics", "same address as listen")
 	}
@@ -541,6 +601,7 @@ func (d *decoder) client(body ast.Node) *Client {
 		}},
 	)
 	d.object(top, specs)
+	d.finishCommon(&c.Common)
 	return c
 }
 

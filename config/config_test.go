@@ -198,7 +198,14 @@ func TestErrorPositions(t *testing.T) {
 		{"log", false, goodServer + "log:\n  level: verbose\n  format: xml\n", []string{"7:log.level", "8:log.format"}},
 		{"log not a map", false, goodServer + "log: debug\n", []string{"6:log"}},
 		{"metrics", false, goodServer + "metrics: 9100\n", []string{"6:metrics"}},
-		{"metrics is listen", false, goodServer + "metrics: 192.0.2.1:7000\n", []string{"6:metrics"}},
+		{"metrics is listen", false, goodServer + "metrics: 192.0.2.1:7000\nmetrics_token_file: t\n", []string{"6:metrics"}},
+		{"metrics not loopback", false, goodServer + "metrics: 192.0.2.1:9100\n", []string{"6:metrics"}},
+		{"metrics all interfaces", false, goodServer + "metrics: 0.0.0.0:9100\n", []string{"6:metrics"}},
+		{"metrics all v6", false, goodServer + "metrics: '[::]:9100'\n", []string{"6:metrics"}},
+		{"metrics host name", false, goodServer + "metrics: router.lan:9100\n", []string{"6:metrics"}},
+		{"metrics token without metrics", false, goodServer + "metrics_token_file: t\n", []string{"6:metrics_token_file"}},
+		{"metrics token empty", false, goodServer + "metrics: :9100\nmetrics_token_file: ''\n", []string{"7:metrics_token_file"}},
+		{"client metrics not loopback", true, goodClient + "metrics: 192.0.2.2:9100\n", []string{"6:metrics"}},
 		{"list for scalar", false, goodServer + "suite: [a, b]\n", []string{"6:suite"}},
 		{"alias", false, "listen: &a ':1'\nkey_file: *a\nservices: {a: 'b:1'}\n", []string{"2:key_file"}},
 		{"merge key", false, goodServer + "<<: {a: 1}\n", []string{"6:"}},
@@ -353,6 +360,29 @@ func TestParseMemoryLimit(t *testing.T) {
 		var errs Errors
 		if !errors.As(err, &errs) || errs[0].Field != "memory_limit" || errs[0].Line != 6 {
 			t.Errorf("memory_limit %s: %v", src, err)
+		}
+	}
+}
+
+// Metrics are served on loopback unless a token file is set.
+func TestMetricsAddress(t *testing.T) {
+	for _, tc := range []struct {
+		src, addr, token string
+	}{
+		{"metrics: :9100\n", "127.0.0.1:9100", ""},
+		{"metrics: localhost:9100\n", "localhost:9100", ""},
+		{"metrics: 127.0.0.2:9100\n", "127.0.0.2:9100", ""},
+		{"metrics: '[::1]:9100'\n", "[::1]:9100", ""},
+		{"metrics: 0.0.0.0:9100\nmetrics_token_file: metrics.token\n", "0.0.0.0:9100", "/etc/offload/metrics.token"},
+		{"metrics_token_file: /run/t\nmetrics: 192.0.2.1:9100\n", "192.0.2.1:9100", "/run/t"},
+	} {
+		s, err := ParseServer("/etc/offload/server.yaml", []byte(goodServer+tc.src))
+		if err != nil {
+			t.Errorf("%q: %v", tc.src, err)
+			continue
+		}
+		if s.Metrics != tc.addr || s.MetricsTokenFile != tc.token {
+			t.Errorf("%q: metrics %q, token file %q; want %q, %q", tc.src, s.Metrics, s.MetricsTokenFile, tc.addr, tc.token)
 		}
 	}
 }

@@ -24,6 +24,10 @@ var (
 	// ErrKeyWeak means a key file holds a key of one repeated byte (such as
 	// all zeros): a placeholder, not a secret. Make one with offload keygen.
 	ErrKeyWeak = errors.New("key is not random")
+	// ErrTokenFormat means a token file (metrics_token_file) is not one
+	// line of 16 to 1024 visible ASCII characters. Make one with
+	// "head -c 32 /dev/urandom | base64".
+	ErrTokenFormat = errors.New("token file is not one token")
 	// ErrKeyLength means a key file decodes to the wrong number of bytes.
 	// Make a new key with "offload keygen" and copy it to both ends.
 	ErrKeyLength = errors.New("wrong key length")

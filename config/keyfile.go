@@ -188,3 +188,44 @@ func openRegular(path, what string) (*os.File, os.FileInfo, error) {
 	}
 	return f, fi, nil
 }
+
+// Token files hold a bearer token (metrics_token_file): one line of
+// MinToken..MaxToken visible ASCII characters, e.g. from
+//
+//	head -c 32 /dev/urandom | base64 > metrics.token
+//
+// checked as a key file is (OpenPrivate) and trimmed of white space.
+const (
+	MinToken = 16
+	MaxToken = 1024
+)
+
+// LoadToken reads a token file. It refuses what OpenPrivate refuses and
+// contents that are not one token (ErrTokenFormat).
+func LoadToken(path string) ([]byte, error) {
+	f, err := OpenPrivate(path, "token file")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("token file %s: %w", path, err)
+	}
+	if len(data) > maxKeyFile {
+		return nil, fmt.Errorf("token file %s: %w: more than %d bytes", path, ErrTooLarge, maxKeyFile)
+	}
+	tok := bytes.TrimSpace(data)
+	if len(tok) < MinToken || len(tok) > MaxToken {
+		return nil, &sentinelError{fmt.Sprintf("token file %s: rule value: token is %d characters, want %d to %d", path, len(tok), MinToken, MaxToken), ErrTokenFormat}
+	}
+	for _, c := range tok {
+		if c < 0x21 || c > 0x7e {
+			return nil, &sentinelError{fmt.Sprintf("token file %s: rule value: token has %q; want one line of visible ASCII", path, c), ErrTokenFormat}
+		}
+	}
+	if bytes.Count(tok, tok[:1]) == len(tok) {
+		return nil, &sentinelError{fmt.Sprintf("token file %s: rule value: token is one character repeated, not a secret", path), ErrTokenFormat}
+	}
+	return tok, nil
+}

@@ -172,3 +172,39 @@ func TestLoadKeyNotAFile(t *testing.T) {
 		t.Fatalf("LoadKey(missing): %v, want fs.ErrNotExist", err)
 	}
 }
+
+func TestLoadToken(t *testing.T) {
+	good := "c2VjcmV0LXRva2VuLWZvci10ZXN0cw=="
+	for _, tc := range []struct {
+		name string
+		data string
+		mode os.FileMode
+		want error // nil: accepted
+	}{
+		{"good", good + "\n", 0o600, nil},
+		{"spaces around", "  " + good + "\r\n", 0o400, nil},
+		{"open mode", good, 0o644, ErrKeyPermissions},
+		{"short", "abc123\n", 0o600, ErrTokenFormat},
+		{"long", strings.Repeat("ab", MaxToken), 0o600, ErrTokenFormat},
+		{"space inside", "secret token for tests\n", 0o600, ErrTokenFormat},
+		{"two lines", good + "\n" + good + "\n", 0o600, ErrTokenFormat},
+		{"one character", strings.Repeat("x", 32), 0o600, ErrTokenFormat},
+		{"empty", "", 0o600, ErrTokenFormat},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tok, err := LoadToken(writeFile(t, "t", []byte(tc.data), tc.mode))
+			if tc.want == nil {
+				if err != nil || string(tok) != good {
+					t.Fatalf("LoadToken = %q, %v", tok, err)
+				}
+				return
+			}
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("LoadToken: %v, want %v", err, tc.want)
+			}
+			if !strings.Contains(err.Error(), "token file") {
+				t.Errorf("%q does not name the token file", err)
+			}
+		})
+	}
+}

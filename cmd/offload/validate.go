@@ -64,6 +64,10 @@ func validateFile(stdout, stderr io.Writer, path string) bool {
 		fmt.Fprintln(stderr, err)
 		return false
 	}
+	if _, err := common.LoadMetricsToken(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return false
+	}
 	fmt.Fprintf(stdout, "%s: ok (%s, suite %v, engine %s)\n", path, summary, common.Suite, common.Engine)
 	return true
 }
