@@ -332,6 +332,9 @@ func (w *worker) crypt(f *frame, n, idx int) error {
 			err = engine.Crypt(cr, w.dir, w.spare[HeaderSize:HeaderSize+n], src, w.iv[:])
 			w.end(idx, n)
 			if err == nil {
+				err = w.c.opt.Verify.check(w, idx, w.spare[HeaderSize:HeaderSize+n], src) // verify.go
+			}
+			if err == nil {
 				copy(w.spare[:HeaderSize], f.buf[:HeaderSize])
 				f.buf, w.spare = w.spare[:len(w.spare)], f.buf
 				w.c.stats.count(w.dir, idx, n)
