@@ -53,6 +53,7 @@ type Client struct {
 	ctr      *counters
 	pool     *bufPool
 	streams  *tracker
+	guard    *engineGuard
 
 	refuseLog rateLimit
 
@@ -96,7 +97,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		d := &net.Dialer{}
 		dial = d.DialContext
 	}
-	return &Client{
+	c := &Client{
 		opt:       cfg.Options,
 		server:    cfg.Server,
 		forwards:  cfg.Forwards,
@@ -110,7 +111,10 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		up:        make(chan struct{}),
 		down:      make(chan struct{}),
 		gone:      make(chan *yamux.Session, 1),
-	}, nil
+	}
+	c.guard = newEngineGuard(&c.opt, c.log)
+	c.ctr.guard, c.opt.verifier = c.guard, c.guard.verifier
+	return c, nil
 }
 
 // RegisterMetrics adds the client's metrics to set.
@@ -129,6 +133,7 @@ func (c *Client) Run(ctx context.Context) error {
 		defer wg.Done()
 		c.ctr.statusLoop(ctx, c.opt.StatusInterval, c.log)
 	}()
+	c.guard.start(ctx, c.opt.EngineCheckInterval, &wg)
 	stop := context.AfterFunc(ctx, func() {
 		for _, f := range c.forwards {
 			_ = f.Listener.Close()

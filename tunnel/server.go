@@ -41,6 +41,7 @@ type Server struct {
 	slots    hsSlots
 	streams  *tracker
 	dialer   net.Dialer
+	guard    *engineGuard
 
 	dropLog, failLog, refuseLog rateLimit
 
@@ -87,6 +88,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		sessions:  map[*yamux.Session]struct{}{},
 	}
 	s.slots.max = cfg.MaxHandshakes
+	s.guard = newEngineGuard(&s.opt, s.log)
+	s.ctr.guard, s.opt.verifier = s.guard, s.guard.verifier
 	return s, nil
 }
 
@@ -112,6 +115,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		defer wg.Done()
 		s.ctr.statusLoop(ctx, s.opt.StatusInterval, s.log)
 	}()
+	s.guard.start(ctx, s.opt.EngineCheckInterval, &wg)
 	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
 	defer stop()
 
