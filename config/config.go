@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -60,6 +61,12 @@ const (
 	DefaultRedialMax = 30 * time.Second
 
 	DefaultEngine = EngineSoftware
+
+	// DefaultEngineCheckInterval is how often every engine runs its
+	// known-answer test after the one at start; 0 means only at start.
+	DefaultEngineCheckInterval = 5 * time.Minute
+	// MaxVerify bounds verify (one in N engine frames re-checked).
+	MaxVerify = 1 << 20
 
 	// MaxFileSize bounds a config file; real ones are a few KiB.
 	MaxFileSize = 256 << 10
@@ -119,6 +126,12 @@ type Common struct {
 	// MemoryLimit is the runtime's soft memory limit in bytes; 0 means
 	// none.
 	MemoryLimit int
+	// Verify re-checks one in Verify frames an engine other than
+	// software sealed or opened against software; 0 (default) is off.
+	Verify int
+	// EngineCheckInterval is how often every engine runs its known-answer
+	// test after the one at start; 0 means only at start.
+	EngineCheckInterval time.Duration
 	// Profile is the selector's calibration profile for engine auto and
 	// hybrid; a relative path is relative to the config file. Empty means
 	// the selector's default path.
@@ -199,19 +212,20 @@ func (c *Common) LoadMetricsToken() ([]byte, error) {
 
 func defaultCommon(file string) Common {
 	return Common{
-		File:             file,
-		Suite:            suite.Default,
-		Engine:           DefaultEngine,
-		MaxFrame:         DefaultMaxFrame,
-		YamuxWindow:      DefaultYamuxWindow,
-		Keepalive:        DefaultKeepalive,
-		DialTimeout:      DefaultDialTimeout,
-		HandshakeTimeout: DefaultHandshakeTimeout,
-		MaxStreams:       DefaultMaxStreams,
-		DrainTimeout:     DefaultDrainTimeout,
-		MemoryLimit:      DefaultMemoryLimit,
-		Log:              Log{Level: zapcore.InfoLevel, Format: LogConsole},
-		fields:           map[string]at{},
+		File:                file,
+		Suite:               suite.Default,
+		Engine:              DefaultEngine,
+		MaxFrame:            DefaultMaxFrame,
+		YamuxWindow:         DefaultYamuxWindow,
+		Keepalive:           DefaultKeepalive,
+		DialTimeout:         DefaultDialTimeout,
+		HandshakeTimeout:    DefaultHandshakeTimeout,
+		MaxStreams:          DefaultMaxStreams,
+		DrainTimeout:        DefaultDrainTimeout,
+		MemoryLimit:         DefaultMemoryLimit,
+		EngineCheckInterval: DefaultEngineCheckInterval,
+		Log:                 Log{Level: zapcore.InfoLevel, Format: LogConsole},
+		fields:              map[string]at{},
 	}
 }
 
@@ -416,6 +430,19 @@ func (d *decoder) common(c *Common) []fieldSpec {
 			c.Suite = s
 		}),
 		track("engine", func(v value) { d.str(v, &c.Engine, CheckEngine) }),
+		track("verify", func(v value) {
+			s, ok := d.scalar(v)
+			if !ok {
+				return
+			}
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || n < 0 || n > MaxVerify {
+				d.errorf(v.at, v.field, "%q: want 0 (off) or N from 1 to %d, to re-check one in N engine frames", s, MaxVerify)
+				return
+			}
+			c.Verify = n
+		}),
+		track("engine_check_interval", func(v value) { d.duration(v, &c.EngineCheckInterval, false) }),
 		track("memory_limit", func(v value) {
 			s, ok := d.scalar(v)
 			if !ok {

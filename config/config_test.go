@@ -37,19 +37,20 @@ func TestParseServerDefaults(t *testing.T) {
 	}
 	want := &Server{
 		Common: Common{
-			File:             "dir/server.yaml",
-			KeyFile:          filepath.Join("dir", "offload.key"),
-			Suite:            suite.Default,
-			Engine:           "software",
-			MaxFrame:         16384,
-			YamuxWindow:      1 << 20,
-			Keepalive:        15 * time.Second,
-			DialTimeout:      10 * time.Second,
-			HandshakeTimeout: 10 * time.Second,
-			MaxStreams:       1024,
-			DrainTimeout:     10 * time.Second,
-			MemoryLimit:      20 << 20,
-			Log:              Log{Level: zapcore.InfoLevel, Format: "console"},
+			File:                "dir/server.yaml",
+			KeyFile:             filepath.Join("dir", "offload.key"),
+			Suite:               suite.Default,
+			Engine:              "software",
+			MaxFrame:            16384,
+			YamuxWindow:         1 << 20,
+			Keepalive:           15 * time.Second,
+			DialTimeout:         10 * time.Second,
+			HandshakeTimeout:    10 * time.Second,
+			MaxStreams:          1024,
+			DrainTimeout:        10 * time.Second,
+			MemoryLimit:         20 << 20,
+			EngineCheckInterval: 5 * time.Minute,
+			Log:                 Log{Level: zapcore.InfoLevel, Format: "console"},
 		},
 		Listen:   "192.0.2.1:7000",
 		Services: map[string]string{"web": "127.0.0.1:8080", "ssh": "127.0.0.1:22"},
@@ -72,6 +73,8 @@ max_streams: 10
 drain_timeout: 0s
 log: {level: debug, format: json}
 metrics: "[::1]:9100"
+verify: 100
+engine_check_interval: 1m
 `
 	s, err := ParseServer("/etc/offload/server.yaml", []byte(src))
 	if err != nil {
@@ -86,7 +89,8 @@ metrics: "[::1]:9100"
 	}
 	if c.Engine != "afalg:cbc(aes-generic)" || c.MaxFrame != 64<<10 || c.YamuxWindow != 4<<20 ||
 		c.Keepalive != 0 || c.DialTimeout != 3*time.Second || c.HandshakeTimeout != time.Minute ||
-		c.MaxStreams != 10 || c.DrainTimeout != 0 || c.Log != (Log{zapcore.DebugLevel, "json"}) || c.Metrics != "[::1]:9100" {
+		c.MaxStreams != 10 || c.DrainTimeout != 0 || c.Log != (Log{zapcore.DebugLevel, "json"}) || c.Metrics != "[::1]:9100" ||
+		c.Verify != 100 || c.EngineCheckInterval != time.Minute {
 		t.Errorf("got %+v", c)
 	}
 }
@@ -199,6 +203,10 @@ func TestErrorPositions(t *testing.T) {
 		{"log not a map", false, goodServer + "log: debug\n", []string{"6:log"}},
 		{"metrics", false, goodServer + "metrics: 9100\n", []string{"6:metrics"}},
 		{"metrics is listen", false, goodServer + "metrics: 192.0.2.1:7000\nmetrics_token_file: t\n", []string{"6:metrics"}},
+		{"verify", false, goodServer + "verify: -1\n", []string{"6:verify"}},
+		{"verify unit", false, goodServer + "verify: 1KiB\n", []string{"6:verify"}},
+		{"verify huge", false, goodServer + "verify: 2000000\n", []string{"6:verify"}},
+		{"engine_check_interval", false, goodServer + "engine_check_interval: 5\n", []string{"6:engine_check_interval"}},
 		{"metrics not loopback", false, goodServer + "metrics: 192.0.2.1:9100\n", []string{"6:metrics"}},
 		{"metrics all interfaces", false, goodServer + "metrics: 0.0.0.0:9100\n", []string{"6:metrics"}},
 		{"metrics all v6", false, goodServer + "metrics: '[::]:9100'\n", []string{"6:metrics"}},

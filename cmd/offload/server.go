@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -114,6 +115,9 @@ func tunnelOptions(ctx context.Context, c *config.Common, key []byte, log *zap.L
 		MaxStreams:       c.MaxStreams,
 		DrainTimeout:     c.DrainTimeout,
 		Logger:           log,
+		Verify:           c.Verify,
+		// The config's 0 is "only at start", tunnel's is its default.
+		EngineCheckInterval: cmp.Or(c.EngineCheckInterval, -1),
 	}, nil
 }
 
