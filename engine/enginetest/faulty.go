@@ -16,8 +16,11 @@ type Faulty struct {
 	Label string
 	// Bad reports whether operation n (counted from 1 over every Crypter
 	// of this engine) is wrong; nil means every one.
-	Bad   func(n uint64) bool
-	calls atomic.Uint64
+	Bad func(n uint64) bool
+	// OnlyEncrypt keeps decryptions right (Bad is not asked for them), so
+	// that wrong answers on both ends of a test link can't cancel out.
+	OnlyEncrypt bool
+	calls       atomic.Uint64
 }
 
 var _ engine.Engine = (*Faulty)(nil)
@@ -58,16 +61,16 @@ type faultyCrypter struct {
 }
 
 func (c *faultyCrypter) Encrypt(dst, src, iv []byte) error {
-	return c.corrupt(dst, len(src), c.Crypter.Encrypt(dst, src, iv))
+	return c.corrupt(dst, len(src), true, c.Crypter.Encrypt(dst, src, iv))
 }
 
 func (c *faultyCrypter) Decrypt(dst, src, iv []byte) error {
-	return c.corrupt(dst, len(src), c.Crypter.Decrypt(dst, src, iv))
+	return c.corrupt(dst, len(src), !c.f.OnlyEncrypt, c.Crypter.Decrypt(dst, src, iv))
 }
 
-func (c *faultyCrypter) corrupt(dst []byte, n int, err error) error {
+func (c *faultyCrypter) corrupt(dst []byte, n int, may bool, err error) error {
 	k := c.f.calls.Add(1)
-	if err == nil && n > 0 && (c.f.Bad == nil || c.f.Bad(k)) {
+	if err == nil && n > 0 && may && (c.f.Bad == nil || c.f.Bad(k)) {
 		dst[n/2] ^= 0x04
 	}
 	return err
