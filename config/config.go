@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -83,6 +84,12 @@ const (
 
 	DefaultEngine = EngineSoftware
 
+	// DefaultEngineCheckInterval is how often every engine runs its
+	// known-answer test after the one at start; 0 means only at start.
+	DefaultEngineCheckInterval = 5 * time.Minute
+	// MaxVerify bounds verify (one in N engine frames re-checked).
+	MaxVerify = 1 << 20
+
 	// MaxFileSize bounds a config file; real ones are a few KiB.
 	MaxFileSize = 256 << 10
 )
@@ -135,11 +142,22 @@ type Common struct {
 	DrainTimeout time.Duration
 	Log          Log
 	// Metrics is a listen address for Prometheus text metrics; empty
-	// means none.
+	// means none. A port alone (":9100") means loopback (127.0.0.1); an
+	// address beyond loopback is refused unless MetricsTokenFile is set.
 	Metrics string
+	// MetricsTokenFile is a file holding the bearer token /metrics
+	// requires; empty means none. Relative paths are relative to the
+	// config file; read it with LoadMetricsToken.
+	MetricsTokenFile string
 	// MemoryLimit is the runtime's soft memory limit in bytes; 0 means
 	// none.
 	MemoryLimit int
+	// Verify re-checks one in Verify frames an engine other than
+	// software sealed or opened against software; 0 (default) is off.
+	Verify int
+	// EngineCheckInterval is how often every engine runs its known-answer
+	// test after the one at start; 0 means only at start.
+	EngineCheckInterval time.Duration
 	// Profile is the selector's calibration profile for engine auto and
 	// hybrid; a relative path is relative to the config file. Empty means
 	// the selector's default path.
@@ -212,22 +230,36 @@ func (c *Common) LoadKey() ([]byte, error) {
 	return key, nil
 }
 
+// LoadMetricsToken reads c.MetricsTokenFile with LoadToken; nil if there
+// is none. An error is an *Error at the metrics_token_file field.
+func (c *Common) LoadMetricsToken() ([]byte, error) {
+	if c.MetricsTokenFile == "" {
+		return nil, nil
+	}
+	tok, err := LoadToken(c.MetricsTokenFile)
+	if err != nil {
+		return nil, c.FieldError("metrics_token_file", err)
+	}
+	return tok, nil
+}
+
 func defaultCommon(file string) Common {
 	return Common{
-		File:             file,
-		Suite:            suite.Default,
-		Engine:           DefaultEngine,
-		MaxFrame:         DefaultMaxFrame,
-		YamuxWindow:      DefaultYamuxWindow,
-		Keepalive:        DefaultKeepalive,
-		DialTimeout:      DefaultDialTimeout,
-		HandshakeTimeout: DefaultHandshakeTimeout,
-		MaxStreams:       DefaultMaxStreams,
-		LinkBuffer:       DefaultLinkBuffer,
-		DrainTimeout:     DefaultDrainTimeout,
-		MemoryLimit:      DefaultMemoryLimit,
-		Log:              Log{Level: zapcore.InfoLevel, Format: LogConsole},
-		fields:           map[string]at{},
+		File:                file,
+		Suite:               suite.Default,
+		Engine:              DefaultEngine,
+		MaxFrame:            DefaultMaxFrame,
+		YamuxWindow:         DefaultYamuxWindow,
+		Keepalive:           DefaultKeepalive,
+		DialTimeout:         DefaultDialTimeout,
+		HandshakeTimeout:    DefaultHandshakeTimeout,
+		MaxStreams:          DefaultMaxStreams,
+		LinkBuffer:          DefaultLinkBuffer,
+		DrainTimeout:        DefaultDrainTimeout,
+		MemoryLimit:         DefaultMemoryLimit,
+		EngineCheckInterval: DefaultEngineCheckInterval,
+		Log:                 Log{Level: zapcore.InfoLevel, Format: LogConsole},
+		fields:              map[string]at{},
 	}
 }
 
@@ -467,6 +499,19 @@ func (d *decoder) common(c *Common) []fieldSpec {
 			c.Suite = s
 		}),
 		track("engine", func(v value) { d.str(v, &c.Engine, CheckEngine) }),
+		track("verify", func(v value) {
+			s, ok := d.scalar(v)
+			if !ok {
+				return
+			}
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || n < 0 || n > MaxVerify {
+				d.errorf(v.at, v.field, "%q: want 0 (off) or N from 1 to %d, to re-check one in N engine frames", s, MaxVerify)
+				return
+			}
+			c.Verify = n
+		}),
+		track("engine_check_interval", func(v value) { d.duration(v, &c.EngineCheckInterval, false) }),
 		track("memory_limit", func(v value) {
 			s, ok := d.scalar(v)
 			if !ok {
@@ -535,7 +580,48 @@ func (d *decoder) common(c *Common) []fieldSpec {
 				return checkHostPort(s, addrListen, "address")
 			})
 		}),
+		track("metrics_token_file", func(v value) {
+			d.str(v, &c.MetricsTokenFile, func(s string) error {
+				if s == "" {
+					return errors.New("is empty (leave it out for no token)")
+				}
+				return nil
+			})
+			if c.MetricsTokenFile != "" && !filepath.IsAbs(c.MetricsTokenFile) {
+				c.MetricsTokenFile = filepath.Join(filepath.Dir(c.File), c.MetricsTokenFile)
+			}
+		}),
 	}
+}
+
+// finishCommon checks what depends on more than one common field, once
+// they are all decoded.
+func (d *decoder) finishCommon(c *Common) {
+	if c.MetricsTokenFile != "" && c.Metrics == "" {
+		d.errorf(c.fields["metrics_token_file"], "metrics_token_file", "is set but metrics is not")
+	}
+	if c.Metrics == "" {
+		return
+	}
+	host, port, _ := net.SplitHostPort(c.Metrics) // checked when decoded
+	if host == "" {
+		// Loopback unless told otherwise: metrics are for this host.
+		c.Metrics = net.JoinHostPort("127.0.0.1", port)
+		return
+	}
+	if !isLoopbackHost(host) && c.MetricsTokenFile == "" {
+		d.errorf(c.fields["metrics"], "metrics", "%s is not a loopback address; serving metrics beyond this host needs metrics_token_file (a bearer token)", c.Metrics)
+	}
+}
+
+// isLoopbackHost reports whether host is "localhost" or a loopback IP
+// address.
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
 }
 
 func (d *decoder) server(body ast.Node) *Server {
@@ -576,6 +662,7 @@ func (d *decoder) server(body ast.Node) *Server {
 		}},
 	)
 	d.object(top, specs)
+	d.finishCommon(&s.Common)
 	if s.Metrics != "" && s.Metrics == s.Listen {
 		d.errorf(s.fields["metrics"], "metrics", "same address as listen")
 	}
@@ -615,6 +702,7 @@ func (d *decoder) client(body ast.Node) *Client {
 		}},
 	)
 	d.object(top, specs)
+	d.finishCommon(&c.Common)
 	d.checkLinkBuffer(&c.Common)
 	return c
 }

@@ -59,6 +59,8 @@ func TestParseServerDefaults(t *testing.T) {
 		MaxHandshakes:          64,
 		MaxHandshakesPerSource: 8,
 	}
+	// Not in the literal above, so that its alignment stays as it was.
+	want.EngineCheckInterval = 5 * time.Minute
 	s.fields = nil
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("got  %+v\nwant %+v", s, want)
@@ -81,6 +83,8 @@ max_handshakes_per_source: 4
 drain_timeout: 0s
 log: {level: debug, format: json}
 metrics: "[::1]:9100"
+verify: 100
+engine_check_interval: 1m
 `
 	s, err := ParseServer("/etc/offload/server.yaml", []byte(src))
 	if err != nil {
@@ -96,7 +100,7 @@ metrics: "[::1]:9100"
 	if c.Engine != "afalg:cbc(aes-generic)" || c.MaxFrame != 64<<10 || c.YamuxWindow != 4<<20 ||
 		c.Keepalive != 0 || c.DialTimeout != 3*time.Second || c.HandshakeTimeout != time.Minute ||
 		c.MaxStreams != 10 || c.DrainTimeout != 0 || c.Log != (Log{zapcore.DebugLevel, "json"}) || c.Metrics != "[::1]:9100" ||
-		c.LinkBuffer != 64<<20 {
+		c.LinkBuffer != 64<<20 || c.Verify != 100 || c.EngineCheckInterval != time.Minute {
 		t.Errorf("got %+v", c)
 	}
 	if s.MaxLinks != 2 || s.MaxHandshakes != 32 || s.MaxHandshakesPerSource != 4 {
@@ -217,7 +221,18 @@ func TestErrorPositions(t *testing.T) {
 		{"log", false, goodServer + "log:\n  level: verbose\n  format: xml\n", []string{"7:log.level", "8:log.format"}},
 		{"log not a map", false, goodServer + "log: debug\n", []string{"6:log"}},
 		{"metrics", false, goodServer + "metrics: 9100\n", []string{"6:metrics"}},
-		{"metrics is listen", false, goodServer + "metrics: 192.0.2.1:7000\n", []string{"6:metrics"}},
+		{"metrics is listen", false, goodServer + "metrics: 192.0.2.1:7000\nmetrics_token_file: t\n", []string{"6:metrics"}},
+		{"verify", false, goodServer + "verify: -1\n", []string{"6:verify"}},
+		{"verify unit", false, goodServer + "verify: 1KiB\n", []string{"6:verify"}},
+		{"verify huge", false, goodServer + "verify: 2000000\n", []string{"6:verify"}},
+		{"engine_check_interval", false, goodServer + "engine_check_interval: 5\n", []string{"6:engine_check_interval"}},
+		{"metrics not loopback", false, goodServer + "metrics: 192.0.2.1:9100\n", []string{"6:metrics"}},
+		{"metrics all interfaces", false, goodServer + "metrics: 0.0.0.0:9100\n", []string{"6:metrics"}},
+		{"metrics all v6", false, goodServer + "metrics: '[::]:9100'\n", []string{"6:metrics"}},
+		{"metrics host name", false, goodServer + "metrics: router.lan:9100\n", []string{"6:metrics"}},
+		{"metrics token without metrics", false, goodServer + "metrics_token_file: t\n", []string{"6:metrics_token_file"}},
+		{"metrics token empty", false, goodServer + "metrics: :9100\nmetrics_token_file: ''\n", []string{"7:metrics_token_file"}},
+		{"client metrics not loopback", true, goodClient + "metrics: 192.0.2.2:9100\n", []string{"6:metrics"}},
 		{"list for scalar", false, goodServer + "suite: [a, b]\n", []string{"6:suite"}},
 		{"alias", false, "listen: &a ':1'\nkey_file: *a\nservices: {a: 'b:1'}\n", []string{"2:key_file"}},
 		{"merge key", false, goodServer + "<<: {a: 1}\n", []string{"6:"}},
@@ -400,5 +415,28 @@ func TestDefaultsMatchTunnel(t *testing.T) {
 	o := tunnel.Options{MaxStreams: c.MaxStreams, YamuxWindow: c.YamuxWindow, LinkBuffer: c.LinkBuffer}
 	if c.LinkStreams() != o.LinkStreams() || c.LinkStreams() != 12 {
 		t.Errorf("link streams: config %d, tunnel %d, want 12 at the defaults", c.LinkStreams(), o.LinkStreams())
+	}
+}
+
+// Metrics are served on loopback unless a token file is set.
+func TestMetricsAddress(t *testing.T) {
+	for _, tc := range []struct {
+		src, addr, token string
+	}{
+		{"metrics: :9100\n", "127.0.0.1:9100", ""},
+		{"metrics: localhost:9100\n", "localhost:9100", ""},
+		{"metrics: 127.0.0.2:9100\n", "127.0.0.2:9100", ""},
+		{"metrics: '[::1]:9100'\n", "[::1]:9100", ""},
+		{"metrics: 0.0.0.0:9100\nmetrics_token_file: metrics.token\n", "0.0.0.0:9100", "/etc/offload/metrics.token"},
+		{"metrics_token_file: /run/t\nmetrics: 192.0.2.1:9100\n", "192.0.2.1:9100", "/run/t"},
+	} {
+		s, err := ParseServer("/etc/offload/server.yaml", []byte(goodServer+tc.src))
+		if err != nil {
+			t.Errorf("%q: %v", tc.src, err)
+			continue
+		}
+		if s.Metrics != tc.addr || s.MetricsTokenFile != tc.token {
+			t.Errorf("%q: metrics %q, token file %q; want %q, %q", tc.src, s.Metrics, s.MetricsTokenFile, tc.addr, tc.token)
+		}
 	}
 }

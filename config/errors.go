@@ -13,6 +13,21 @@ var (
 	// others. Fix it with chmod 600; offload refuses to start otherwise, as
 	// ssh does with private keys.
 	ErrKeyPermissions = errors.New("key file permissions too open")
+	// ErrKeyOwner means a key file belongs to a user other than the one
+	// offload runs as or root, who could change it. chown it to that user.
+	ErrKeyOwner = errors.New("key file has the wrong owner")
+	// ErrKeyDirectory means a directory on a key file's path can be written
+	// by someone other than its owner, or belongs to another user, so the
+	// file could be replaced. Move the key or fix the directory (chmod
+	// go-w, chown).
+	ErrKeyDirectory = errors.New("key file is in an unsafe directory")
+	// ErrKeyWeak means a key file holds a key of one repeated byte (such as
+	// all zeros): a placeholder, not a secret. Make one with offload keygen.
+	ErrKeyWeak = errors.New("key is not random")
+	// ErrTokenFormat means a token file (metrics_token_file) is not one
+	// line of 16 to 1024 visible ASCII characters. Make one with
+	// "head -c 32 /dev/urandom | base64".
+	ErrTokenFormat = errors.New("token file is not one token")
 	// ErrKeyLength means a key file decodes to the wrong number of bytes.
 	// Make a new key with "offload keygen" and copy it to both ends.
 	ErrKeyLength = errors.New("wrong key length")

@@ -20,9 +20,22 @@ import (
 //	q3Vd0XkzC6y1k8bZ6bq0p8yq5gk5Wm0G3yq1o6o0E2s=
 //
 // so it can be copied to the other router by hand or with scp. Leading and
-// trailing white space is ignored when reading. The file must be private
-// (mode 0600 or stricter), as ssh requires of private keys; LoadKey refuses
-// it otherwise.
+// trailing white space is ignored when reading.
+//
+// LoadKey treats the file as ssh treats a private key (OpenSSH's
+// secure_filename), and each refusal names the rule and the path:
+//
+//   - mode: group and others have no access (0600 or stricter);
+//   - owner: the file belongs to the user offload runs as, or to root;
+//   - directory: no directory above the file, up to /, may be written by
+//     anyone but its owner, who must be that user or root. This holds for
+//     the real path (symlinks resolved) and, stricter than OpenSSH, for the
+//     path as given, since whoever can replace a symlink picks the key. As
+//     an exception to OpenSSH, a sticky directory owned by root or that
+//     user (/tmp) is allowed: the sticky bit stops others from renaming or
+//     removing what is in it;
+//   - value: the key is KeySize bytes and not all one value (an all-zero
+//     file is a placeholder, not a secret).
 
 // KeySize is the length of a pre-shared key in bytes.
 const KeySize = 32
@@ -59,22 +72,43 @@ func DecodeKey(data []byte) ([]byte, error) {
 	if n != KeySize {
 		return nil, &sentinelError{fmt.Sprintf("key is %d bytes, want %d; make one with offload keygen", n, KeySize), ErrKeyLength}
 	}
+	if bytes.Count(key[:n], key[:1]) == n {
+		return nil, &sentinelError{fmt.Sprintf("rule value: key is %d bytes of 0x%02x, not a secret; make one with offload keygen", n, key[0]), ErrKeyWeak}
+	}
 	return key[:n], nil
 }
 
+// OpenPrivate opens a secret file (a key or a token file) for reading after
+// checking it as LoadKey does: a regular file, mode rule, owner rule and
+// directory rule. what names the file in errors ("key file").
+func OpenPrivate(path, what string) (*os.File, error) {
+	f, fi, err := openRegular(path, what)
+	if err != nil {
+		return nil, err
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		f.Close()
+		return nil, &sentinelError{fmt.Sprintf("%s %s: rule mode: it is mode %#o; group and others must have no access (chmod 600)", what, path, perm), ErrKeyPermissions}
+	}
+	if err := checkOwnerAndDirs(path, fi, what); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 // LoadKey reads the key file at path. It refuses a file that group or
-// others may read or write (ErrKeyPermissions), one that is not a regular
-// file (ErrNotRegular), and contents DecodeKey rejects. The mode is checked
-// on the opened file, so the file checked is the file read.
+// others may read or write (ErrKeyPermissions), one owned by another user
+// (ErrKeyOwner), one in a directory others can write (ErrKeyDirectory), one
+// that is not a regular file (ErrNotRegular), and contents DecodeKey
+// rejects. The mode and owner are checked on the opened file, so the file
+// checked is the file read.
 func LoadKey(path string) ([]byte, error) {
-	f, fi, err := openRegular(path, "key file")
+	f, err := OpenPrivate(path, "key file")
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return nil, &sentinelError{fmt.Sprintf("key file %s is mode %#o; it must not be accessible by others (chmod 600)", path, perm), ErrKeyPermissions}
-	}
 	data, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
 	if err != nil {
 		return nil, fmt.Errorf("key file %s: %w", path, err)
@@ -153,4 +187,45 @@ func openRegular(path, what string) (*os.File, os.FileInfo, error) {
 		return nil, nil, &sentinelError{fmt.Sprintf("%s %s is not a regular file (%v)", what, path, fi.Mode().Type()), ErrNotRegular}
 	}
 	return f, fi, nil
+}
+
+// Token files hold a bearer token (metrics_token_file): one line of
+// MinToken..MaxToken visible ASCII characters, e.g. from
+//
+//	head -c 32 /dev/urandom | base64 > metrics.token
+//
+// checked as a key file is (OpenPrivate) and trimmed of white space.
+const (
+	MinToken = 16
+	MaxToken = 1024
+)
+
+// LoadToken reads a token file. It refuses what OpenPrivate refuses and
+// contents that are not one token (ErrTokenFormat).
+func LoadToken(path string) ([]byte, error) {
+	f, err := OpenPrivate(path, "token file")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("token file %s: %w", path, err)
+	}
+	if len(data) > maxKeyFile {
+		return nil, fmt.Errorf("token file %s: %w: more than %d bytes", path, ErrTooLarge, maxKeyFile)
+	}
+	tok := bytes.TrimSpace(data)
+	if len(tok) < MinToken || len(tok) > MaxToken {
+		return nil, &sentinelError{fmt.Sprintf("token file %s: rule value: token is %d characters, want %d to %d", path, len(tok), MinToken, MaxToken), ErrTokenFormat}
+	}
+	for _, c := range tok {
+		if c < 0x21 || c > 0x7e {
+			return nil, &sentinelError{fmt.Sprintf("token file %s: rule value: token has %q; want one line of visible ASCII", path, c), ErrTokenFormat}
+		}
+	}
+	if bytes.Count(tok, tok[:1]) == len(tok) {
+		return nil, &sentinelError{fmt.Sprintf("token file %s: rule value: token is one character repeated, not a secret", path), ErrTokenFormat}
+	}
+	return tok, nil
 }

@@ -87,8 +87,17 @@ func TestWriteKeyFileExisting(t *testing.T) {
 	}
 }
 
+// testKey is a fixed key that is not one repeated byte.
+func testKey() []byte {
+	key := make([]byte, KeySize)
+	for i := range key {
+		key[i] = byte(i*37 + 11)
+	}
+	return key
+}
+
 func TestLoadKeyErrors(t *testing.T) {
-	key := bytes.Repeat([]byte{7}, KeySize)
+	key := testKey()
 	good := EncodeKey(key)
 	tests := []struct {
 		name    string
@@ -97,7 +106,7 @@ func TestLoadKeyErrors(t *testing.T) {
 		want    error
 		message string // a substring of the message
 	}{
-		{"0644", good, 0o644, ErrKeyPermissions, "is mode 0644; it must not be accessible by others (chmod 600)"},
+		{"0644", good, 0o644, ErrKeyPermissions, "rule mode: it is mode 0644; group and others must have no access (chmod 600)"},
 		{"0640", good, 0o640, ErrKeyPermissions, "is mode 0640"},
 		{"0604", good, 0o604, ErrKeyPermissions, "is mode 0604"},
 		{"0620", good, 0o620, ErrKeyPermissions, "is mode 0620"},
@@ -108,6 +117,9 @@ func TestLoadKeyErrors(t *testing.T) {
 		{"two lines", append(append([]byte{}, good...), good...), 0o600, ErrKeyFormat, "not a base64 key"},
 		{"url base64", []byte(strings.Repeat("-_", 22) + "\n"), 0o600, ErrKeyFormat, "not a base64 key"},
 		{"huge", bytes.Repeat([]byte("A"), maxKeyFile+1), 0o600, ErrTooLarge, "more than"},
+		{"all zero", EncodeKey(make([]byte, KeySize)), 0o600, ErrKeyWeak, "rule value: key is 32 bytes of 0x00, not a secret"},
+		{"all 0xff", EncodeKey(bytes.Repeat([]byte{0xff}, KeySize)), 0o600, ErrKeyWeak, "rule value: key is 32 bytes of 0xff"},
+		{"all 7", EncodeKey(bytes.Repeat([]byte{7}, KeySize)), 0o600, ErrKeyWeak, "rule value"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -124,7 +136,7 @@ func TestLoadKeyErrors(t *testing.T) {
 }
 
 func TestLoadKeyAccepts(t *testing.T) {
-	key := bytes.Repeat([]byte{9}, KeySize)
+	key := testKey()
 	enc := base64.StdEncoding.EncodeToString(key)
 	for _, tt := range []struct {
 		name string
@@ -158,5 +170,41 @@ func TestLoadKeyNotAFile(t *testing.T) {
 	}
 	if _, err := LoadKey(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("LoadKey(missing): %v, want fs.ErrNotExist", err)
+	}
+}
+
+func TestLoadToken(t *testing.T) {
+	good := "c2VjcmV0LXRva2VuLWZvci10ZXN0cw=="
+	for _, tc := range []struct {
+		name string
+		data string
+		mode os.FileMode
+		want error // nil: accepted
+	}{
+		{"good", good + "\n", 0o600, nil},
+		{"spaces around", "  " + good + "\r\n", 0o400, nil},
+		{"open mode", good, 0o644, ErrKeyPermissions},
+		{"short", "abc123\n", 0o600, ErrTokenFormat},
+		{"long", strings.Repeat("ab", MaxToken), 0o600, ErrTokenFormat},
+		{"space inside", "secret token for tests\n", 0o600, ErrTokenFormat},
+		{"two lines", good + "\n" + good + "\n", 0o600, ErrTokenFormat},
+		{"one character", strings.Repeat("x", 32), 0o600, ErrTokenFormat},
+		{"empty", "", 0o600, ErrTokenFormat},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tok, err := LoadToken(writeFile(t, "t", []byte(tc.data), tc.mode))
+			if tc.want == nil {
+				if err != nil || string(tok) != good {
+					t.Fatalf("LoadToken = %q, %v", tok, err)
+				}
+				return
+			}
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("LoadToken: %v, want %v", err, tc.want)
+			}
+			if !strings.Contains(err.Error(), "token file") {
+				t.Errorf("%q does not name the token file", err)
+			}
+		})
 	}
 }

@@ -86,8 +86,9 @@ type Policy struct {
 }
 
 var (
-	_ record.Policy  = (*Policy)(nil)
-	_ record.Tracker = (*Policy)(nil)
+	_ record.Policy   = (*Policy)(nil)
+	_ record.Tracker  = (*Policy)(nil)
+	_ record.Excluder = (*Policy)(nil)
 )
 
 // maxQueue caps Threshold: a device more than this many times faster than
@@ -336,6 +337,19 @@ func (p *Policy) takeOut(idx int) {
 			zap.String("engine", p.names[idx]),
 			zap.Uint64("fallbacks", p.stats.Fallbacks[idx].Load()-p.base[idx]),
 			zap.Uint64("threshold", p.threshold))
+	}
+}
+
+// Exclude implements record.Excluder: engine idx gave a wrong answer (a
+// known-answer test or a verified frame), so Pick stops returning it at
+// once, as after FailThreshold failures. Software (0) is never taken out.
+func (p *Policy) Exclude(idx int, why error) {
+	if idx <= 0 || idx >= len(p.names) {
+		return
+	}
+	if p.out[idx].CompareAndSwap(false, true) {
+		p.log.Warn("engine gives wrong answers; frames go to software from now on",
+			zap.String("engine", p.names[idx]), zap.Error(why))
 	}
 }
 

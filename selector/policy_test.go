@@ -1,6 +1,7 @@
 package selector
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -278,6 +279,39 @@ func TestPolicyTakesOutFailingEngine(t *testing.T) {
 	e := logs.All()[0].ContextMap()
 	if e["engine"] != "afalg:dev" || e["fallbacks"] != uint64(3) {
 		t.Errorf("warning fields %v", e)
+	}
+}
+
+// An engine found to give wrong answers is out at once, whatever its
+// fallback count; in hybrid mode it is not handed frames either.
+func TestPolicyExclude(t *testing.T) {
+	for _, hybrid := range []bool{false, true} {
+		core, logs := observer.New(zap.WarnLevel)
+		pol, err := NewPolicy(testProfile(), cbc256, PolicyOptions{Open: openFake, Hybrid: hybrid, Stats: new(record.Stats), Logger: zap.New(core)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := pol.Pick(8192, engine.Encrypt); got != 1 {
+			t.Fatalf("Pick = %d before Exclude, want 1", got)
+		}
+		why := errors.New("known-answer test failed")
+		pol.Exclude(1, why)
+		pol.Exclude(1, why)
+		pol.Exclude(0, why) // software stays
+		pol.Exclude(99, why)
+		for _, size := range []int{16, 1400, 8192, 16384} {
+			for _, d := range []engine.Direction{engine.Encrypt, engine.Decrypt} {
+				if got := pol.Pick(size, d); pol.Names()[got] == "afalg:dev" {
+					t.Errorf("hybrid %v: Pick(%d, %v) = the excluded engine", hybrid, size, d)
+				}
+			}
+		}
+		if !pol.Out(1) || pol.Out(0) {
+			t.Errorf("Out(1) = %v, Out(0) = %v", pol.Out(1), pol.Out(0))
+		}
+		if n := logs.FilterMessageSnippet("wrong answers").Len(); n != 1 {
+			t.Errorf("%d warnings, want one", n)
+		}
 	}
 }
 

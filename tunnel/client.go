@@ -53,6 +53,7 @@ type Client struct {
 	ctr      *counters
 	pool     *bufPool
 	streams  *tracker
+	guard    *engineGuard
 
 	refuseLog rateLimit
 
@@ -115,6 +116,8 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		{"link_streams", cfg.Options.LinkStreams()},
 		{"link_buffer_bytes", cfg.Options.LinkBuffer},
 	}
+	c.guard = newEngineGuard(&c.opt, c.log)
+	c.ctr.guard, c.opt.verifier = c.guard, c.guard.verifier
 	return c, nil
 }
 
@@ -134,6 +137,7 @@ func (c *Client) Run(ctx context.Context) error {
 		defer wg.Done()
 		c.ctr.statusLoop(ctx, c.opt.StatusInterval, c.log)
 	}()
+	c.guard.start(ctx, c.opt.EngineCheckInterval, &wg)
 	stop := context.AfterFunc(ctx, func() {
 		for _, f := range c.forwards {
 			_ = f.Listener.Close()

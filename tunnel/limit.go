@@ -3,6 +3,7 @@ package tunnel
 import (
 	"bytes"
 	"container/list"
+	"math"
 	"net"
 	"net/netip"
 	"sync"
@@ -54,6 +55,15 @@ type hsSlot struct {
 func newHSSlots(max, perSource int, s suite.Suite) *hsSlots {
 	prefix, n := handshake.FlightHeader(s)
 	return &hsSlots{max: max, perSource: perSource, prefix: prefix, flightLen: n, bySource: map[netip.Prefix]int{}}
+}
+
+// newOldestSlots is hsSlots for connections that have no first flight to
+// complete (the metrics endpoint's, waiting for a request head): none is
+// ever protected, so a new connection at the cap takes the slot of the
+// oldest pending one of the source with the most, and no source may hold
+// more than all of them.
+func newOldestSlots(max int) *hsSlots {
+	return &hsSlots{max: max, perSource: max, flightLen: math.MaxInt, bySource: map[netip.Prefix]int{}}
 }
 
 // sourceOf is the address a slot is counted under: the IPv4 address, or
@@ -185,6 +195,9 @@ func (s *hsSlots) remove(sl *hsSlot) {
 
 // release frees sl's slot and reports whether it was evicted.
 func (s *hsSlots) release(sl *hsSlot) (evicted bool) {
+	if sl == nil {
+		return false // acquire refused it: it never held a slot
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sl.elem != nil {

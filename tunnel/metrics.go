@@ -79,6 +79,7 @@ type handedCounter interface{ HandedToCPU() uint64 }
 
 type counters struct {
 	hybrid     handedCounter // the policy, if it is hybrid's
+	guard      *engineGuard  // the engine checks; nil in tests of counters alone
 	role       string        // "server" or "client"
 	engines    []string
 	stats      *record.Stats
@@ -150,6 +151,21 @@ func (c *counters) writePrometheus(w io.Writer) {
 	if c.hybrid != nil {
 		metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_hybrid_handed_total{role=%q}`, c.role), c.hybrid.HandedToCPU())
 	}
+	if g := c.guard; g != nil {
+		metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_engine_check_rounds_total{role=%q}`, c.role), g.rounds.Load())
+		for i, eng := range c.engines {
+			label := promLabel(eng)
+			checked, mismatches := g.verifyCounts(i)
+			metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_engine_check_failures_total{role=%q,engine=%s,check=%q}`, c.role, label, checkKAT), g.katFailures[i].Load())
+			metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_engine_check_failures_total{role=%q,engine=%s,check=%q}`, c.role, label, checkVerify), mismatches)
+			metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_engine_verified_frames_total{role=%q,engine=%s}`, c.role, label), checked)
+			out := uint64(0)
+			if g.isOut(i) {
+				out = 1
+			}
+			metrics.WriteGaugeUint64(w, fmt.Sprintf(`offload_engine_out{role=%q,engine=%s}`, c.role, label), out)
+		}
+	}
 }
 
 // promLabel quotes a label value as the Prometheus text format wants it.
@@ -170,6 +186,11 @@ func (e engineStats) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 				enc.AddUint64(dir.String()+"_bytes", st.Bytes[dir][i].Load())
 			}
 			enc.AddUint64("fallbacks", st.Fallbacks[i].Load())
+			if g := e.c.guard; g != nil {
+				_, mismatches := g.verifyCounts(i)
+				enc.AddUint64("check_failures", g.katFailures[i].Load()+mismatches)
+				enc.AddBool("out", g.isOut(i))
+			}
 			return nil
 		}))
 		if err != nil {

@@ -38,7 +38,7 @@ func TestMetricsAndStatus(t *testing.T) {
 	ln := listen(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- ServeMetrics(ctx, ln, set, nil) }()
+	go func() { done <- ServeMetrics(ctx, ln, set, MetricsOptions{}) }()
 	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	var body string
 	eventually(t, 5*time.Second, "the counters to settle", func() bool {
@@ -154,7 +154,7 @@ func TestMetricsEndpointRequests(t *testing.T) {
 	ln := listen(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- ServeMetrics(ctx, ln, set, nil) }()
+	go func() { done <- ServeMetrics(ctx, ln, set, MetricsOptions{}) }()
 	ask := func(req string) string {
 		t.Helper()
 		c, err := net.Dial("tcp", ln.Addr().String())
@@ -218,5 +218,109 @@ func TestMetricsHybridHanded(t *testing.T) {
 		if n, ok := f["hybrid_handed_to_cpu"]; ok != tc.want || (ok && n != uint64(42)) {
 			t.Errorf("policy %T: status fields %v", tc.policy, f)
 		}
+	}
+}
+
+// startMetricsServer serves set on a new listener until the test ends.
+func startMetricsServer(t *testing.T, set *metrics.Set, opt MetricsOptions) string {
+	t.Helper()
+	ln := listen(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ServeMetrics(ctx, ln, set, opt) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return ln.Addr().String()
+}
+
+// scrape GETs /metrics with an optional Authorization header.
+func scrape(addr, auth string) (int, string, error) {
+	req, err := http.NewRequest("GET", "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return 0, "", err
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// Connections that send nothing, or half a request, can not block a
+// scrape: before, 8 idle connections made every scrape fail for 10 s.
+func TestMetricsIdleConnections(t *testing.T) {
+	leakCheck(t)
+	set := metrics.NewSet()
+	set.NewCounter("offload_test_total").Add(5)
+	addr := startMetricsServer(t, set, MetricsOptions{})
+	var idle []net.Conn
+	defer func() {
+		for _, c := range idle {
+			c.Close()
+		}
+	}()
+	for i := range 4 * metricsMaxPending {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle = append(idle, c)
+		if i%2 == 1 {
+			_, _ = io.WriteString(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n") // and never the end of the head
+		}
+		if i == 8 || i == len(idle)-1 {
+			code, body, err := scrape(addr, "")
+			if err != nil || code != 200 || !strings.Contains(body, "offload_test_total 5\n") {
+				t.Fatalf("scrape with %d idle connections open: %d %q %v", len(idle), code, body, err)
+			}
+		}
+	}
+}
+
+// With a token, a request without it or with another is refused with 401;
+// the right one gets the metrics.
+func TestMetricsToken(t *testing.T) {
+	leakCheck(t)
+	set := metrics.NewSet()
+	set.NewCounter("offload_test_total").Add(7)
+	log, logs := testLogger(t)
+	addr := startMetricsServer(t, set, MetricsOptions{Token: []byte("s3cret-token-0123456789"), Logger: log})
+	for _, tc := range []struct {
+		auth string
+		code int
+	}{
+		{"", 401},
+		{"Bearer wrong-token-0123456789", 401},
+		{"Bearer s3cret-token-012345678", 401},
+		{"Bearer s3cret-token-01234567890", 401},
+		{"Basic s3cret-token-0123456789", 401},
+		{"s3cret-token-0123456789", 401},
+		{"Bearer s3cret-token-0123456789", 200},
+		{"bearer s3cret-token-0123456789", 200},
+	} {
+		code, body, err := scrape(addr, tc.auth)
+		if err != nil || code != tc.code {
+			t.Errorf("Authorization %q: %d %v, want %d", tc.auth, code, err, tc.code)
+		}
+		if has := strings.Contains(body, "offload_test_total"); has != (tc.code == 200) {
+			t.Errorf("Authorization %q: body %q", tc.auth, body)
+		}
+	}
+	if n := logs.FilterMessage("refused a request without the right bearer token").Len(); n != 1 {
+		t.Errorf("%d refusal log lines, want 1 (rate limited)", n)
+	}
+	// Without a token configured, none is needed.
+	if code, _, err := scrape(startMetricsServer(t, set, MetricsOptions{}), ""); err != nil || code != 200 {
+		t.Errorf("no token configured: %d %v", code, err)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net"
@@ -21,20 +23,51 @@ import (
 // crypto/tls and crypto/x509 into the binary, 2 MB of a router's 8 MiB
 // flash budget on MIPS (docs/budgets.md), for one read-only page a
 // Prometheus scraper fetches with a plain GET. Every connection is closed
-// after one answer.
+// after one answer, so there is no idle keep-alive connection to time out.
+//
+// Bounds. A connection waiting for its request head holds one of
+// metricsMaxPending slots (hsSlots, as handshakes do); when all are taken
+// the oldest waiting connection is reset to make room, so connections that
+// send nothing can not keep a scraper out, which sends its request at once.
+// Reading the head has metricsHeadTimeout, writing the answer
+// metricsWriteTimeout; at most metricsMaxConns connections are served at
+// once, beyond that a new one is closed at accept.
+//
+// Access. The config serves metrics on loopback unless a bearer token is
+// set (config: metrics, metrics_token_file). With a token every request
+// must carry "Authorization: Bearer TOKEN" or gets 401; the token is
+// compared in constant time, through SHA-256 so its length does not show.
 const (
-	metricsHeadTimeout = 10 * time.Second // to read a request's head
-	metricsMaxHead     = 8 << 10          // bytes of request line and headers
-	metricsMaxConns    = 8                // connections answered at once
+	metricsHeadTimeout  = 5 * time.Second  // to read a request's head
+	metricsWriteTimeout = 10 * time.Second // to write the answer
+	metricsMaxHead      = 8 << 10          // bytes of request line and headers
+	metricsMaxPending   = 16               // connections waiting for their head
+	metricsMaxConns     = 64               // connections served at once
 )
+
+// MetricsOptions configures ServeMetrics.
+type MetricsOptions struct {
+	// Token, if not empty, is the bearer token every request must carry.
+	Token []byte
+	// Logger gets refused requests (rate limited) and accept errors;
+	// nil means zap.NewNop().
+	Logger *zap.Logger
+}
 
 // ServeMetrics serves set in the Prometheus text format at /metrics on ln
 // until ctx ends; it closes ln and waits for the answers in progress.
-func ServeMetrics(ctx context.Context, ln net.Listener, set *metrics.Set, log *zap.Logger) error {
+func ServeMetrics(ctx context.Context, ln net.Listener, set *metrics.Set, opt MetricsOptions) error {
+	log := opt.Logger
 	if log == nil {
 		log = zap.NewNop()
 	}
 	log = log.Named("metrics")
+	m := &metricsServer{set: set, log: log, refuseLog: rateLimit{every: 10 * time.Second}}
+	if len(opt.Token) > 0 {
+		sum := sha256.Sum256(opt.Token)
+		m.tokenSum = &sum
+	}
+	m.pending = newOldestSlots(metricsMaxPending)
 	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
 	defer stop()
 	var wg sync.WaitGroup
@@ -68,45 +101,116 @@ func ServeMetrics(ctx context.Context, ln net.Listener, set *metrics.Set, log *z
 			defer wg.Done()
 			defer func() { <-slots }()
 			defer conn.Close()
-			if err := answerMetrics(conn, set); err != nil {
+			if err := m.answer(conn); err != nil {
 				log.Debug("request", zap.Stringer("peer", conn.RemoteAddr()), zap.Error(err))
 			}
 		}()
 	}
 }
 
-// answerMetrics reads one request head and writes one answer.
-func answerMetrics(conn net.Conn, set *metrics.Set) error {
-	if err := conn.SetDeadline(time.Now().Add(metricsHeadTimeout)); err != nil {
+// metricsServer is what the connections of one ServeMetrics share.
+type metricsServer struct {
+	set       *metrics.Set
+	log       *zap.Logger
+	tokenSum  *[sha256.Size]byte // nil: no token required
+	pending   *hsSlots           // connections waiting for their head
+	refuseLog rateLimit
+}
+
+// answer reads one request head, holding a pending slot meanwhile, and
+// writes one answer.
+func (m *metricsServer) answer(conn net.Conn) error {
+	sl := m.pending.acquire(conn)
+	if sl == nil {
+		return errors.New("no slot for the request head")
+	}
+	req, err := readMetricsRequest(conn)
+	if m.pending.release(sl) {
+		return errors.New("evicted while waiting for the request head")
+	}
+	if err != nil {
 		return err
+	}
+	if err := conn.SetDeadline(time.Now().Add(metricsWriteTimeout)); err != nil {
+		return err
+	}
+	return answerMetrics(conn, req, m.set, m.authorized)
+}
+
+// authorized reports whether a request's Authorization header carries the
+// token, if one is required.
+func (m *metricsServer) authorized(h textproto.MIMEHeader) bool {
+	if m.tokenSum == nil {
+		return true
+	}
+	scheme, tok, _ := strings.Cut(h.Get("Authorization"), " ")
+	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	ok := subtle.ConstantTimeCompare(sum[:], m.tokenSum[:]) == 1 && strings.EqualFold(scheme, "Bearer")
+	if !ok {
+		if log, n := m.refuseLog.allow(); log {
+			m.log.Warn("refused a request without the right bearer token", zap.Uint64("refusals_not_logged", n))
+		}
+	}
+	return ok
+}
+
+// metricsRequest is a request head, or the answer to a malformed one.
+type metricsRequest struct {
+	method, target string
+	header         textproto.MIMEHeader
+	bad            string // not empty: answer 400 with this body
+}
+
+// readMetricsRequest reads one request head within metricsHeadTimeout.
+func readMetricsRequest(conn net.Conn) (*metricsRequest, error) {
+	if err := conn.SetDeadline(time.Now().Add(metricsHeadTimeout)); err != nil {
+		return nil, err
 	}
 	tp := textproto.NewReader(bufio.NewReader(&limitedConn{conn, metricsMaxHead}))
 	line, err := tp.ReadLine()
 	if err != nil {
-		return fmt.Errorf("request line: %w", err)
+		return nil, fmt.Errorf("request line: %w", err)
 	}
 	method, rest, ok1 := strings.Cut(line, " ")
 	target, proto, ok2 := strings.Cut(rest, " ")
 	if !ok1 || !ok2 || !strings.HasPrefix(proto, "HTTP/1.") {
-		return writeAnswer(conn, 400, "Bad Request", "text/plain", []byte("bad request\n"), true)
+		return &metricsRequest{bad: "bad request\n"}, nil
 	}
-	if _, err := tp.ReadMIMEHeader(); err != nil {
-		return writeAnswer(conn, 400, "Bad Request", "text/plain", []byte("bad request header\n"), true)
+	h, err := tp.ReadMIMEHeader()
+	if err != nil {
+		return &metricsRequest{bad: "bad request header\n"}, nil
 	}
-	if path, _, _ := strings.Cut(target, "?"); path != "/metrics" {
-		return writeAnswer(conn, 404, "Not Found", "text/plain", []byte("only /metrics is here\n"), method != "HEAD")
+	return &metricsRequest{method: method, target: target, header: h}, nil
+}
+
+// answerMetrics writes the answer to req.
+func answerMetrics(conn net.Conn, req *metricsRequest, set *metrics.Set, authorized func(textproto.MIMEHeader) bool) error {
+	if req.bad != "" {
+		return writeAnswer(conn, 400, "Bad Request", "text/plain", []byte(req.bad), true, "")
+	}
+	method := req.method
+	if !authorized(req.header) {
+		return writeAnswer(conn, 401, "Unauthorized", "text/plain", []byte("bearer token required\n"), method != "HEAD", `WWW-Authenticate: Bearer realm="offload metrics"`)
+	}
+	if path, _, _ := strings.Cut(req.target, "?"); path != "/metrics" {
+		return writeAnswer(conn, 404, "Not Found", "text/plain", []byte("only /metrics is here\n"), method != "HEAD", "")
 	}
 	if method != "GET" && method != "HEAD" {
-		return writeAnswer(conn, 405, "Method Not Allowed", "text/plain", []byte("GET or HEAD\n"), true)
+		return writeAnswer(conn, 405, "Method Not Allowed", "text/plain", []byte("GET or HEAD\n"), true, "")
 	}
 	var body bytes.Buffer
 	set.WritePrometheus(&body)
-	return writeAnswer(conn, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", body.Bytes(), method == "GET")
+	return writeAnswer(conn, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", body.Bytes(), method == "GET", "")
 }
 
-func writeAnswer(conn net.Conn, code int, status, ctype string, body []byte, withBody bool) error {
+// writeAnswer writes a whole answer; extra is one more header line, or "".
+func writeAnswer(conn net.Conn, code int, status, ctype string, body []byte, withBody bool, extra string) error {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", code, status, ctype, len(body))
+	fmt.Fprintf(&b, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n", code, status, ctype, len(body))
+	if extra != "" {
+		b.WriteString(extra + "\r\n")
+	}
+	b.WriteString("\r\n")
 	if withBody {
 		b.Write(body)
 	}

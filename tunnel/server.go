@@ -48,6 +48,7 @@ type Server struct {
 	maxLinks int
 	streams  *tracker
 	dialer   net.Dialer
+	guard    *engineGuard
 
 	dropLog, failLog, refuseLog, linkLog rateLimit
 
@@ -112,6 +113,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		{"replay_cache_entries", handshake.DefaultReplayCache},
 	}
 	s.ctr.pending = s.slots.len
+	s.guard = newEngineGuard(&s.opt, s.log)
+	s.ctr.guard, s.opt.verifier = s.guard, s.guard.verifier
 	return s, nil
 }
 
@@ -137,6 +140,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		defer wg.Done()
 		s.ctr.statusLoop(ctx, s.opt.StatusInterval, s.log)
 	}()
+	s.guard.start(ctx, s.opt.EngineCheckInterval, &wg)
 	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
 	defer stop()
 
@@ -379,7 +383,9 @@ func (s *Server) serveStream(ctx context.Context, st *yamux.Stream, log *zap.Log
 		return
 	}
 	if _, err := st.Write(appendResponse(nil, statusOK, "")); err != nil {
-		_ = conn.Close()
+		// The link died while we dialled: the target must see a reset, as
+		// on every other cut, not a clean end after 0 bytes.
+		resetConn(conn)
 		_ = st.Close()
 		s.ctr.streams[streamAborted].Add(1)
 		return

@@ -96,6 +96,17 @@ type Options struct {
 	StatusInterval time.Duration
 	// Logger gets the tunnel's events; nil means none.
 	Logger *zap.Logger
+	// EngineCheckInterval is how often every engine runs its known-answer
+	// test after the one at start (enginecheck.go); 0 means
+	// DefaultEngineCheckInterval, negative only at start.
+	EngineCheckInterval time.Duration
+	// Verify re-checks one in Verify frames an engine other than software
+	// sealed or opened against software (record.Verifier); 0 is off.
+	Verify int
+
+	// verifier is made from Verify by NewServer and NewClient; every
+	// link's record layer shares it.
+	verifier *record.Verifier
 }
 
 func (o *Options) setDefaults() error {
@@ -139,6 +150,12 @@ func (o *Options) setDefaults() error {
 	if o.StatusInterval == 0 {
 		o.StatusInterval = DefaultStatusInterval
 	}
+	if o.EngineCheckInterval == 0 {
+		o.EngineCheckInterval = DefaultEngineCheckInterval
+	}
+	if o.Verify < 0 {
+		return fmt.Errorf("%w: verify %d: want 0 (off) or N, to check one in N frames", ErrConfig, o.Verify)
+	}
 	if o.Engines == nil {
 		o.Engines = []engine.Engine{engine.Software{}}
 	}
@@ -176,6 +193,7 @@ func (o *Options) recordOptions(stats *record.Stats) record.Options {
 		Policy:   o.Policy,
 		Logger:   o.Logger,
 		Stats:    stats,
+		Verify:   o.verifier,
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -127,6 +128,9 @@ func tunnelOptions(ctx context.Context, c *config.Common, key []byte, log *zap.L
 		LinkBuffer:       c.LinkBuffer,
 		DrainTimeout:     c.DrainTimeout,
 		Logger:           log,
+		Verify:           c.Verify,
+		// The config's 0 is "only at start", tunnel's is its default.
+		EngineCheckInterval: cmp.Or(c.EngineCheckInterval, -1),
 	}, nil
 }
 
@@ -136,17 +140,27 @@ func startMetrics(ctx context.Context, c *config.Common, register func(*metrics.
 	if c.Metrics == "" {
 		return func() {}, nil
 	}
+	token, err := c.LoadMetricsToken()
+	if err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", c.Metrics)
 	if err != nil {
 		return nil, c.FieldError("metrics", err)
 	}
+	// config checked the address; a name such as localhost is checked
+	// again here, as it resolved.
+	if ta, ok := ln.Addr().(*net.TCPAddr); token == nil && (!ok || !ta.IP.IsLoopback()) {
+		_ = ln.Close()
+		return nil, c.FieldError("metrics", fmt.Errorf("%s listens on %v, not loopback; serving metrics beyond this host needs metrics_token_file", c.Metrics, ln.Addr()))
+	}
 	set := metrics.NewSet()
 	register(set)
-	log.Info("metrics", zap.String("url", fmt.Sprintf("http://%s/metrics", ln.Addr())))
+	log.Info("metrics", zap.String("url", fmt.Sprintf("http://%s/metrics", ln.Addr())), zap.Bool("token", token != nil))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := tunnel.ServeMetrics(ctx, ln, set, log); err != nil {
+		if err := tunnel.ServeMetrics(ctx, ln, set, tunnel.MetricsOptions{Token: token, Logger: log}); err != nil {
 			log.Error("metrics server failed", zap.Error(err))
 		}
 	}()

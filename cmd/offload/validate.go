@@ -64,6 +64,10 @@ func validateFile(stdout, stderr io.Writer, path string) bool {
 		fmt.Fprintln(stderr, err)
 		return false
 	}
+	if _, err := common.LoadMetricsToken(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return false
+	}
 	// The stream cap per link is derived (max_streams, link_buffer and
 	// yamux_window): say what it comes to.
 	fmt.Fprintf(stdout, "%s: ok (%s, suite %v, engine %s, %s per link)\n", path, summary, common.Suite, common.Engine,

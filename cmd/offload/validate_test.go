@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -69,8 +70,9 @@ func TestValidateKeyFile(t *testing.T) {
 	if err := os.Chmod(key, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	line := lineOf(t, server, "key_file:")
 	code, stdout, stderr := runCmd(t, "validate", server)
-	want := server + ":14: key_file: key file " + key + " is mode 0644; it must not be accessible by others (chmod 600)\n"
+	want := server + line + " key_file: key file " + key + ": rule mode: it is mode 0644; group and others must have no access (chmod 600)\n"
 	if code != 1 || stdout != "" || stderr != want {
 		t.Fatalf("exit %d, stdout %q, stderr:\n%s\nwant:\n%s", code, stdout, stderr, want)
 	}
@@ -78,7 +80,7 @@ func TestValidateKeyFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, stderr = runCmd(t, "validate", server)
-	if code != 1 || !strings.HasPrefix(stderr, server+":14: key_file: ") || !strings.Contains(stderr, "no such file") {
+	if code != 1 || !strings.HasPrefix(stderr, server+line+" key_file: ") || !strings.Contains(stderr, "no such file") {
 		t.Fatalf("missing key: exit %d, stderr %s", code, stderr)
 	}
 }
@@ -108,5 +110,61 @@ func TestValidateErrors(t *testing.T) {
 	}
 	if code, _, _ := runCmd(t, "validate"); code != 2 {
 		t.Fatalf("validate without files: exit %d, want 2", code)
+	}
+}
+
+// lineOf returns ":N:" for the first line of path that starts with prefix.
+func lineOf(t *testing.T, path, prefix string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return fmt.Sprintf(":%d:", i+1)
+		}
+	}
+	t.Fatalf("%s has no line starting with %q", path, prefix)
+	return ""
+}
+
+// validate reads the metrics token file as start does, with the key
+// file's rules, and refuses metrics beyond loopback without one.
+func TestValidateMetricsToken(t *testing.T) {
+	dir := exampleDir(t)
+	server := filepath.Join(dir, "server.yaml")
+	data, err := os.ReadFile(server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := string(data) + "metrics: 0.0.0.0:9100\n"
+	if err := os.WriteFile(server, []byte(open), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCmd(t, "validate", server)
+	if code != 1 || !strings.Contains(stderr, server+lineOf(t, server, "metrics:")+" metrics: 0.0.0.0:9100 is not a loopback address") {
+		t.Fatalf("metrics on all interfaces without a token: exit %d, stderr %s", code, stderr)
+	}
+	if err := os.WriteFile(server, []byte(open+"metrics_token_file: metrics.token\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tok := filepath.Join(dir, "metrics.token")
+	if err := os.WriteFile(tok, []byte("c2VjcmV0LXRva2VuLWZvci10ZXN0cw==\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(tok, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = runCmd(t, "validate", server)
+	want := server + lineOf(t, server, "metrics_token_file:") + " metrics_token_file: token file " + tok + ": rule mode"
+	if code != 1 || !strings.HasPrefix(stderr, want) {
+		t.Fatalf("token file mode 0644: exit %d, stderr %s, want %s", code, stderr, want)
+	}
+	if err := os.Chmod(tok, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runCmd(t, "validate", server); code != 0 {
+		t.Fatalf("good token file: exit %d, stderr %s", code, stderr)
 	}
 }

@@ -128,6 +128,9 @@ type Options struct {
 	// Stats receives the counters; share one Stats between Conns to add
 	// them up. nil means a new Stats (see Conn.Stats).
 	Stats *Stats
+	// Verify re-checks engine output against software (verify.go); nil
+	// means no checks.
+	Verify *Verifier
 
 	// maxFrames overrides MaxFrames (tests).
 	maxFrames uint64

@@ -1,0 +1,43 @@
+package engine_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/engine/enginetest"
+)
+
+func TestSelfTest(t *testing.T) {
+	for _, c := range engine.Ciphers {
+		if err := engine.SelfTest(engine.Software{}, c); err != nil {
+			t.Errorf("software %v: %v", c, err)
+		}
+		// Wrong on every answer, only on decrypt, only on in-place runs.
+		for name, bad := range map[string]func(uint64) bool{
+			"always":   nil,
+			"decrypt":  func(n uint64) bool { return n == 2 },
+			"in place": func(n uint64) bool { return n == 3 },
+		} {
+			err := engine.SelfTest(&enginetest.Faulty{Bad: bad}, c)
+			if !errors.Is(err, engine.ErrSelfTest) {
+				t.Errorf("faulty (%s) %v: %v, want ErrSelfTest", name, c, err)
+			}
+		}
+	}
+	if err := engine.SelfTest(engine.Software{}, engine.Cipher{Mode: engine.CTR, KeyBits: 100}); !errors.Is(err, engine.ErrUnknownCipher) {
+		t.Errorf("invalid cipher: %v", err)
+	}
+}
+
+// The known answers are the published ones: checked against crypto/aes
+// block by block in enginetest (TestReference), and spot-checked here.
+func TestKnownAnswers(t *testing.T) {
+	v := engine.KnownAnswers()
+	if len(v) != len(engine.Ciphers) || v[0].Name != "F.2.1/2 CBC-AES128" || v[5].Name != "F.5.5/6 CTR-AES256" {
+		t.Fatalf("known answers: %d, first %q, last %q", len(v), v[0].Name, v[len(v)-1].Name)
+	}
+	if v[0].Ciphertext[0] != 0x76 || v[5].Ciphertext[63] != 0xa6 {
+		t.Fatal("ciphertexts are not SP 800-38A's")
+	}
+}

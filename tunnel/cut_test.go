@@ -1,0 +1,178 @@
+package tunnel
+
+import (
+	"context"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// targetEnd is how one target connection ended: bytes read, then err
+// (io.EOF for a clean end).
+type targetEnd struct {
+	n   int64
+	err error
+}
+
+// recordingTarget reads each connection until it ends and reports how.
+func recordingTarget(t *testing.T) (*target, chan targetEnd) {
+	ends := make(chan targetEnd, 1024)
+	tg := startTarget(t, func(c net.Conn) {
+		var n int64
+		buf := make([]byte, 32<<10)
+		for {
+			k, err := c.Read(buf)
+			n += int64(k)
+			if err != nil {
+				ends <- targetEnd{n, err}
+				return
+			}
+		}
+	})
+	return tg, ends
+}
+
+// serveWithDialControl starts a server whose target dials run control
+// between making the socket and connecting it: a test's hook into the
+// moment after the server decided to dial.
+func serveWithDialControl(t *testing.T, cfg ServerConfig, control func()) (string, *Server) {
+	t.Helper()
+	srv, err := NewServer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.dialer.Control = func(string, string, syscall.RawConn) error {
+		control()
+		return nil
+	}
+	ln := listen(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() { r.stop(t) })
+	return ln.Addr().String(), srv
+}
+
+// TestLinkCutAfterDial: the link dies while the server dials a target.
+// The dial succeeds but the answer can't be sent; the target's connection
+// must end with a reset, not a clean EOF after 0 bytes (issue 9, item 8).
+func TestLinkCutAfterDial(t *testing.T) {
+	leakCheck(t)
+	tg, ends := recordingTarget(t)
+	log, _ := testLogger(t)
+	var px *proxy
+	var srv *Server
+	var once sync.Once
+	saddr, srv := serveWithDialControl(t, ServerConfig{Options: testOptions(log), Services: map[string]string{"rec": tg.addr()}}, func() {
+		once.Do(func() {
+			px.sever()
+			deadline := time.Now().Add(5 * time.Second)
+			for srv.ctr.links.Load() != 0 && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+		})
+	})
+	px = startProxy(t, saddr, nil)
+	addrs, _, _ := startClient(t, ClientConfig{Options: testOptions(log), Server: px.addr(), RedialMin: 20 * time.Millisecond, RedialMax: 100 * time.Millisecond}, "rec")
+	c, err := net.Dial("tcp", addrs["rec"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-ends:
+		if !isAbortive(e.err) {
+			t.Fatalf("link cut after the dial: the target read %d bytes, then %v; want a reset", e.n, e.err)
+		}
+		t.Logf("target read %d bytes, then %v", e.n, e.err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the target's connection did not end")
+	}
+	if err := readErr(c); !isAbortive(err) {
+		t.Errorf("application: %v, want a reset", err)
+	}
+}
+
+// TestLinkCutUnderLoad cuts the link at random moments while streams are
+// being opened, dialled and carrying data, with dials that take a random
+// while. No stream is ever closed cleanly by the application, so every
+// target connection, whenever it was dialled, must end with a reset.
+func TestLinkCutUnderLoad(t *testing.T) {
+	leakCheck(t)
+	const (
+		rounds  = 8
+		streams = 16
+	)
+	tg, ends := recordingTarget(t)
+	log, _ := testLogger(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var rmu sync.Mutex
+	jitter := func(max time.Duration) time.Duration {
+		rmu.Lock()
+		defer rmu.Unlock()
+		return time.Duration(rng.Int64N(int64(max)))
+	}
+	saddr, _ := serveWithDialControl(t, ServerConfig{Options: testOptions(log), Services: map[string]string{"rec": tg.addr()}}, func() {
+		time.Sleep(jitter(3 * time.Millisecond))
+	})
+	px := startProxy(t, saddr, nil)
+	addrs, cli, _ := startClient(t, ClientConfig{Options: testOptions(log), Server: px.addr(), RedialMin: 5 * time.Millisecond, RedialMax: 20 * time.Millisecond}, "rec")
+
+	seen := 0
+	for round := range rounds {
+		eventually(t, 10*time.Second, "the link", func() bool { return cli.ctr.links.Load() == 1 })
+		var wg sync.WaitGroup
+		conns := make([]net.Conn, streams)
+		for i := range streams {
+			// The client resets a connection it can't carry, which can
+			// already fail the dial; such a stream never reaches a target.
+			if c, err := net.Dial("tcp", addrs["rec"]); err == nil {
+				conns[i] = c
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					chunk := make([]byte, 1+i*97)
+					for {
+						if _, err := c.Write(chunk); err != nil {
+							return
+						}
+						time.Sleep(time.Millisecond)
+					}
+				}()
+			}
+			if i == streams/2 {
+				// Cut while the second half is still arriving.
+				go func() {
+					time.Sleep(jitter(4 * time.Millisecond))
+					px.sever()
+				}()
+			}
+		}
+		// The application resets its connections, never ends them cleanly;
+		// those the client carried on the next link are aborted that way.
+		time.Sleep(20 * time.Millisecond)
+		for _, c := range conns {
+			if c != nil {
+				resetConn(c)
+			}
+		}
+		wg.Wait()
+		eventually(t, 10*time.Second, "every target connection to end", func() bool { return len(ends) == tg.accepted()-seen })
+		for range tg.accepted() - seen {
+			if e := <-ends; !isAbortive(e.err) {
+				t.Errorf("round %d: a target connection read %d bytes, then %v; want a reset", round, e.n, e.err)
+			}
+		}
+		seen = tg.accepted()
+	}
+	t.Logf("%d rounds, %d target connections, each ended with a reset", rounds, seen)
+	if seen == 0 {
+		t.Fatal("no stream reached the target: the test proved nothing")
+	}
+}

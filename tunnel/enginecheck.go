@@ -1,0 +1,147 @@
+package tunnel
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/tunnel/record"
+)
+
+// Engine checks: trust, but verify. The tag covers whatever an engine
+// produced, so an engine that silently computes wrong answers would
+// corrupt data under valid tags. Two checks catch one:
+//
+//   - the known-answer test (engine.SelfTest, the SP 800-38A vector of the
+//     suite's cipher, both directions) on every engine when the server or
+//     client starts and every EngineCheckInterval after;
+//   - with Verify N, one in N frames an engine other than software sealed
+//     or opened is done again in software and compared before it is sent
+//     or delivered (record.Verifier); a mismatch is redone in software.
+//
+// An engine that fails either is taken out: the policy stops picking it
+// (record.Excluder; both the pinned policy and the selector's implement
+// it), one error is logged, and the failures are counted in /metrics.
+// It stays out until the process restarts. A failing software engine can
+// not be taken out (it is every other engine's fallback); it is logged
+// and counted.
+
+// DefaultEngineCheckInterval is how often the known-answer tests run
+// after the one at start, unless Options.EngineCheckInterval says
+// otherwise.
+const DefaultEngineCheckInterval = 5 * time.Minute
+
+// Check kinds, the label of offload_engine_check_failures_total.
+const (
+	checkKAT    = "kat"
+	checkVerify = "verify"
+)
+
+// engineGuard runs the checks for the engines of one server or client.
+type engineGuard struct {
+	cipher   engine.Cipher
+	engines  []engine.Engine
+	excluder record.Excluder // nil: the policy can't take engines out
+	verifier *record.Verifier
+	log      *zap.Logger
+
+	mu          sync.Mutex // one known-answer round at a time
+	rounds      atomic.Uint64
+	katFailures [record.MaxEngines]atomic.Uint64
+	out         [record.MaxEngines]atomic.Bool
+}
+
+func newEngineGuard(o *Options, log *zap.Logger) *engineGuard {
+	g := &engineGuard{cipher: o.Suite.Cipher, engines: o.Engines, log: log.Named("engine-check")}
+	g.excluder, _ = o.Policy.(record.Excluder)
+	if o.Verify > 0 && len(o.Engines) > 1 {
+		g.verifier = record.NewVerifier(o.Verify, func(idx int, err error) { g.takeOut(idx, checkVerify, err) })
+	}
+	return g
+}
+
+// check runs the known-answer test on every engine not already out.
+func (g *engineGuard) check() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.rounds.Add(1)
+	for idx, e := range g.engines {
+		if g.out[idx].Load() {
+			continue
+		}
+		if err := engine.SelfTest(e, g.cipher); err != nil {
+			g.katFailures[idx].Add(1)
+			g.takeOut(idx, checkKAT, err)
+		}
+	}
+}
+
+// loop runs check every interval until ctx ends; a negative interval
+// means never.
+func (g *engineGuard) loop(ctx context.Context, interval time.Duration) {
+	if interval < 0 {
+		return
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			g.check()
+		}
+	}
+}
+
+// start runs the first check now and the periodic ones in a goroutine on
+// wg until ctx ends.
+func (g *engineGuard) start(ctx context.Context, interval time.Duration, wg *sync.WaitGroup) {
+	g.check()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		g.loop(ctx, interval)
+	}()
+}
+
+// takeOut takes engine idx out of the policy after it failed check, and
+// logs that once per engine (later failures are only counted, so a peer
+// can't make it log per frame).
+func (g *engineGuard) takeOut(idx int, check string, err error) {
+	if idx < 0 || idx >= len(g.engines) || !g.out[idx].CompareAndSwap(false, true) {
+		return
+	}
+	name := g.engines[idx].Name()
+	switch {
+	case idx == 0:
+		// Software is the fallback of every other engine: keep it, but
+		// say loudly that this machine's AES is broken. Clear the flag so
+		// the next round checks it again.
+		g.out[idx].Store(false)
+		g.log.Error("the software engine failed its check; it stays in use as every engine's fallback",
+			zap.String("check", check), zap.Error(err))
+	case g.excluder == nil:
+		g.log.Error("engine failed its check, but the policy can not take it out",
+			zap.String("engine", name), zap.String("check", check), zap.Error(err))
+	default:
+		g.excluder.Exclude(idx, err)
+		g.log.Error("engine failed its check and is taken out; its frames go to software until restart",
+			zap.String("engine", name), zap.String("check", check), zap.Error(err))
+	}
+}
+
+// isOut reports whether engine idx was taken out.
+func (g *engineGuard) isOut(idx int) bool { return g.out[idx].Load() }
+
+// verifyCounts returns engine idx's verified frames and mismatches.
+func (g *engineGuard) verifyCounts(idx int) (checked, mismatches uint64) {
+	if g.verifier == nil {
+		return 0, 0
+	}
+	return g.verifier.Checked[idx].Load(), g.verifier.Mismatches[idx].Load()
+}

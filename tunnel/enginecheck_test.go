@@ -1,0 +1,169 @@
+package tunnel
+
+import (
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/engine/enginetest"
+	"github.com/offload-dev/offload/internal/testutil"
+	"github.com/offload-dev/offload/tunnel/record"
+)
+
+// checkedPair runs a client and a server whose record layers use an
+// engine from newEngine (one each) for every frame (pinned, as engine:
+// afalg would), with mod applied to both ends' options, and an echo
+// service.
+func checkedPair(t *testing.T, newEngine func() engine.Engine, mod func(*Options)) (echo string, srv *Server, cli *Client, logs *observer.ObservedLogs) {
+	t.Helper()
+	echoT := startTarget(t, testutil.Echo)
+	log, logs := testLogger(t)
+	opts := func() Options {
+		o := testOptions(log)
+		o.Engines = []engine.Engine{engine.Software{}, newEngine()}
+		o.Policy = &pinned{idx: 1}
+		o.Stats = new(record.Stats)
+		if mod != nil {
+			mod(&o)
+		}
+		return o
+	}
+	saddr, srv, _ := startServer(t, ServerConfig{Options: opts(), Services: map[string]string{"echo": echoT.addr()}})
+	addrs, cli, _ := startClient(t, ClientConfig{Options: opts(), Server: saddr, RedialMin: 20 * time.Millisecond, RedialMax: 100 * time.Millisecond}, "echo")
+	return addrs["echo"], srv, cli, logs
+}
+
+// metricsText renders the counters as /metrics would.
+func metricsText(c *counters) string {
+	var b strings.Builder
+	c.writePrometheus(&b)
+	return b.String()
+}
+
+// An engine that gives wrong answers from the start fails its known-answer
+// test when the ends start: it is taken out before any frame, data flows
+// through software intact, and the failure is logged once and counted.
+func TestEngineCheckAtStart(t *testing.T) {
+	leakCheck(t)
+	echo, srv, cli, logs := checkedPair(t, func() engine.Engine { return &enginetest.Faulty{} }, nil)
+	if err := testutil.EchoRoundTrip(echo, 200<<10, 3); err != nil {
+		t.Fatalf("echo through a taken-out engine: %v", err)
+	}
+	for _, c := range []*counters{srv.ctr, cli.ctr} {
+		m := metricsText(c)
+		for _, want := range []string{
+			`offload_engine_out{role="` + c.role + `",engine="faulty"} 1`,
+			`offload_engine_check_failures_total{role="` + c.role + `",engine="faulty",check="kat"} 1`,
+			`offload_engine_out{role="` + c.role + `",engine="software"} 0`,
+			`offload_engine_check_rounds_total{role="` + c.role + `"} 1`,
+		} {
+			if !strings.Contains(m, want+"\n") {
+				t.Errorf("%s metrics lack %s:\n%s", c.role, want, m)
+			}
+		}
+		if n := c.stats.Frames[engine.Encrypt][1].Load() + c.stats.Frames[engine.Decrypt][1].Load(); n != 0 {
+			t.Errorf("%s: the taken-out engine still got %d frames", c.role, n)
+		}
+	}
+	if n := logs.FilterMessageSnippet("is taken out").Len(); n != 2 {
+		t.Errorf("%d take-out log lines, want one per end", n)
+	}
+	for _, e := range logs.FilterMessageSnippet("is taken out").All() {
+		if err, _ := e.ContextMap()["error"].(string); !strings.Contains(err, engine.ErrSelfTest.Error()) {
+			t.Errorf("log says %v, want the self-test error", e.ContextMap())
+		}
+	}
+}
+
+// An engine that breaks later is found by the periodic known-answer test.
+func TestEngineCheckPeriodic(t *testing.T) {
+	leakCheck(t)
+	var broken atomic.Bool
+	faulty := func() engine.Engine { return &enginetest.Faulty{Bad: func(uint64) bool { return broken.Load() }} }
+	echo, srv, _, _ := checkedPair(t, faulty, func(o *Options) { o.EngineCheckInterval = 20 * time.Millisecond })
+	if err := testutil.EchoRoundTrip(echo, 64<<10, 1); err != nil {
+		t.Fatal(err)
+	}
+	if srv.guard.isOut(1) || srv.ctr.stats.Frames[engine.Encrypt][1].Load() == 0 {
+		t.Fatal("a good engine was taken out or not used")
+	}
+	broken.Store(true)
+	eventually(t, 5*time.Second, "the periodic check to take the engine out", func() bool { return srv.guard.isOut(1) })
+	if n := srv.guard.katFailures[1].Load(); n != 1 {
+		t.Errorf("%d known-answer failures counted, want 1 (then the engine is out)", n)
+	}
+}
+
+// An engine that passes its known-answer test but miscomputes real frames
+// is caught by verify: with verify 1 the data arrives intact, and the
+// first wrong frame takes the engine out. With verify 0 the corruption
+// goes through under a valid tag, which is what verify is for.
+func TestEngineVerify(t *testing.T) {
+	for _, verify := range []int{1, 0} {
+		t.Run(map[int]string{1: "verify 1", 0: "verify 0"}[verify], func(t *testing.T) {
+			leakCheck(t)
+			// The server's engine is right; the client's is right on the 4
+			// operations of the known-answer test at start and wrong on
+			// every encryption after. (Wrong answers on both ends could
+			// cancel out in an echo.)
+			var made atomic.Int32
+			faulty := func() engine.Engine {
+				if made.Add(1) == 1 {
+					return &enginetest.Faulty{Bad: func(uint64) bool { return false }}
+				}
+				return &enginetest.Faulty{OnlyEncrypt: true, Bad: func(n uint64) bool { return n > 4 }}
+			}
+			echo, srv, cli, logs := checkedPair(t, faulty, func(o *Options) { o.Verify = verify })
+			err := testutil.EchoRoundTrip(echo, 256<<10, 5)
+			if verify == 0 {
+				if err == nil {
+					t.Fatal("a miscomputing engine without verify: the echo came back intact, so the test engine did not miscompute")
+				}
+				t.Logf("without verify: %v", err)
+				return
+			}
+			if err != nil {
+				t.Fatalf("echo with verify 1: %v", err)
+			}
+			var failures uint64
+			for _, c := range []*counters{srv.ctr, cli.ctr} {
+				_, mismatches := c.guard.verifyCounts(1)
+				failures += mismatches
+				if mismatches > 0 && !c.guard.isOut(1) {
+					t.Errorf("%s: %d mismatches and the engine is not out", c.role, mismatches)
+				}
+			}
+			if failures == 0 {
+				t.Fatal("no mismatch counted")
+			}
+			entries := logs.FilterMessageSnippet("is taken out").All()
+			if len(entries) == 0 || entries[0].ContextMap()["check"] != checkVerify {
+				t.Errorf("take-out logs: %v", entries)
+			}
+			if srv.ctr.stats.Fallbacks[1].Load()+cli.ctr.stats.Fallbacks[1].Load() < failures {
+				t.Error("mismatched frames were not redone in software")
+			}
+		})
+	}
+}
+
+// Verify below 0 is a configuration error; verify with software alone
+// makes no Verifier.
+func TestEngineVerifyOptions(t *testing.T) {
+	log, _ := testLogger(t)
+	o := testOptions(log)
+	o.Verify = -1
+	if _, err := NewServer(ServerConfig{Options: o, Services: map[string]string{"a": "127.0.0.1:1"}}); !errors.Is(err, ErrConfig) {
+		t.Errorf("verify -1: %v, want ErrConfig", err)
+	}
+	o.Verify = 3
+	srv, err := NewServer(ServerConfig{Options: o, Services: map[string]string{"a": "127.0.0.1:1"}})
+	if err != nil || srv.opt.verifier != nil {
+		t.Errorf("software only with verify 3: %v, verifier %v", err, srv.opt.verifier)
+	}
+}
