@@ -1,11 +1,11 @@
 package record
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sync"
 
 	"github.com/offload-dev/offload/engine"
@@ -14,9 +14,14 @@ import (
 // The reader pipeline mirrors the writer's:
 //
 //	conn ──> reader goroutine ──┬──> work ──> worker 1..W: verify tag, then
-//	         read header, check │             decrypt (and unpad); f.done
-//	         len, read body;    └──> queue ──> Read (in seq order): waits for
+//	         read header, check │             decrypt (and unpad) in place;
+//	         len, read body     │             f.done
+//	         into the frame;    └──> queue ──> Read (in seq order): waits for
 //	         seq++                            the head frame's done, copies out
+//
+// Short frames are read ahead several at a time; long ones (bulk) have
+// their header read exactly and their body read straight into the frame's
+// buffer (linkReader), so a bulk byte is copied once, by Read.
 //
 // The reader goroutine checks the length against MaxFrame (and, for CBC,
 // that it is a positive multiple of 16) before it takes a buffer or reads a
@@ -26,8 +31,8 @@ import (
 // one Read is waiting for). Read is the only consumer of queue; it
 // delivers the frames before a failed one and then returns the failure.
 
-// readBufSize is the reader's bufio buffer: headers and short frames come
-// out of it, long bodies are read straight into the frame.
+// readBufSize is the reader's buffer: headers and short frames come out
+// of it, long bodies are read straight into the frame (linkReader).
 const readBufSize = 32 << 10
 
 type reader struct {
@@ -60,10 +65,10 @@ func (r *reader) init(c *Conn) {
 func (r *reader) run() {
 	c := r.c
 	defer close(r.work)
-	br := bufio.NewReaderSize(c.conn, readBufSize)
+	br := &linkReader{conn: c.conn, buf: make([]byte, readBufSize)}
 	var hdr [HeaderSize]byte
 	for seq := uint64(0); ; seq++ {
-		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+		if err := br.header(hdr[:]); err != nil {
 			if err == io.EOF {
 				// The peer closed between two frames.
 				select {
@@ -87,7 +92,7 @@ func (r *reader) run() {
 		}
 		f := getFrame(wireSize(n))
 		copy(f.buf, hdr[:])
-		if _, err := io.ReadFull(br, f.buf[HeaderSize:wireSize(n)]); err != nil {
+		if err := br.body(f.buf[HeaderSize:wireSize(n)]); err != nil {
 			putFrame(f)
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
@@ -104,6 +109,66 @@ func (r *reader) run() {
 		}
 		r.work <- f
 	}
+}
+
+// linkReader reads frames off the link. While frames are short (an idle
+// or interactive link) it reads ahead into its buffer, so one read
+// syscall brings several frames. Once they are long (bulk), the read-ahead
+// would only copy the start of each body out of the buffer again, so it
+// reads a header exactly and the body straight into the frame's buffer:
+// the same number of syscalls, no copy.
+type linkReader struct {
+	conn net.Conn
+	buf  []byte
+	r, w int  // buf[r:w] is read and not yet taken
+	bulk bool // the last frame was long
+}
+
+// header fills h. It returns io.EOF only if the link ended before a byte
+// of it, io.ErrUnexpectedEOF if it ended inside.
+func (l *linkReader) header(h []byte) error {
+	k := copy(h, l.buf[l.r:l.w])
+	l.r += k
+	if k == len(h) {
+		return nil
+	}
+	if l.bulk {
+		if _, err := io.ReadFull(l.conn, h[k:]); err != nil {
+			if err == io.EOF && k > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+		return nil
+	}
+	// Read ahead: at least the rest of the header, as much as comes.
+	l.r, l.w = 0, 0
+	n, err := io.ReadAtLeast(l.conn, l.buf, len(h)-k)
+	l.w = n
+	if err != nil {
+		if err == io.EOF && k > 0 {
+			err = io.ErrUnexpectedEOF
+		}
+		return err
+	}
+	l.r = copy(h[k:], l.buf[:n])
+	return nil
+}
+
+// body fills p, a frame's body: what was read ahead first, the rest
+// straight from the link.
+func (l *linkReader) body(p []byte) error {
+	l.bulk = len(p) >= len(l.buf)/2
+	k := copy(p, l.buf[l.r:l.w])
+	l.r += k
+	if k == len(p) {
+		return nil
+	}
+	_, err := io.ReadFull(l.conn, p[k:])
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 // checkLen validates a frame header's length before anything is allocated
