@@ -17,7 +17,7 @@ var benchSizes = []int{16, 64, 256, 1000, 1500, 4096, 16384 - 1}
 func benchWorker(b *testing.B, s suite.Suite, dir engine.Direction) (*worker, *DirKeys) {
 	k := randDirKeys(b, s)
 	c := &Conn{suite: s, stats: new(Stats), log: zap.NewNop(), opt: Options{Engines: []engine.Engine{engine.Software{}}, Policy: SoftwareOnly{}}}
-	w := newWorker(c, dir, &k)
+	w := testWorker(c, dir, &k)
 	b.Cleanup(w.close)
 	return w, &k
 }

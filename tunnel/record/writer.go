@@ -13,9 +13,9 @@ import (
    Write(p) ──copy──> ring ─────> cutter ─────────────┬──> work ──> worker 1..W
    (wmu: one Write    (mu;        takes a slot,       │           seal: engine (policy
    at a time; blocks  bounded     then cuts whatever  │           pick, software redo on
-   on space, the      by Write-   the ring holds, up  │           engine error) + HMAC;
-   write deadline or  Buffer)     to maxPlain, as one │           signals f.done
-   the link's end)                frame; seq++        │
+   on space, the      by Write-   the ring holds, up  │           engine error) + HMAC
+   write deadline or  Buffer)     to maxPlain, as one │           with the frame's epoch
+   the link's end)                frame; epoch, seq++ │           keys; signals f.done
                                                       └──> sendq ──> sender
                                                            (seq order)  waits f.done of the
                                                                         head frame, batches the
@@ -86,7 +86,7 @@ func (w *writer) init(c *Conn) {
 	go func() { defer c.wg.Done(); w.cutter() }()
 	go func() { defer c.wg.Done(); w.sender() }()
 	for range c.opt.Workers {
-		wk := newWorker(c, engine.Encrypt, &c.keys.Send)
+		wk := newWorker(c, engine.Encrypt)
 		go func() { defer c.wg.Done(); wk.run(w.work) }()
 	}
 }
@@ -141,7 +141,7 @@ func (w *writer) beginClose() {
 func (w *writer) cutter() {
 	c := w.c
 	defer close(w.work)
-	var seq uint64
+	defer c.send.close()
 	for {
 		w.mu.Lock()
 		buffered, closing := w.ring.n, w.closing
@@ -163,10 +163,6 @@ func (w *writer) cutter() {
 		case <-c.quit:
 			return
 		}
-		if seq >= c.limit {
-			w.sendq <- newMarker(markNone, ErrKeyExhausted)
-			return
-		}
 		if buffered < smallCut {
 			runtime.Gosched()
 		}
@@ -176,8 +172,12 @@ func (w *writer) cutter() {
 		w.ring.read(f.buf[HeaderSize : HeaderSize+take])
 		w.mu.Unlock()
 		notify(w.space)
-		f.seq, f.n = seq, take
-		seq++
+		f.n = take
+		if err := c.send.assign(f); err != nil {
+			putFrame(f)
+			w.sendq <- newMarker(markNone, err)
+			return
+		}
 		w.sendq <- f
 		w.work <- f
 	}
