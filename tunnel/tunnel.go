@@ -87,6 +87,10 @@ type Options struct {
 	StatusInterval time.Duration
 	// Logger gets the tunnel's events; nil means none.
 	Logger *zap.Logger
+
+	// rekeyFrames overrides record.DefaultRekeyFrames (tests); the record
+	// layer's rekey defaults apply otherwise.
+	rekeyFrames uint64
 }
 
 func (o *Options) setDefaults() error {
@@ -146,6 +150,8 @@ func (o *Options) recordOptions(stats *record.Stats) record.Options {
 		Policy:   o.Policy,
 		Logger:   o.Logger,
 		Stats:    stats,
+
+		RekeyFrames: o.rekeyFrames,
 	}
 }
 
