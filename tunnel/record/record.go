@@ -12,7 +12,7 @@
 //
 // Epoch 0's keys are the handshake's; a frame with new = 1 is sealed with
 // the next epoch's, HKDF-SHA256(K_enc | K_mac | S_iv of the epoch before,
-// info "offload v1 record rekey <suite> <epoch>"). The sender chooses when
+// info "offload record rekey <suite> <epoch>"). The sender chooses when
 // (rekey.go); len ≤ HardMaxFrame keeps the top bit free.
 //
 // seq is implicit: 0 for the first frame of each epoch, +1 per frame, never

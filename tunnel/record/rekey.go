@@ -80,9 +80,9 @@ func (e *epoch) release() {
 }
 
 // rekeyLabel is the HKDF info of epoch n's keys, e.g.
-// "offload v1 record rekey aes-256-ctr-hmac-sha256 1".
+// "offload record rekey aes-256-ctr-hmac-sha256 1".
 func rekeyLabel(s suite.Suite, n uint64) string {
-	return "offload v1 record rekey " + s.String() + " " + strconv.FormatUint(n, 10)
+	return "offload record rekey " + s.String() + " " + strconv.FormatUint(n, 10)
 }
 
 // nextKeys derives epoch n's keys from k, epoch n-1's:

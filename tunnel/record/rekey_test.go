@@ -31,7 +31,7 @@ func testWorker(c *Conn, dir engine.Direction, k *DirKeys) *worker {
 // epoch n's keys from epoch n-1's.
 func refNextKeys(k *DirKeys, s suite.Suite, n uint64) DirKeys {
 	secret := append(append(append([]byte(nil), k.Enc...), k.MAC...), k.IV[:]...)
-	info := fmt.Sprintf("offload v1 record rekey %s %d", s, n)
+	info := fmt.Sprintf("offload record rekey %s %d", s, n)
 	kl := s.Cipher.KeySize()
 	okm, _ := hkdf.Key(sha256.New, secret, nil, info, kl+32+16) // fails only past 8160 bytes
 	nk := DirKeys{Enc: okm[:kl], MAC: okm[kl : kl+32]}
