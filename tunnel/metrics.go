@@ -140,6 +140,9 @@ func (c *counters) writePrometheus(w io.Writer) {
 	metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_link_errors_total{role=%q}`, c.role), c.linkErrors.Load())
 	metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_streams_reset_total{role=%q}`, c.role), c.backlogResets.Load())
 	metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_auth_failures_total{role=%q}`, c.role), c.stats.AuthFailures.Load())
+	for _, dir := range []engine.Direction{engine.Encrypt, engine.Decrypt} {
+		metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_rekeys_total{role=%q,dir=%q}`, c.role, dir), c.stats.Rekeys[dir].Load())
+	}
 	for i, eng := range c.engines {
 		label := promLabel(eng)
 		for _, dir := range []engine.Direction{engine.Encrypt, engine.Decrypt} {
@@ -217,6 +220,8 @@ func (c *counters) logStatus(log *zap.Logger) {
 	}
 	fields = append(fields,
 		zap.Uint64("auth_failures", c.stats.AuthFailures.Load()),
+		zap.Uint64("rekeys_sent", c.stats.Rekeys[engine.Encrypt].Load()),
+		zap.Uint64("rekeys_received", c.stats.Rekeys[engine.Decrypt].Load()),
 		zap.Object("engines", engineStats{c}))
 	if c.hybrid != nil {
 		fields = append(fields, zap.Uint64("hybrid_handed_to_cpu", c.hybrid.HandedToCPU()))

@@ -73,6 +73,8 @@ func TestMetricsAndStatus(t *testing.T) {
 		`offload_links_active 1`,
 		`offload_redials_total 0`,
 		`offload_auth_failures_total{role="server"} 0`,
+		`offload_rekeys_total{role="server",dir="encrypt"} 0`,
+		`offload_rekeys_total{role="client",dir="decrypt"} 0`,
 		`offload_engine_fallbacks_total{engine="software"} 0`,
 	} {
 		if !strings.Contains(body, want+"\n") {

@@ -107,6 +107,10 @@ type Options struct {
 	// verifier is made from Verify by NewServer and NewClient; every
 	// link's record layer shares it.
 	verifier *record.Verifier
+
+	// rekeyFrames overrides record.DefaultRekeyFrames (tests); the record
+	// layer's rekey defaults apply otherwise.
+	rekeyFrames uint64
 }
 
 func (o *Options) setDefaults() error {
@@ -194,6 +198,8 @@ func (o *Options) recordOptions(stats *record.Stats) record.Options {
 		Logger:   o.Logger,
 		Stats:    stats,
 		Verify:   o.verifier,
+
+		RekeyFrames: o.rekeyFrames,
 	}
 }
 

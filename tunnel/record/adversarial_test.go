@@ -70,24 +70,35 @@ func refSeal(k *DirKeys, s suite.Suite, seq uint64, pt []byte) []byte {
 	return append(out, refTag(k, seq, ct)...)
 }
 
-// refOpen decodes a wire stream the way DESIGN.md says a reader must: it
-// returns the plaintext of the frames before the first bad one, and
-// whether the stream ended cleanly on a frame boundary.
+// refOpen decodes a wire stream the way DESIGN.md and docs/protocol.md say
+// a reader must: it returns the plaintext of the frames before the first
+// bad one, and whether the stream ended cleanly on a frame boundary. A
+// header with the top bit set starts the next epoch (refNextKeys).
 func refOpen(k *DirKeys, s suite.Suite, maxFrame int, wire []byte) (pt []byte, clean bool) {
 	b, _ := aes.NewCipher(k.Enc)
-	for seq := uint64(0); ; seq++ {
+	for seq, epoch := uint64(0), uint64(0); ; seq++ {
 		if len(wire) == 0 {
 			return pt, true
 		}
 		if len(wire) < 4 {
 			return pt, false
 		}
-		n := int(binary.BigEndian.Uint32(wire))
+		hdr := binary.BigEndian.Uint32(wire)
+		if hdr>>31 == 1 {
+			epoch++
+			nk := refNextKeys(k, s, epoch)
+			k, seq = &nk, 0
+			b, _ = aes.NewCipher(k.Enc)
+		}
+		n := int(hdr & (1<<31 - 1))
 		if n == 0 || n > maxFrame || (s.Cipher.Mode == engine.CBC && n%16 != 0) || len(wire) < 4+n+16 {
 			return pt, false
 		}
 		ct, tag := wire[4:4+n], wire[4+n:4+n+16]
-		if !hmac.Equal(refTag(k, seq, ct), tag) {
+		m := hmac.New(sha256.New, k.MAC)
+		binary.Write(m, binary.BigEndian, seq)
+		m.Write(wire[:4+n])
+		if !hmac.Equal(m.Sum(nil)[:16], tag) {
 			return pt, false
 		}
 		iv := refIV(k, s, seq)
@@ -407,7 +418,7 @@ func TestWireFormatAndCounterCarry(t *testing.T) {
 		k := randDirKeys(t, s)
 		binary.BigEndian.PutUint64(k.IV[8:], ^uint64(0)-7)
 		c := &Conn{suite: s, opt: Options{Engines: []engine.Engine{engine.Software{}}}}
-		w := newWorker(c, engine.Encrypt, &k)
+		w := testWorker(c, engine.Encrypt, &k)
 		for _, seq := range []uint64{0, 1, 1<<32 - 1, 1 << 32, MaxFrames - 1, 1<<63 + 12345, ^uint64(0)} {
 			if err := w.frameIV(seq); err != nil {
 				t.Fatal(err)

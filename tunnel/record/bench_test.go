@@ -17,7 +17,7 @@ var benchSizes = []int{16, 64, 256, 1000, 1500, 4096, 16384 - 1}
 func benchWorker(b *testing.B, s suite.Suite, dir engine.Direction) (*worker, *DirKeys) {
 	k := randDirKeys(b, s)
 	c := &Conn{suite: s, stats: new(Stats), log: zap.NewNop(), opt: Options{Engines: []engine.Engine{engine.Software{}}, Policy: SoftwareOnly{}}}
-	w := newWorker(c, dir, &k)
+	w := testWorker(c, dir, &k)
 	b.Cleanup(w.close)
 	return w, &k
 }
@@ -96,7 +96,7 @@ func BenchmarkSealOpen(b *testing.B) {
 func sealOpenPair(tb testing.TB, s suite.Suite, n int) (sealer, opener *worker, f *frame) {
 	k := randDirKeys(tb, s)
 	c := &Conn{suite: s, stats: new(Stats), log: zap.NewNop(), opt: Options{Engines: []engine.Engine{engine.Software{}}, Policy: SoftwareOnly{}}}
-	sealer, opener = newWorker(c, engine.Encrypt, &k), newWorker(c, engine.Decrypt, &k)
+	sealer, opener = testWorker(c, engine.Encrypt, &k), testWorker(c, engine.Decrypt, &k)
 	f = getFrame(wireSize(n + engine.BlockSize))
 	if cl, ok := tb.(interface{ Cleanup(func()) }); ok {
 		cl.Cleanup(func() { sealer.close(); opener.close(); putFrame(f) })

@@ -175,7 +175,7 @@ func TestEngineFallbackIdenticalWire(t *testing.T) {
 	// Same keys, sealed through an engine failing every other call.
 	e := &flakyEngine{every: 2}
 	c := &Conn{suite: s, stats: new(Stats), log: zap.NewNop(), opt: Options{Engines: []engine.Engine{engine.Software{}, e}, Policy: pickFunc(always1)}}
-	w := newWorker(c, engine.Encrypt, &ka.Send)
+	w := testWorker(c, engine.Encrypt, &ka.Send)
 	defer w.close()
 	for i, m := range msgs {
 		f := getFrame(wireSize(len(m) + 16))

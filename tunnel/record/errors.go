@@ -30,9 +30,10 @@ var (
 	// is no padding oracle.
 	ErrPadding = errors.New("record: bad padding")
 
-	// ErrKeyExhausted means this direction's keys have sealed (or opened)
-	// MaxFrames frames; the link is closed before any key could be used
-	// further. Redial: the next handshake gives fresh keys.
+	// ErrKeyExhausted means the peer sent MaxFrames frames under one
+	// epoch's keys without moving to the next (rekey.go): a broken or
+	// hostile peer. The link is closed before the key is used further.
+	// Redial: the next handshake gives fresh keys.
 	ErrKeyExhausted = errors.New("record: key use limit reached, link must be re-established")
 
 	// ErrClosed is returned by Read and Write after Close. It wraps

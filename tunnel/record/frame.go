@@ -71,9 +71,11 @@ func wireSize(n int) int { return HeaderSize + n + TagSize }
 // done once, after which only the consumer touches it.
 type frame struct {
 	buf  []byte // wire frame: header | ciphertext | tag
-	seq  uint64
-	n    int   // plaintext bytes (sealing) or ciphertext bytes (opening)
-	err  error // why the frame failed; or io.EOF / a marker
+	ep   *epoch // keys of the frame's epoch, held until a worker is done (rekey.go)
+	seq  uint64 // in its epoch
+	flag uint32 // epochFlag on the first frame of an epoch (sealing)
+	n    int    // plaintext bytes (sealing) or ciphertext bytes (opening)
+	err  error  // why the frame failed; or io.EOF / a marker
 	mark mark
 	done chan struct{} // capacity 1: the worker's one signal
 	seen bool          // done received (consumer only)
@@ -104,6 +106,9 @@ func getFrame(bufSize int) *frame {
 func putFrame(f *frame) {
 	if f.buf != nil {
 		putBuf(f.buf)
+	}
+	if f.ep != nil {
+		f.ep.release()
 	}
 	*f = frame{done: f.done}
 	framePool.Put(f)
@@ -139,10 +144,12 @@ func (f *frame) ready(block bool) bool {
 // worker seals or opens frames of one direction. It owns its Crypters (one
 // per engine, made on first use: Crypters are not safe for concurrent use),
 // its MAC state and a spare buffer for engines that write out of place.
+// Keys, Crypters, MAC and sealers are those of one epoch, ep (rekey.go).
 type worker struct {
 	c        *Conn
 	dir      engine.Direction
-	keys     *DirKeys
+	ep       *epoch
+	keys     *DirKeys // &ep.keys
 	crypters [MaxEngines]engine.Crypter
 	retryAt  [MaxEngines]time.Time // no NewCrypter before this after a failure
 	mac      MAC
@@ -155,22 +162,23 @@ type worker struct {
 	// Whole-frame sealers of engines that have them (mac_aead.go).
 	sealers   [MaxEngines]engine.FrameSealer
 	sealRetry [MaxEngines]time.Time
-	ad        [12]byte // seq | len, their associated data
+	ad        [12]byte // seq | hdr, their associated data
 }
 
-func newWorker(c *Conn, dir engine.Direction, keys *DirKeys) *worker {
-	w := &worker{c: c, dir: dir, keys: keys}
-	// New has Checked keys against the suite, so this does not fail there;
-	// should it, every frame fails with the reason instead of a panic.
-	w.mac, w.macErr = NewMAC(c.suite.MAC, keys.MAC)
-	return w
+func newWorker(c *Conn, dir engine.Direction) *worker {
+	return &worker{c: c, dir: dir}
 }
 
 // run processes frames until work is closed. Every frame it takes gets its
 // done signal, so consumers may wait for it even while the link goes down.
 func (w *worker) run(work <-chan *frame) {
 	defer w.close()
-	for f := range work {
+	for {
+		f, ok := w.next(work)
+		if !ok {
+			return
+		}
+		w.enter(f)
 		if w.dir == engine.Encrypt {
 			f.err = w.seal(f)
 		} else if f.err = w.open(f); f.err != nil {
@@ -178,18 +186,13 @@ func (w *worker) run(work <-chan *frame) {
 			// still delivers the frames before this one.
 			w.c.fail(f.err)
 		}
+		w.leave(f)
 		f.done <- struct{}{}
 	}
 }
 
 func (w *worker) close() {
-	for i, cr := range w.crypters {
-		if cr != nil {
-			_ = cr.Close()
-			w.crypters[i] = nil
-		}
-	}
-	w.closeSealers()
+	w.dropEpoch()
 	if w.spare != nil {
 		putBuf(w.spare)
 		w.spare = nil
@@ -235,7 +238,7 @@ func (w *worker) seal(f *frame) error {
 		}
 		n += pad
 	}
-	binary.BigEndian.PutUint32(f.buf[:HeaderSize], uint32(n))
+	binary.BigEndian.PutUint32(f.buf[:HeaderSize], uint32(n)|f.flag)
 	if err := w.frameIV(f.seq); err != nil {
 		return err
 	}

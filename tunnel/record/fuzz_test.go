@@ -56,6 +56,13 @@ func FuzzReader(f *testing.F) {
 		f.Add(uint8(i), f1)
 		f.Add(uint8(i), f0[:len(f0)-3])
 		f.Add(uint8(i), header(0xffffffff))
+		// Epochs 1 and 2 (rekey), and epoch 0's keys after the switch.
+		k1 := refNextKeys(&k, s, 1)
+		k2 := refNextKeys(&k1, s, 2)
+		r1 := refSealNew(&k1, s, 0, []byte("epoch one"))
+		f.Add(uint8(i), append(append(append(bytes.Clone(f0), r1...), refSeal(&k1, s, 1, f1[4:40])...), refSealNew(&k2, s, 0, []byte("two"))...))
+		f.Add(uint8(i), append(append(bytes.Clone(f0), r1...), refSeal(&k, s, 1, []byte("old keys"))...))
+		f.Add(uint8(i), append(bytes.Clone(f0), header(epochFlag|64)...))
 	}
 	const maxFrame = 1024
 	f.Fuzz(func(t *testing.T, which uint8, wire []byte) {

@@ -62,5 +62,3 @@ func (k *Keys) Wipe() {
 func (k DirKeys) clone() DirKeys {
 	return DirKeys{Enc: append([]byte(nil), k.Enc...), MAC: append([]byte(nil), k.MAC...), IV: k.IV}
 }
-
-func (k Keys) clone() Keys { return Keys{Send: k.Send.clone(), Recv: k.Recv.clone()} }

@@ -79,9 +79,9 @@ func (m *hmacMAC) Verify(tag []byte, seq uint64, frame []byte) bool {
 
 // aeadMAC is an AEAD used as a nonce-based MAC: the tag of an empty
 // plaintext with the frame (len | ciphertext) as additional data and the
-// nonce 0^32 | seq:u64be. seq is unique per direction and K_mac is per
-// direction and per link, so no nonce repeats under a key (the key-use
-// limit MaxFrames keeps seq far below 2^64).
+// nonce 0^32 | seq:u64be. seq is unique within an epoch and K_mac is per
+// direction, link and epoch (rekey.go), so no nonce repeats under a key
+// (the key-use limit MaxFrames keeps seq far below 2^64).
 //
 //   - GMAC: AES-256-GCM (NIST SP 800-38D calls GCM with an empty plaintext
 //     GMAC). GHASH runs on PCLMULQDQ/PMULL where the CPU has them.

@@ -75,10 +75,11 @@ func (w *worker) ensureSpare(n int) {
 	}
 }
 
-// setAD writes the associated data of frame seq with n ciphertext bytes.
-func (w *worker) setAD(seq uint64, n int) {
+// setAD writes the associated data of frame seq with header hdr (its
+// length and epoch flag, as on the wire).
+func (w *worker) setAD(seq uint64, hdr []byte) {
 	binary.BigEndian.PutUint64(w.ad[:8], seq)
-	binary.BigEndian.PutUint32(w.ad[8:], uint32(n))
+	copy(w.ad[8:], hdr[:HeaderSize])
 }
 
 // sealWhole seals f (padded plaintext of n bytes, header and w.iv set) on
@@ -93,7 +94,7 @@ func (w *worker) sealWhole(f *frame, n, idx int) (next int, done bool, err error
 	s, err := w.sealer(idx)
 	if err == nil {
 		w.ensureSpare(len(f.buf))
-		w.setAD(f.seq, n)
+		w.setAD(f.seq, f.buf[:HeaderSize])
 		w.begin(idx, n)
 		err = s.Seal(w.spare[HeaderSize:HeaderSize+n+TagSize], w.ad[:], f.buf[HeaderSize:HeaderSize+n], w.iv[:])
 		w.end(idx, n)
@@ -119,7 +120,7 @@ func (w *worker) openWhole(f *frame, n, idx int) (next int, done bool, err error
 	s, err := w.sealer(idx)
 	if err == nil {
 		w.ensureSpare(len(f.buf))
-		w.setAD(f.seq, n)
+		w.setAD(f.seq, f.buf[:HeaderSize])
 		w.begin(idx, n)
 		err = s.Open(w.spare[HeaderSize:HeaderSize+n], w.ad[:], f.buf[HeaderSize:HeaderSize+n+TagSize], w.iv[:])
 		w.end(idx, n)

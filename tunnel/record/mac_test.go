@@ -378,7 +378,7 @@ func TestRoundTripMACs(t *testing.T) {
 
 			k := randDirKeys(t, s)
 			c := &Conn{suite: s, stats: new(Stats), opt: Options{Engines: []engine.Engine{engine.Software{}}, Policy: SoftwareOnly{}}}
-			w := newWorker(c, engine.Encrypt, &k)
+			w := testWorker(c, engine.Encrypt, &k)
 			defer w.close()
 			for _, seq := range []uint64{0, 1, 1<<32 + 5} {
 				f := getFrame(wireSize(1000 + 16))

@@ -14,10 +14,11 @@ import (
 // The reader pipeline mirrors the writer's:
 //
 //	conn ──> reader goroutine ──┬──> work ──> worker 1..W: verify tag, then
-//	         read header, check │             decrypt (and unpad) in place;
-//	         len, read body     │             f.done
-//	         into the frame;    └──> queue ──> Read (in seq order): waits for
-//	         seq++                            the head frame's done, copies out
+//	         read header, check │             decrypt (and unpad) in place,
+//	         len, epoch (flag), │             with the frame's epoch keys;
+//	         read body into the │             f.done
+//	         frame; seq++       └──> queue ──> Read (in seq order): waits for
+//	                                          the head frame's done, copies out
 //
 // Short frames are read ahead several at a time; long ones (bulk) have
 // their header read exactly and their body read straight into the frame's
@@ -56,7 +57,7 @@ func (r *reader) init(c *Conn) {
 	c.wg.Add(1 + c.opt.Workers)
 	go func() { defer c.wg.Done(); r.run() }()
 	for range c.opt.Workers {
-		wk := newWorker(c, engine.Decrypt, &c.keys.Recv)
+		wk := newWorker(c, engine.Decrypt)
 		go func() { defer c.wg.Done(); wk.run(r.work) }()
 	}
 }
@@ -65,6 +66,7 @@ func (r *reader) init(c *Conn) {
 func (r *reader) run() {
 	c := r.c
 	defer close(r.work)
+	defer c.recv.close()
 	br := &linkReader{conn: c.conn, buf: make([]byte, readBufSize)}
 	var hdr [HeaderSize]byte
 	for seq := uint64(0); ; seq++ {
@@ -81,16 +83,19 @@ func (r *reader) run() {
 			return
 		}
 		// Checked as a u32: on 32-bit platforms int(0xffffffff) is -1.
-		if err := c.checkLen(binary.BigEndian.Uint32(hdr[:])); err != nil {
+		hw := binary.BigEndian.Uint32(hdr[:])
+		if err := c.checkLen(hw &^ epochFlag); err != nil {
 			c.fail(fmt.Errorf("frame %d: %w", seq, err))
 			return
 		}
-		n := int(binary.BigEndian.Uint32(hdr[:]))
-		if seq >= c.limit {
-			c.fail(fmt.Errorf("frame %d: %w", seq, ErrKeyExhausted))
+		n := int(hw &^ epochFlag)
+		ep, eseq, err := c.recv.accept(hw&epochFlag != 0)
+		if err != nil {
+			c.fail(fmt.Errorf("frame %d: %w", seq, err))
 			return
 		}
 		f := getFrame(wireSize(n))
+		f.ep, f.seq = ep, eseq // putFrame lets go of ep if f goes no further
 		copy(f.buf, hdr[:])
 		if err := br.body(f.buf[HeaderSize:wireSize(n)]); err != nil {
 			putFrame(f)
@@ -100,7 +105,7 @@ func (r *reader) run() {
 			c.fail(fmt.Errorf("record: reading frame %d of %d bytes: %w", seq, n, err))
 			return
 		}
-		f.seq, f.n = seq, n
+		f.n = n
 		select {
 		case r.queue <- f:
 		case <-c.quit:

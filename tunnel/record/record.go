@@ -1,24 +1,31 @@
 // Package record is offload's record layer: it turns a byte stream (yamux)
 // into self-contained encrypted frames on a TCP link and back.
 //
-// Per direction, with keys from the handshake (K_enc, K_mac, S_iv):
+// Per direction, with the keys (K_enc, K_mac, S_iv) of the frame's epoch:
 //
-//	frame = len:u32be | ciphertext[len] | tag[16]
-//	tag   = HMAC-SHA256(K_mac, seq:u64be | len:u32be | ciphertext)[:16]
+//	frame = hdr:u32be | ciphertext[len] | tag[16]
+//	hdr   = new:1 | len:31          new: first frame of a new epoch
+//	tag   = HMAC-SHA256(K_mac, seq:u64be | hdr:u32be | ciphertext)[:16]
 //
 // for the *-hmac-sha256 suites; the gmac and poly1305 suites tag the same
 // frame their own way (MAC, docs/macs.md), with the same layout.
 //
-// seq is implicit: 0 for the first frame, +1 per frame, never sent. CTR
-// frames start at counter block S_iv + seq·2^32 (mod 2^128); CBC frames use
-// IV = AES_K_enc(S_iv XOR seq) and PKCS#7 padding, checked after the tag.
-// Every frame carries its own IV, so each can be sealed or opened by any
-// engine, several at once, and the result is sent or delivered in seq order.
+// Epoch 0's keys are the handshake's; a frame with new = 1 is sealed with
+// the next epoch's, HKDF-SHA256(K_enc | K_mac | S_iv of the epoch before,
+// info "offload record rekey <suite> <epoch>"). The sender chooses when
+// (rekey.go); len ≤ HardMaxFrame keeps the top bit free.
+//
+// seq is implicit: 0 for the first frame of each epoch, +1 per frame, never
+// sent. CTR frames start at counter block S_iv + seq·2^32 (mod 2^128); CBC
+// frames use IV = AES_K_enc(S_iv XOR seq) and PKCS#7 padding, checked after
+// the tag. Every frame carries its own IV, so each can be sealed or opened
+// by any engine, several at once, and the result is sent or delivered in
+// seq order.
 //
 // Conn is a net.Conn. Any failure (bad tag, bad length, truncation, engine
-// argument error, I/O error, key-use limit) closes the link; Read delivers
-// the frames verified before the failure and then returns the error, never
-// a byte of a frame that failed. A clean io.EOF from Read means the peer
+// argument error, I/O error, a peer over the key-use limit) closes the
+// link; Read delivers the frames verified before the failure and then
+// returns the error, never a byte of a frame that failed. A clean io.EOF from Read means the peer
 // closed the TCP connection exactly between two frames; the record layer
 // has no close message, so whether that ended a complete transfer is for the
 // protocol above (yamux's FIN and GoAway) to decide.
@@ -59,12 +66,12 @@ const (
 	// MinMaxFrame is the smallest allowed Options.MaxFrame.
 	MinMaxFrame = 64
 
-	// MaxFrames is the key-use limit: a direction's keys seal (and open) at
-	// most this many frames, then the link closes with ErrKeyExhausted and
-	// the client redials for fresh keys. It is half of the 2^32 frames
+	// MaxFrames is the key-use limit: the keys of one epoch (rekey.go)
+	// seal (and open) at most this many frames. A sender moves to the next
+	// epoch long before (RekeyFrames); a peer that sends more in one epoch
+	// fails the link with ErrKeyExhausted. It is half of the 2^32 frames
 	// DESIGN.md allows a key, far below where seq (u64) could wrap or CTR
-	// counter ranges (2^32 blocks apart) could meet. At 100,000 frames/s a
-	// link lasts about six hours.
+	// counter ranges (2^32 blocks apart) could meet.
 	MaxFrames = 1 << 31
 
 	// DefaultWorkers is the number of sealing and of opening workers.
@@ -132,6 +139,17 @@ type Options struct {
 	// means no checks.
 	Verify *Verifier
 
+	// RekeyFrames, RekeyBytes and RekeyInterval say when this end moves
+	// its sending keys to the next epoch (rekey.go): after that many
+	// frames or plaintext bytes under one epoch's keys, or that long after
+	// the epoch began, whichever comes first. The peer follows whatever
+	// this end chooses, so the two ends need not agree. 0 means
+	// DefaultRekeyFrames, DefaultRekeyBytes, DefaultRekeyInterval;
+	// RekeyFrames is at most MaxFrames.
+	RekeyFrames   uint64
+	RekeyBytes    uint64
+	RekeyInterval time.Duration
+
 	// maxFrames overrides MaxFrames (tests).
 	maxFrames uint64
 }
@@ -142,7 +160,8 @@ type Options struct {
 type Conn struct {
 	conn     net.Conn
 	suite    suite.Suite
-	keys     Keys
+	send     chain // the cutter's
+	recv     chain // the reader goroutine's
 	opt      Options
 	maxFrame int
 	maxPlain int // plaintext per sealed frame
@@ -207,6 +226,21 @@ func New(conn net.Conn, keys Keys, s suite.Suite, opt Options) (*Conn, error) {
 	if opt.Stats == nil {
 		opt.Stats = new(Stats)
 	}
+	if opt.RekeyFrames == 0 {
+		opt.RekeyFrames = DefaultRekeyFrames
+	}
+	if opt.RekeyFrames > MaxFrames {
+		return nil, fmt.Errorf("record: RekeyFrames %d: want at most MaxFrames (%d)", opt.RekeyFrames, uint64(MaxFrames))
+	}
+	if opt.RekeyBytes == 0 {
+		opt.RekeyBytes = DefaultRekeyBytes
+	}
+	if opt.RekeyInterval == 0 {
+		opt.RekeyInterval = DefaultRekeyInterval
+	}
+	if opt.RekeyInterval < 0 {
+		return nil, fmt.Errorf("record: RekeyInterval %v is negative", opt.RekeyInterval)
+	}
 	log := opt.Logger
 	if log == nil {
 		log = zap.NewNop()
@@ -214,7 +248,6 @@ func New(conn net.Conn, keys Keys, s suite.Suite, opt Options) (*Conn, error) {
 	c := &Conn{
 		conn:        conn,
 		suite:       s,
-		keys:        keys.clone(),
 		opt:         opt,
 		maxFrame:    opt.MaxFrame,
 		maxPlain:    opt.MaxFrame,
@@ -233,6 +266,8 @@ func New(conn net.Conn, keys Keys, s suite.Suite, opt Options) (*Conn, error) {
 		c.limit = opt.maxFrames
 	}
 	c.tracker, _ = opt.Policy.(Tracker)
+	c.send.init(c, engine.Encrypt, keys.Send.clone())
+	c.recv.init(c, engine.Decrypt, keys.Recv.clone())
 	c.w.init(c)
 	c.r.init(c)
 	return c, nil

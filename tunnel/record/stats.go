@@ -18,6 +18,9 @@ type Stats struct {
 	Bytes        [2][MaxEngines]atomic.Uint64
 	Fallbacks    [MaxEngines]atomic.Uint64
 	AuthFailures atomic.Uint64 // frames whose tag did not verify
+	// Rekeys counts the epochs started (rekey.go) by direction: this
+	// end's sending keys (engine.Encrypt) and the peer's (engine.Decrypt).
+	Rekeys [2]atomic.Uint64
 }
 
 func (s *Stats) count(dir engine.Direction, idx, n int) {

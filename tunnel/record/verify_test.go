@@ -99,7 +99,7 @@ func TestVerifyIdenticalWire(t *testing.T) {
 	for _, verify := range []*Verifier{NewVerifier(1, nil), nil} {
 		c := &Conn{suite: s, stats: new(Stats), log: zap.NewNop(), opt: Options{
 			Engines: []engine.Engine{engine.Software{}, &enginetest.Faulty{}}, Policy: pickFunc(always1), Verify: verify}}
-		w := newWorker(c, engine.Encrypt, &ka.Send)
+		w := testWorker(c, engine.Encrypt, &ka.Send)
 		same := 0
 		for i, m := range msgs {
 			f := getFrame(wireSize(len(m) + 16))

@@ -15,8 +15,9 @@ import (
    at a time; blocks  copies p into  bounded    then takes the   │           engine (policy
    on space, the      the buffer of  by Write-  oldest filled    │           pick, software redo
    write deadline or  the frame it   Buffer)    frame, or the    │           on engine error)
-   the link's end)    will be sealed            open one as it   │           + MAC; f.done
-                      in)                       is; seq++        │
+   the link's end)    will be sealed            open one as it   │           + MAC with the
+                      in)                       is; epoch, seq++ │           frame's epoch
+                                                                 │           keys; f.done
                                                                  └──> sendq ──> sender
                                                                       (seq order)  waits f.done of the
                                                                                    head frame, batches the
@@ -112,7 +113,7 @@ func (w *writer) init(c *Conn) {
 	go func() { defer c.wg.Done(); w.cutter() }()
 	go func() { defer c.wg.Done(); w.sender() }()
 	for range c.opt.Workers {
-		wk := newWorker(c, engine.Encrypt, &c.keys.Send)
+		wk := newWorker(c, engine.Encrypt)
 		go func() { defer c.wg.Done(); wk.run(w.work) }()
 	}
 }
@@ -167,7 +168,7 @@ func (w *writer) beginClose() {
 func (w *writer) cutter() {
 	c := w.c
 	defer close(w.work)
-	var seq uint64
+	defer c.send.close()
 	for {
 		w.mu.Lock()
 		buffered, closing := w.buffered, w.closing
@@ -189,10 +190,6 @@ func (w *writer) cutter() {
 		case <-c.quit:
 			return
 		}
-		if seq >= c.limit {
-			w.sendq <- newMarker(markNone, ErrKeyExhausted)
-			return
-		}
 		if buffered < smallCut {
 			runtime.Gosched()
 		}
@@ -200,8 +197,11 @@ func (w *writer) cutter() {
 		f := w.take()
 		w.mu.Unlock()
 		notify(w.space)
-		f.seq = seq
-		seq++
+		if err := c.send.assign(f); err != nil {
+			putFrame(f)
+			w.sendq <- newMarker(markNone, err)
+			return
+		}
 		w.sendq <- f
 		w.work <- f
 	}
