@@ -96,7 +96,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		"with the libraries they need (repeatable; e.g. wireguard-tools for wg)")
 	fs.Var(&o.env, "env", "NAME=VALUE exported to every step in the guest (repeatable)")
 	fs.Var(&o.fetch, "fetch", "guest file to copy out over the console after the steps, into -out (repeatable)")
-	fs.Var(&o.pprof, "pprof", "guest CPU profile to copy out and print with go tool pprof -top on the host (repeatable)")
+	fs.Var(&o.pprof, "pprof", "guest CPU profile to copy out and print with go tool pprof -top on the host, then summed by component (repeatable)")
 	fs.StringVar(&o.out, "out", "", "folder for -fetch and -pprof files (default for -pprof: the work folder)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: go run ./harness/vm [flags]\n\n")
@@ -447,6 +447,13 @@ func afterRun(ctx context.Context, o *options, work string, r *report, pid int, 
 		fmt.Fprintf(stdout, "\nvm: go tool pprof -top %s (guest %s)\n%s", saved[f], f, out)
 		if err != nil {
 			return fmt.Errorf("go tool pprof -top %s: %w", saved[f], err)
+		}
+		all, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=100000", saved[f]).Output()
+		if err != nil {
+			return fmt.Errorf("go tool pprof -top %s: %w", saved[f], err)
+		}
+		if err := pprofComponents(string(all), stdout); err != nil {
+			return fmt.Errorf("%s: %w", saved[f], err)
 		}
 	}
 	return nil

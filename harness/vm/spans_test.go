@@ -266,3 +266,36 @@ func TestKernelDebWireguardTools(t *testing.T) {
 		t.Error("resolveLibs without libc6: no error")
 	}
 }
+
+func TestPprofComponents(t *testing.T) {
+	top := `File: offload
+Type: cpu
+Showing nodes accounting for 1.74s, 100% of 1.74s total
+      flat  flat%   sum%        cum   cum%
+     0.34s 19.54% 19.54%      0.39s 22.41%  crypto/internal/fips140/aes.encryptBlockGeneric
+     230ms 13.22% 32.76%      0.23s 13.22%  internal/runtime/syscall/linux.Syscall6
+     0.20s 11.49% 44.25%      0.20s 11.49%  runtime.asyncPreempt
+     0.06s  3.45% 64.94%      0.17s  9.77%  golang.org/x/crypto/internal/poly1305.updateGeneric
+     0.04s  2.30% 70.11%      0.04s  2.30%  math/bits.Add64 (inline)
+     0.01s  0.57% 72.41%      0.01s  0.57%  crypto/internal/fips140/hmac.New[go.shape.interface { BlockSize int; Reset }]
+     0.02s  1.15% 74.71%      0.02s  1.15%  hash/crc32.slicingUpdate
+     0.01s  0.57% 74.71%      0.02s  1.15%  encoding/binary.littleEndian.Uint64 (inline)
+         0     0% 74.71%      0.02s  1.15%  github.com/hashicorp/yamux.(*Session).sendLoop
+`
+	var b bytes.Buffer
+	if err := pprofComponents(top, &b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"(910ms sampled)", "AES in Go", "340ms  37.4%", "Poly1305", "100ms", "system calls", "230ms",
+		"HMAC", "load generator", "other", "Go runtime"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("breakdown lacks %q:\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(b.String(), "yamux") {
+		t.Errorf("a component with no flat time is listed:\n%s", b.String())
+	}
+	if err := pprofComponents("no samples here\n", &b); err == nil {
+		t.Error("no error for output without samples")
+	}
+}
