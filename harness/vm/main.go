@@ -448,7 +448,7 @@ func afterRun(ctx context.Context, o *options, work string, r *report, pid int, 
 		if err != nil {
 			return fmt.Errorf("go tool pprof -top %s: %w", saved[f], err)
 		}
-		all, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=100000", saved[f]).Output()
+		all, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=100000", "-nodefraction=0", saved[f]).Output()
 		if err != nil {
 			return fmt.Errorf("go tool pprof -top %s: %w", saved[f], err)
 		}
