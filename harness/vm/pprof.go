@@ -22,8 +22,10 @@ var components = []struct {
 	re   *regexp.Regexp
 }{
 	{"AES in Go (software engine, CTR's XOR)", regexp.MustCompile(`crypto/internal/fips140/aes|crypto/aes|crypto/cipher|subtle\.(XORBytes|xor)|engine\.\(\*soft`)},
-	// math/bits is Poly1305's 64-bit multiply-add, inlined.
-	{"Poly1305", regexp.MustCompile(`poly1305|^math/bits\.`)},
+	// The record layer's Poly1305 is chacha20poly1305 sealing nothing
+	// with the frame as additional data: one ChaCha20 block per frame for
+	// the one-time key. math/bits is Poly1305's multiply-add, inlined.
+	{"Poly1305 (with its ChaCha20 one-time key)", regexp.MustCompile(`poly1305|/chacha20\.|^math/bits\.`)},
 	{"HMAC-SHA-256 / GMAC", regexp.MustCompile(`sha256|hmac|gcm|ghash`)},
 	{"key exchange (handshake)", regexp.MustCompile(`edwards25519|ecdh|curve25519|nistec|hkdf|flynn/noise|tunnel/handshake`)},
 	{"system calls (TCP and AF_ALG)", regexp.MustCompile(`(?i)syscall`)},
