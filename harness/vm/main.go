@@ -8,6 +8,12 @@
 //	go run ./harness/vm -arch amd64 -virtio-crypto -test ./engine \
 //	    -bin ./cmd/offload -cmd 'offload engines'
 //
+// -deb puts a Debian package's programs into the guest (deb.go); guest
+// programs time work from the host with span markers (spans.go); -fetch and
+// -pprof copy files out over the console, -pprof printing the profile by
+// function and by component (pprof.go). The router-class anchor
+// (harness/wgcompare) uses all of them.
+//
 // See /work/shared/VM-NOTES.md for the recipe this follows.
 package main
 

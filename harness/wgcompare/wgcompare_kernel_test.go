@@ -125,7 +125,8 @@ func (n *netns) run(t *testing.T, args ...string) string {
 // ip link set takes "netns PID" only, so a process sits in n meanwhile.
 func (n *netns) adopt(t *testing.T, dev string) {
 	t.Helper()
-	holder := exec.Command(n.cmd("sleep", "60")[0], n.cmd("sleep", "60")[1:]...)
+	args := n.cmd("sleep", "60")
+	holder := exec.Command(args[0], args[1:]...)
 	if err := holder.Start(); err != nil {
 		t.Fatalf("holder in %s: %v", n.name, err)
 	}
