@@ -5,7 +5,10 @@
 #   and the dpkg architectures armhf, mipsel for the 32-bit guests, which
 #   the VM harness takes kernels and busybox-static from), busybox-static,
 #   qemu-user-static, iproute2, xz-utils, shellcheck and systemd (for
-#   systemd-analyze verify); staticcheck (pinned) with go install.
+#   systemd-analyze verify); staticcheck (pinned) with go install. The VM
+#   harness fetches what goes into guests itself with apt-get download
+#   (kernels, busybox-static, and wireguard-tools + libc6 for mipsel's
+#   router anchor), so only the package lists must know them.
 #
 # As root, missing packages are installed with apt-get (apt-get update first,
 # once, when the package lists are missing or stale). Not as root, it lists
@@ -60,6 +63,11 @@ lists_ok() {
 	for fa in "${foreign[@]}"; do
 		apt-cache show --no-all-versions "busybox-static:$fa" >/dev/null 2>&1 || return 1
 	done
+	# The router anchor's guest takes wg from wireguard-tools:mipsel (with
+	# libc6:mipsel), fetched by harness/vm -deb with apt-get download.
+	case " ${foreign[*]} " in
+	*" mipsel "*) apt-cache show --no-all-versions wireguard-tools:mipsel libc6:mipsel >/dev/null 2>&1 || return 1 ;;
+	esac
 }
 
 apt_opts=(-y -q -o DPkg::Lock::Timeout=300 -o Acquire::Retries=3)

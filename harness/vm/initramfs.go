@@ -21,6 +21,7 @@ import (
 //	/tests/NAME.testdata/  their packages' testdata folders
 //	/lib/modules/offload/  the .ko files to insmod, in load order
 //	/usr/sbin/ip, tc       with -netns, plus their shared libraries
+//	/usr/bin/wg, ...       programs of -deb packages, plus their libraries
 
 const guestModDir = "/lib/modules/offload"
 
@@ -36,6 +37,8 @@ type guestPlan struct {
 	Benchtime   string        // -test.benchtime, or ""
 	TestTimeout time.Duration // -test.timeout, 0 for Go's default
 	NetNS       bool
+	Env         []string // NAME=VALUE exported to every step (-env)
+	Fetch       []string // guest files copied out over the console after the steps
 }
 
 // steps returns the names of the steps /init reports, in order.
@@ -49,6 +52,9 @@ func (p *guestPlan) steps() []string {
 	}
 	for i := range p.Cmds {
 		s = append(s, fmt.Sprintf("cmd:%d", i+1))
+	}
+	for _, f := range p.Fetch {
+		s = append(s, "fetch:"+f)
 	}
 	return s
 }
@@ -93,6 +99,12 @@ func (p *guestPlan) initScript() string {
 	w("ln -s /run /var/run")
 	w("ifconfig lo 127.0.0.1 up")
 	w("id=%s", p.Nonce)
+	// Guest programs print span markers (spans.go) with this nonce.
+	w("export OFFLOAD_VM_ID=$id")
+	for _, e := range p.Env {
+		k, v, _ := strings.Cut(e, "=")
+		w("export %s=%s", k, shq(v))
+	}
 	w("M=%s", marker)
 	w(`echo "$M boot kernel=$(uname -r) arch=$(uname -m) id=$id"`)
 	w(`echo "guest: $(uname -sr), $(nproc) CPUs, $(free -m | awk '/^Mem/ {print $2}') MB"`)
@@ -137,6 +149,14 @@ func (p *guestPlan) initScript() string {
 	w(`	echo "guest: \$ $1"`)
 	w(`	(cd /tmp && eval "$1") </dev/null`)
 	w("}")
+	// fetch_file copies a file out in base64 between markers; the host
+	// checks size and SHA-256, since a kernel message may cut into a line.
+	w("fetch_file() {")
+	w(`	[ -f "$1" ] || { echo "guest: fetch: $1: no such file"; return 1; }`)
+	w(`	echo "$M file-begin path=$1 size=$(wc -c <"$1") sha256=$(sha256sum "$1" | cut -d' ' -f1) id=$id"`)
+	w(`	base64 "$1" || return 1`)
+	w(`	echo "$M file-end path=$1 id=$id"`)
+	w("}")
 	if len(p.Modules) > 0 {
 		w("step modules load_modules")
 	}
@@ -153,6 +173,9 @@ func (p *guestPlan) initScript() string {
 	for i, c := range p.Cmds {
 		w("step cmd:%d run_cmd %s", i+1, shq(c))
 	}
+	for _, f := range p.Fetch {
+		w("step %s fetch_file %s", shq("fetch:"+f), shq(f))
+	}
 	w(`echo "$M done passed=$passed failed=$failed id=$id"`)
 	w("sync")
 	w("poweroff -f")
@@ -164,7 +187,8 @@ func (p *guestPlan) initScript() string {
 // guestFiles is what goes into the initramfs besides the plan's binaries.
 type guestFiles struct {
 	Busybox  string
-	NetTools []string // host programs copied with their libraries (-netns)
+	NetTools []string    // host programs copied with their libraries (-netns)
+	Debs     []guestCopy // programs and libraries of -deb packages
 }
 
 // buildTree lays out the guest's root file system.
@@ -198,6 +222,9 @@ func buildTree(p *guestPlan, gf guestFiles) (*fsTree, error) {
 		if err := addNetTools(t, gf.NetTools); err != nil {
 			return nil, err
 		}
+	}
+	for _, c := range gf.Debs {
+		t.copyFile(c.Guest, c.Perm, c.Host)
 	}
 	return t, nil
 }

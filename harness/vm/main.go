@@ -8,6 +8,12 @@
 //	go run ./harness/vm -arch amd64 -virtio-crypto -test ./engine \
 //	    -bin ./cmd/offload -cmd 'offload engines'
 //
+// -deb puts a Debian package's programs into the guest (deb.go); guest
+// programs time work from the host with span markers (spans.go); -fetch and
+// -pprof copy files out over the console, -pprof printing the profile by
+// function and by component (pprof.go). The router-class anchor
+// (harness/wgcompare) uses all of them.
+//
 // See /work/shared/VM-NOTES.md for the recipe this follows.
 package main
 
@@ -20,8 +26,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -56,7 +65,14 @@ type options struct {
 	quiet        bool
 	prefix       string
 	keep         bool
+	debs         listFlag
+	env          listFlag
+	fetch        listFlag
+	pprof        listFlag
+	out          string
 }
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
@@ -82,6 +98,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.quiet, "quiet", false, "do not stream the guest console to stdout")
 	fs.StringVar(&o.prefix, "prefix", "", "prefix for streamed guest console lines")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work folder (binaries, initrd) and print its path")
+	fs.Var(&o.debs, "deb", "Debian package of the guest's architecture whose programs go into the guest, "+
+		"with the libraries they need (repeatable; e.g. wireguard-tools for wg)")
+	fs.Var(&o.env, "env", "NAME=VALUE exported to every step in the guest (repeatable)")
+	fs.Var(&o.fetch, "fetch", "guest file to copy out over the console after the steps, into -out (repeatable)")
+	fs.Var(&o.pprof, "pprof", "guest CPU profile to copy out and print with go tool pprof -top on the host, then summed by component (repeatable)")
+	fs.StringVar(&o.out, "out", "", "folder for -fetch and -pprof files (default for -pprof: the work folder)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: go run ./harness/vm [flags]\n\n")
 		fs.PrintDefaults()
@@ -128,6 +150,24 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	for _, c := range o.cmds {
 		if strings.TrimSpace(c) == "" {
 			return nil, errors.New("-cmd: empty shell line")
+		}
+	}
+	for _, e := range o.env {
+		if k, _, ok := strings.Cut(e, "="); !ok || !envName.MatchString(k) {
+			return nil, fmt.Errorf("-env %q: want NAME=VALUE", e)
+		}
+	}
+	for _, f := range append(append([]string{}, o.fetch...), o.pprof...) {
+		if !strings.HasPrefix(f, "/") || strings.ContainsAny(f, " \t\n='\"") {
+			return nil, fmt.Errorf("-fetch/-pprof %q: want an absolute guest path without spaces, quotes or '='", f)
+		}
+	}
+	if len(o.fetch) > 0 && o.out == "" {
+		return nil, errors.New("-fetch: give -out FOLDER for the files")
+	}
+	for _, d := range o.debs {
+		if d == "" || strings.ContainsAny(d, " :/") {
+			return nil, fmt.Errorf("-deb %q: want a package name (the guest's architecture is added)", d)
 		}
 	}
 	for _, k := range o.kos {
@@ -210,6 +250,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	failed += len(plan.steps()) - len(r.Steps)
+	writeSpanTable(stdout, r.Spans.Done, sink.PID)
 	if runErr != nil || verdict != nil {
 		if runErr != nil {
 			fmt.Fprintln(stderr, "vm: FAIL:", runErr)
@@ -227,6 +268,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "vm: %d passed, %d failed\n", passed, failed)
+	if err := afterRun(ctx, o, work, r, sink.PID, stdout, logf); err != nil {
+		fmt.Fprintln(stderr, "vm: FAIL:", err)
+		return 1
+	}
 	logf("PASS: kernel %s, %.1fs in the VM (%.1fs in all)", r.Kernel, elapsed.Seconds(), time.Since(start).Seconds())
 	return 0
 }
@@ -287,6 +332,12 @@ func prepare(ctx context.Context, o *options, logf func(string, ...any)) (*guest
 		Bench:     o.bench,
 		Benchtime: o.benchtime,
 		NetNS:     o.netns,
+		Env:       o.env,
+	}
+	for _, f := range append(append([]string{}, o.fetch...), o.pprof...) {
+		if !slices.Contains(plan.Fetch, f) {
+			plan.Fetch = append(plan.Fetch, f)
+		}
 	}
 	if o.timeout >= 2*time.Minute {
 		// A hung test then dumps its goroutines before the VM is killed.
@@ -344,6 +395,9 @@ func prepare(ctx context.Context, o *options, logf func(string, ...any)) (*guest
 	logf("modules to load: %s", strings.Join(names, " "))
 
 	gf := guestFiles{Busybox: busybox}
+	if gf.Debs, err = fetchDebPrograms(ctx, cache, a, o.debs, logf); err != nil {
+		return nil, vmConfig{}, work, err
+	}
 	if o.netns {
 		for _, t := range []string{"/usr/sbin/ip", "/usr/sbin/tc"} {
 			if !fileExists(t) {
@@ -362,4 +416,51 @@ func prepare(ctx context.Context, o *options, logf func(string, ...any)) (*guest
 	}
 	cfg := vmConfig{Arch: a, SMP: o.smp, MemMB: o.mem, Kernel: k, Initrd: initrd, VirtioCrypto: o.virtioCrypto}
 	return plan, cfg, work, nil
+}
+
+// afterRun writes the fetched files to -out (or the work folder) and prints
+// each -pprof profile with go tool pprof -top. The profile is symbolized by
+// the Go runtime that wrote it, so the guest's binary is not needed.
+func afterRun(ctx context.Context, o *options, work string, r *report, pid int, stdout io.Writer, logf func(string, ...any)) error {
+	dir := o.out
+	if dir == "" {
+		dir = work
+	}
+	if len(r.Files) > 0 {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("-out: %w", err)
+		}
+	}
+	saved := map[string]string{}
+	for _, f := range append(append([]string{}, o.fetch...), o.pprof...) {
+		if _, ok := saved[f]; ok {
+			continue
+		}
+		ff := r.Files[f]
+		if ff == nil || ff.Err != nil {
+			return fmt.Errorf("fetch %s: not copied out", f)
+		}
+		host := filepath.Join(dir, strings.TrimPrefix(strings.ReplaceAll(f, "/", "_"), "_"))
+		if err := os.WriteFile(host, ff.Data, 0o644); err != nil {
+			return fmt.Errorf("fetch %s: %w", f, err)
+		}
+		saved[f] = host
+		logf("copied guest %s to %s (%d bytes)", f, host, len(ff.Data))
+	}
+	for _, f := range o.pprof {
+		cmd := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=40", saved[f])
+		out, err := cmd.CombinedOutput()
+		fmt.Fprintf(stdout, "\nvm: go tool pprof -top %s (guest %s)\n%s", saved[f], f, out)
+		if err != nil {
+			return fmt.Errorf("go tool pprof -top %s: %w", saved[f], err)
+		}
+		all, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=100000", "-nodefraction=0", saved[f]).Output()
+		if err != nil {
+			return fmt.Errorf("go tool pprof -top %s: %w", saved[f], err)
+		}
+		if err := pprofComponents(string(all), stdout); err != nil {
+			return fmt.Errorf("%s: %w", saved[f], err)
+		}
+	}
+	return nil
 }

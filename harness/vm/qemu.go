@@ -59,6 +59,7 @@ type consoleSink struct {
 	Prefix string
 	Log    io.Writer // the whole console, or nil
 	Report *report
+	PID    int // qemu's, once it runs
 }
 
 func (s *consoleSink) line(l string) {
@@ -67,10 +68,12 @@ func (s *consoleSink) line(l string) {
 	if s.Log != nil {
 		fmt.Fprintln(s.Log, l)
 	}
-	if s.Stream != nil {
+	// A fetched file's base64 lines go to the log only.
+	quiet := s.Report.capturing()
+	s.Report.feed(l)
+	if s.Stream != nil && (!quiet || !s.Report.capturing()) {
 		fmt.Fprintln(s.Stream, s.Prefix+l)
 	}
-	s.Report.feed(l)
 }
 
 // runQEMU runs qemu until it exits or timeout passes, feeding every console
@@ -92,6 +95,15 @@ func runQEMU(ctx context.Context, bin string, args []string, timeout time.Durati
 	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("qemu: %w", err)
+	}
+	pid := cmd.Process.Pid
+	sink.PID = pid
+	sink.Report.sample = func() cpuSample {
+		at := cpuSample{Wall: time.Now()}
+		if c, err := qemuCPU(pid); err == nil {
+			at.CPU, at.CPUOK = c, true
+		}
+		return at
 	}
 	r := bufio.NewReaderSize(out, 64<<10)
 	for {

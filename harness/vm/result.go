@@ -1,11 +1,15 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The guest's /init reports through marker lines on the console:
@@ -14,6 +18,14 @@ import (
 //	@@offload-vm begin step=test:engine id=NONCE
 //	@@offload-vm step=test:engine rc=0 id=NONCE
 //	@@offload-vm done passed=3 failed=0 id=NONCE
+//
+// -fetch copies a guest file out between two markers, in base64:
+//
+//	@@offload-vm file-begin path=/tmp/cpu.prof size=N sha256=HEX id=NONCE
+//	...base64 lines...
+//	@@offload-vm file-end path=/tmp/cpu.prof id=NONCE
+//
+// and span-begin/span-end lines time guest work from the host (spans.go).
 //
 // NONCE is fresh for every run, so output of a program inside the guest that
 // happens to print such a line (the harness's own tests, say) is not taken
@@ -38,9 +50,54 @@ type report struct {
 	Passed  int
 	Failed  int
 	badLine []string
+
+	// sample reads the host clock and qemu's CPU time for spans; nil
+	// gives the host clock alone.
+	sample func() cpuSample
+	Spans  spanLog
+	Files  map[string]*fetchedFile
+	cur    *fetchedFile
+}
+
+// fetchedFile is a guest file copied out over the console.
+type fetchedFile struct {
+	Path   string
+	size   int64
+	sha256 string
+	b64    strings.Builder
+	Data   []byte
+	Err    error // nil once the file arrived whole
 }
 
 func newReport(nonce string) *report { return &report{nonce: nonce} }
+
+// capturing reports whether console lines are file content now.
+func (r *report) capturing() bool { return r.cur != nil }
+
+func (r *report) now() cpuSample {
+	if r.sample != nil {
+		return r.sample()
+	}
+	return cpuSample{Wall: time.Now()}
+}
+
+// finishFile decodes a fetched file and checks its size and digest.
+func (f *fetchedFile) finish() {
+	data, err := base64.StdEncoding.DecodeString(f.b64.String())
+	switch {
+	case err != nil:
+		f.Err = fmt.Errorf("fetch %s: base64: %w (a console line was cut?)", f.Path, err)
+	case int64(len(data)) != f.size:
+		f.Err = fmt.Errorf("fetch %s: %d bytes arrived, the guest sent %d", f.Path, len(data), f.size)
+	default:
+		sum := sha256.Sum256(data)
+		if hex.EncodeToString(sum[:]) != f.sha256 {
+			f.Err = fmt.Errorf("fetch %s: SHA-256 differs from the guest's", f.Path)
+		} else {
+			f.Data = data
+		}
+	}
+}
 
 // parseMarker returns the kind and key=value fields of a marker line, or
 // ok=false when the line carries no marker.
@@ -69,10 +126,39 @@ func parseMarker(line string) (kind string, kv map[string]string, ok bool) {
 // feed takes one console line (without its line ending).
 func (r *report) feed(line string) {
 	kind, kv, ok := parseMarker(line)
-	if !ok || kv["id"] != r.nonce {
+	if ok && kv["id"] != r.nonce {
+		ok = false
+	}
+	if r.cur != nil && !ok {
+		r.cur.b64.WriteString(strings.TrimSpace(line))
+		return
+	}
+	if !ok {
 		return
 	}
 	switch kind {
+	case "span-begin":
+		r.Spans.begin(kv, r.now())
+	case "span-end":
+		r.Spans.end(kv, r.now())
+	case "file-begin":
+		size, err := strconv.ParseInt(kv["size"], 10, 64)
+		if kv["path"] == "" || err != nil || kv["sha256"] == "" || r.cur != nil {
+			r.badLine = append(r.badLine, line)
+			return
+		}
+		r.cur = &fetchedFile{Path: kv["path"], size: size, sha256: kv["sha256"]}
+	case "file-end":
+		if r.cur == nil || kv["path"] != r.cur.Path {
+			r.badLine = append(r.badLine, line)
+			return
+		}
+		r.cur.finish()
+		if r.Files == nil {
+			r.Files = map[string]*fetchedFile{}
+		}
+		r.Files[r.cur.Path] = r.cur
+		r.cur = nil
 	case "boot":
 		r.Kernel = kv["kernel"]
 	case "begin":
@@ -127,6 +213,22 @@ func (r *report) verdict(expected []string) error {
 			errs = append(errs, fmt.Errorf("unexpected step %s in the results", name))
 		} else if n > 1 {
 			errs = append(errs, fmt.Errorf("step %s reported %d times", name, n))
+		}
+	}
+	errs = append(errs, r.Spans.errs()...)
+	if r.cur != nil {
+		errs = append(errs, fmt.Errorf("fetch %s: the file's end never came", r.cur.Path))
+	}
+	for _, name := range expected {
+		p, ok := strings.CutPrefix(name, "fetch:")
+		if !ok {
+			continue
+		}
+		switch f := r.Files[p]; {
+		case f == nil:
+			errs = append(errs, fmt.Errorf("fetch %s: the file never came over the console", p))
+		case f.Err != nil:
+			errs = append(errs, f.Err)
 		}
 	}
 	switch {
