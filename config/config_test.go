@@ -206,6 +206,7 @@ func TestErrorPositions(t *testing.T) {
 		{"engine", false, goodServer + "engine: openssl\n", []string{"6:engine"}},
 		{"engine driver", false, goodServer + "engine: 'afalg:'\n", []string{"6:engine"}},
 		{"engine driver on software", false, goodServer + "engine: software:x\n", []string{"6:engine"}},
+		{"engine cryptodev driver", false, goodServer + "engine: cryptodev:cbc-aes-aesni\n", []string{"6:engine"}},
 		{"sizes", false, goodServer + "max_frame: 512\nyamux_window: 32MiB\n", []string{"6:max_frame", "7:yamux_window"}},
 		{"size hard cap", false, goodServer + "max_frame: 1048577\n", []string{"6:max_frame"}},
 		{"size units", false, goodServer + "max_frame: 16KB\nyamux_window: 1 furlong\n", []string{"6:max_frame", "7:yamux_window"}},
@@ -437,6 +438,20 @@ func TestMetricsAddress(t *testing.T) {
 		}
 		if s.Metrics != tc.addr || s.MetricsTokenFile != tc.token {
 			t.Errorf("%q: metrics %q, token file %q; want %q, %q", tc.src, s.Metrics, s.MetricsTokenFile, tc.addr, tc.token)
+		}
+	}
+}
+
+func TestCheckEngineCryptodev(t *testing.T) {
+	for _, ok := range []string{"cryptodev", "cryptodev:hw"} {
+		if err := CheckEngine(ok); err != nil {
+			t.Errorf("CheckEngine(%q) = %v", ok, err)
+		}
+	}
+	// cryptodev-linux cannot bind a driver by name: only :hw is a choice.
+	for _, bad := range []string{"cryptodev:", "cryptodev:cbc-aes-aesni", "cryptodev:HW"} {
+		if err := CheckEngine(bad); err == nil {
+			t.Errorf("CheckEngine(%q) = nil, want an error", bad)
 		}
 	}
 }

@@ -166,19 +166,24 @@ func CheckServiceName(name string) error {
 const (
 	EngineSoftware  = "software"
 	EngineAFALG     = "afalg"      // also "afalg:DRIVER", e.g. afalg:safexcel-cbc-aes
-	EngineCryptodev = "cryptodev"  // /dev/crypto
+	EngineCryptodev = "cryptodev"  // /dev/crypto; also "cryptodev:hw", only a kernel-driver-only driver
 	EngineAFALGAEAD = "afalg-aead" // AF_ALG authenc: cipher and HMAC in one request
 	EngineAuto      = "auto"       // measured choice per frame size (the selector)
 	EngineHybrid    = "hybrid"     // auto; the CPU also takes a loaded device's frames where calibration's trial kept that
 )
 
 // CheckEngine validates the syntax of an engine spec: software, afalg,
-// afalg:DRIVER, cryptodev, auto or hybrid. DRIVER is a kernel cra_driver_name such
-// as "cbc-aes-aesni" or "cbc(aes-generic)".
+// afalg:DRIVER, cryptodev, cryptodev:hw, auto or hybrid. DRIVER is a kernel
+// cra_driver_name such as "cbc-aes-aesni" or "cbc(aes-generic)".
 func CheckEngine(spec string) error {
 	name, driver, hasDriver := strings.Cut(spec, ":")
 	switch name {
-	case EngineSoftware, EngineCryptodev, EngineAuto, EngineHybrid:
+	case EngineCryptodev:
+		if hasDriver && driver != "hw" {
+			return fmt.Errorf("engine %q: cryptodev takes only :hw (cryptodev-linux cannot bind a driver by name; use afalg:DRIVER)", spec)
+		}
+		return nil
+	case EngineSoftware, EngineAuto, EngineHybrid:
 		if hasDriver {
 			return fmt.Errorf("engine %q: only afalg takes a :DRIVER", spec)
 		}
@@ -198,5 +203,5 @@ func CheckEngine(spec string) error {
 		}
 		return nil
 	}
-	return fmt.Errorf("%w %q (want software, afalg, afalg:DRIVER, afalg-aead, afalg-aead:DRIVER, cryptodev, auto or hybrid)", engine.ErrUnknownEngine, spec)
+	return fmt.Errorf("%w %q (want software, afalg, afalg:DRIVER, afalg-aead, afalg-aead:DRIVER, cryptodev, cryptodev:hw, auto or hybrid)", engine.ErrUnknownEngine, spec)
 }

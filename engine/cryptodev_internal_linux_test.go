@@ -82,7 +82,7 @@ func TestCryptodevDriverFromSessionInfo(t *testing.T) {
 	}
 	cbc, ctr := Cipher{CBC, 256}, Cipher{CTR, 128}
 
-	d, err := cryptodevDriver(cbc, info("cbc(aes)", "cbc-aes-eip93", siopFlagKernelDriverOnly))
+	d, err := cryptodevDriver(cbc, info("cbc(aes)", "cbc-aes-eip93", siopFlagKernelDriverOnly), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,13 +91,22 @@ func TestCryptodevDriverFromSessionInfo(t *testing.T) {
 		t.Errorf("kernel-driver-only: %+v, want %+v", d, want)
 	}
 
-	d, err = cryptodevDriver(ctr, info("ctr(aes)", "ctr(aes-generic)", 0))
+	d, err = cryptodevDriver(ctr, info("ctr(aes)", "ctr(aes-generic)", 0), false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = Driver{Name: "ctr(aes-generic)", Algorithm: "ctr(aes)", HardwareWhy: "CIOCGSESSINFO: software-capable driver"}
-	if d != want {
+	want = Driver{Name: "ctr(aes-generic)", Algorithm: "ctr(aes)"}
+	if why := d.HardwareWhy; !strings.HasPrefix(why, "CIOCGSESSINFO: not kernel-driver-only; ") {
+		t.Errorf("software: HardwareWhy %q, want the flag and the name rule", why)
+	}
+	if d.HardwareWhy = ""; d != want {
 		t.Errorf("software: %+v, want %+v", d, want)
+	}
+	// virtio_crypto does not set CRYPTO_ALG_KERN_DRIVER_ONLY; its name
+	// still makes it a device.
+	d, err = cryptodevDriver(cbc, info("cbc(aes)", "virtio_crypto_aes_cbc", 0), true)
+	if err != nil || !d.Hardware || !strings.Contains(d.HardwareWhy, "virtio-crypto device") {
+		t.Errorf("virtio_crypto without the flag: %+v, %v; want a device", d, err)
 	}
 
 	// The session must be the algorithm offload asked for, with a driver.
@@ -106,9 +115,22 @@ func TestCryptodevDriverFromSessionInfo(t *testing.T) {
 		info("cbc(aes)", "", 0),              // no driver name
 		info("", "", 0),                      // nothing filled in (structs out of step with the module)
 	} {
-		if d, err := cryptodevDriver(cbc, bad); err == nil {
-			t.Errorf("cryptodevDriver(%v, %q/%q) = %+v, want an error", cbc, cString(bad.cipherInfo.craName[:]), cString(bad.cipherInfo.craDriverName[:]), d)
+		for _, hw := range []bool{false, true} {
+			if d, err := cryptodevDriver(cbc, bad, hw); err == nil {
+				t.Errorf("cryptodevDriver(%v, %q/%q, hw %v) = %+v, want an error", cbc, cString(bad.cipherInfo.craName[:]), cString(bad.cipherInfo.craDriverName[:]), hw, d)
+			}
 		}
+	}
+
+	// cryptodev:hw takes the kernel-driver-only driver as it is and refuses
+	// a CPU driver, naming it.
+	d, err = cryptodevDriver(cbc, info("cbc(aes)", "cbc-aes-eip93", siopFlagKernelDriverOnly), true)
+	if err != nil || d.Name != "cbc-aes-eip93" || !d.Hardware {
+		t.Errorf("hw, kernel-driver-only: %+v, %v; want the driver", d, err)
+	}
+	d, err = cryptodevDriver(cbc, info("cbc(aes)", "cbc-aes-aesni", 0), true)
+	if !errors.Is(err, ErrNoAlgorithm) || !strings.Contains(fmt.Sprint(err), "cbc-aes-aesni") || d != (Driver{}) {
+		t.Errorf("hw, CPU driver: %+v, %v; want ErrNoAlgorithm naming cbc-aes-aesni", d, err)
 	}
 }
 

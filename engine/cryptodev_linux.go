@@ -17,6 +17,9 @@ import (
 type Cryptodev struct {
 	log  *zap.Logger
 	path string
+	// hwOnly refuses sessions that the module bound to a driver without
+	// the kernel-driver-only flag (cryptodev:hw).
+	hwOnly bool
 }
 
 var _ Engine = (*Cryptodev)(nil)
@@ -27,8 +30,24 @@ func NewCryptodev(o Options) *Cryptodev {
 	return &Cryptodev{log: o.logger(CryptodevName), path: cryptodevPath}
 }
 
-// Name implements Engine.
-func (*Cryptodev) Name() string { return CryptodevName }
+// NewCryptodevHardware returns the cryptodev engine that serves a cipher
+// only when the driver the module binds is a device (CIOCGSESSINFO's
+// kernel-driver-only flag, or a device driver name where the flag is
+// missing), the spec "cryptodev:hw". cryptodev-linux has
+// no way to ask for a driver: a session always gets the kernel's
+// highest-priority one, so this engine refuses (ErrNoAlgorithm, naming the
+// driver it got) where a CPU driver outranks the device.
+func NewCryptodevHardware(o Options) *Cryptodev {
+	return &Cryptodev{log: o.logger(CryptodevHardwareName), path: cryptodevPath, hwOnly: true}
+}
+
+// Name implements Engine: "cryptodev" or "cryptodev:hw".
+func (e *Cryptodev) Name() string {
+	if e.hwOnly {
+		return CryptodevHardwareName
+	}
+	return CryptodevName
+}
 
 // Driver implements Engine. It opens a throwaway session with a zero key and
 // asks the kernel (CIOCGSESSINFO) which driver serves it and whether that
@@ -52,7 +71,7 @@ func (e *Cryptodev) Driver(c Cipher) (Driver, error) {
 	if err != nil {
 		return Driver{}, cryptodevError(e.path, stepInfo, c, err)
 	}
-	drv, err := cryptodevDriver(c, info)
+	drv, err := cryptodevDriver(c, info, e.hwOnly)
 	if err != nil {
 		return Driver{}, err
 	}
@@ -78,7 +97,7 @@ func (e *Cryptodev) NewCrypter(c Cipher, key []byte) (Crypter, error) {
 		f.close() // ends the session too
 		return nil, cryptodevError(e.path, stepInfo, c, err)
 	}
-	drv, err := cryptodevDriver(c, info)
+	drv, err := cryptodevDriver(c, info, e.hwOnly)
 	if err != nil {
 		f.close()
 		return nil, err
@@ -105,8 +124,11 @@ func cryptodevCipher(c Cipher) uint32 {
 // cryptodevDriver describes the driver CIOCGSESSINFO reported for a session
 // of c. The kernel's own name for the algorithm must be c's: anything else
 // means the session is not what offload asked for (or the structs do not
-// match the module's), and nothing may be routed to it.
-func cryptodevDriver(c Cipher, info *sessionInfoOp) (Driver, error) {
+// match the module's), and nothing may be routed to it. A driver is
+// hardware when the module flags it kernel-driver-only or, without the
+// flag, when ClassifyDriver names it a device. With hwOnly a CPU driver is
+// refused with ErrNoAlgorithm.
+func cryptodevDriver(c Cipher, info *sessionInfoOp, hwOnly bool) (Driver, error) {
 	name := cString(info.cipherInfo.craName[:])
 	drv := cString(info.cipherInfo.craDriverName[:])
 	if name != c.KernelName() || drv == "" {
@@ -116,7 +138,16 @@ func cryptodevDriver(c Cipher, info *sessionInfoOp) (Driver, error) {
 	if info.flags&siopFlagKernelDriverOnly != 0 {
 		d.Hardware, d.HardwareWhy = true, "CIOCGSESSINFO: kernel-driver-only"
 	} else {
-		d.HardwareWhy = "CIOCGSESSINFO: software-capable driver"
+		// Not every device driver sets CRYPTO_ALG_KERN_DRIVER_ONLY
+		// (virtio_crypto does not), so the flag's absence is decided by the
+		// driver name, as AF_ALG's drivers are. Async is not known here:
+		// an unknown name counts as CPU code.
+		hw, why := ClassifyDriver(drv, false)
+		d.Hardware, d.HardwareWhy = hw, "CIOCGSESSINFO: not kernel-driver-only; "+why
+	}
+	if hwOnly && !d.Hardware {
+		return Driver{}, fmt.Errorf("%w: %s: %v: cryptodev-linux bound %s, a CPU driver (%s); the module always binds the highest-priority driver for %s, so a device serves cryptodev only where it outranks the CPU's drivers (use afalg:DRIVER to pick a driver by name)",
+			ErrNoAlgorithm, CryptodevHardwareName, c, drv, d.HardwareWhy, c.KernelName())
 	}
 	return d, nil
 }

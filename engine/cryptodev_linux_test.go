@@ -91,6 +91,48 @@ func TestKernelCryptodevInPlaceChunks(t *testing.T) {
 	}
 }
 
+// cryptodev:hw serves a cipher only on a kernel-driver-only driver and then
+// passes the conformance suite on it; where the module binds a CPU driver it
+// refuses with ErrNoAlgorithm and names that driver, so both cases are
+// checked against what the plain engine binds. OFFLOAD_CRYPTODEV_HW=DRIVER
+// (set by the CI run that takes the CPU's AES drivers out) makes the test
+// fail unless every CBC cipher is served by DRIVER through cryptodev:hw.
+func TestKernelCryptodevHardware(t *testing.T) {
+	skipWithoutCryptodev(t)
+	want := os.Getenv("OFFLOAD_CRYPTODEV_HW")
+	plain := engine.NewCryptodev(engine.Options{})
+	hw, err := engine.Open("cryptodev:hw", engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := 0
+	for _, c := range engine.Ciphers {
+		bound, err := plain.Driver(c)
+		if err != nil {
+			t.Logf("%v: %v", c, err)
+			continue
+		}
+		d, err := hw.Driver(c)
+		switch {
+		case bound.Hardware && (err != nil || d.Name != bound.Name || !d.Hardware):
+			t.Errorf("%v: cryptodev binds hardware driver %s, cryptodev:hw gives %+v, %v", c, bound.Name, d, err)
+		case !bound.Hardware && (!errors.Is(err, engine.ErrNoAlgorithm) || !strings.Contains(err.Error(), bound.Name)):
+			t.Errorf("%v: cryptodev binds CPU driver %s, cryptodev:hw gives %+v, %v; want ErrNoAlgorithm naming it", c, bound.Name, d, err)
+		case err == nil:
+			t.Logf("%v: cryptodev:hw serves with %s (%s)", c, d.Name, d.HardwareWhy)
+			served++
+		default:
+			t.Logf("%v: cryptodev:hw refuses: %v", c, err)
+		}
+		if want != "" && c.Mode == engine.CBC && (err != nil || d.Name != want) {
+			t.Errorf("%v: OFFLOAD_CRYPTODEV_HW=%s, cryptodev:hw gives %+v, %v", c, want, d, err)
+		}
+	}
+	if served > 0 {
+		enginetest.Run(t, hw, enginetest.Options{})
+	}
+}
+
 // On a machine without /dev/crypto (this one, CI) every cipher is
 // unavailable, and the error says what to do.
 func TestCryptodevUnavailableWithoutDevice(t *testing.T) {
@@ -100,6 +142,10 @@ func TestCryptodevUnavailableWithoutDevice(t *testing.T) {
 	e := engine.NewCryptodev(engine.Options{})
 	if e.Name() != engine.CryptodevName || e.Name() != "cryptodev" {
 		t.Errorf("Name() = %q", e.Name())
+	}
+	// cryptodev:hw says the same: the device is missing, not a driver.
+	if _, err := engine.NewCryptodevHardware(engine.Options{}).Driver(engine.Ciphers[0]); !errors.Is(err, engine.ErrUnavailable) || errors.Is(err, engine.ErrNoAlgorithm) {
+		t.Errorf("cryptodev:hw Driver = %v, want ErrUnavailable for the missing device", err)
 	}
 	for _, c := range engine.Ciphers {
 		_, err := e.Driver(c)

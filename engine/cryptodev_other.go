@@ -7,7 +7,7 @@ import "fmt"
 // Cryptodev is the engine backed by /dev/crypto, the character device of
 // the cryptodev-linux module. It exists only on Linux; here every cipher is
 // unavailable with an error wrapping ErrUnsupported.
-type Cryptodev struct{}
+type Cryptodev struct{ hwOnly bool }
 
 var _ Engine = (*Cryptodev)(nil)
 
@@ -15,8 +15,17 @@ var _ Engine = (*Cryptodev)(nil)
 // cipher can be served is asked per cipher with Driver.
 func NewCryptodev(o Options) *Cryptodev { return &Cryptodev{} }
 
-// Name implements Engine.
-func (*Cryptodev) Name() string { return CryptodevName }
+// NewCryptodevHardware returns the "cryptodev:hw" engine, unavailable here
+// like the plain one.
+func NewCryptodevHardware(o Options) *Cryptodev { return &Cryptodev{hwOnly: true} }
+
+// Name implements Engine: "cryptodev" or "cryptodev:hw".
+func (e *Cryptodev) Name() string {
+	if e.hwOnly {
+		return CryptodevHardwareName
+	}
+	return CryptodevName
+}
 
 // Driver implements Engine: always unavailable outside Linux.
 func (*Cryptodev) Driver(c Cipher) (Driver, error) {

@@ -11,6 +11,9 @@ import (
 )
 
 func TestCryptodevUnsupportedHere(t *testing.T) {
+	if n := engine.NewCryptodevHardware(engine.Options{}).Name(); n != "cryptodev:hw" {
+		t.Errorf("hardware Name() = %q", n)
+	}
 	e := engine.NewCryptodev(engine.Options{})
 	if e.Name() != engine.CryptodevName {
 		t.Errorf("Name() = %q", e.Name())

@@ -6,12 +6,13 @@ import (
 )
 
 // Specs are the engine names Open accepts, for help texts.
-const Specs = "software, afalg, afalg:DRIVER, afalg-aead, afalg-aead:DRIVER, cryptodev"
+const Specs = "software, afalg, afalg:DRIVER, afalg-aead, afalg-aead:DRIVER, cryptodev, cryptodev:hw"
 
 // Open returns the engine that spec names: "software", "afalg" (the
 // kernel's highest-priority driver), "afalg:DRIVER" (a driver name or
 // prefix, e.g. afalg:virtio_crypto), "afalg-aead[:DRIVER]" (whole frames,
-// cipher and HMAC-SHA256 in one kernel request) or "cryptodev". It does
+// cipher and HMAC-SHA256 in one kernel request), "cryptodev" or
+// "cryptodev:hw" (cryptodev only where the driver it binds is a device). It does
 // not check availability: ask the engine's Driver for the cipher you need.
 func Open(spec string, o Options) (Engine, error) {
 	name, arg, hasArg := strings.Cut(strings.TrimSpace(spec), ":")
@@ -22,8 +23,10 @@ func Open(spec string, o Options) (Engine, error) {
 		return NewAFALG(arg, o), nil
 	case name == AFALGAEADName && (!hasArg || arg != ""):
 		return NewAFALGAEAD(arg, o), nil
-	case name == "cryptodev" && !hasArg:
+	case name == CryptodevName && !hasArg:
 		return NewCryptodev(o), nil
+	case name == CryptodevName && arg == "hw":
+		return NewCryptodevHardware(o), nil
 	}
 	return nil, fmt.Errorf("%w %q (one of %s)", ErrUnknownEngine, spec, Specs)
 }

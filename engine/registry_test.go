@@ -15,6 +15,7 @@ func TestOpen(t *testing.T) {
 		"afalg:virtio_crypto": "afalg:virtio_crypto",
 		"afalg:cbc-aes-aesni": "afalg:cbc-aes-aesni",
 		"cryptodev":           "cryptodev",
+		"cryptodev:hw":        "cryptodev:hw",
 	} {
 		e, err := engine.Open(spec, engine.Options{})
 		if err != nil {
@@ -25,7 +26,7 @@ func TestOpen(t *testing.T) {
 			t.Errorf("Open(%q).Name() = %q, want %q", spec, e.Name(), want)
 		}
 	}
-	for _, spec := range []string{"", "openssl", "afalg:", "software:x", "cryptodev:x", "auto", "afalg-aead:"} {
+	for _, spec := range []string{"", "openssl", "afalg:", "software:x", "cryptodev:x", "cryptodev:", "auto", "afalg-aead:"} {
 		if _, err := engine.Open(spec, engine.Options{}); !errors.Is(err, engine.ErrUnknownEngine) {
 			t.Errorf("Open(%q) = %v, want ErrUnknownEngine", spec, err)
 		}

@@ -5,10 +5,15 @@
 #   and the dpkg architectures armhf, mipsel for the 32-bit guests, which
 #   the VM harness takes kernels and busybox-static from), busybox-static,
 #   qemu-user-static, iproute2, xz-utils, shellcheck and systemd (for
-#   systemd-analyze verify); staticcheck (pinned) with go install. The VM
-#   harness fetches what goes into guests itself with apt-get download
-#   (kernels, busybox-static, and wireguard-tools + libc6 for mipsel's
-#   router anchor), so only the package lists must know them.
+#   systemd-analyze verify); for the cryptodev stage's module builds
+#   (scripts/cryptodev-ko.sh) make, gcc and libelf1 (the kernel's build
+#   tools), and Debian's cross compilers gcc-arm-linux-gnueabihf and
+#   gcc-mipsel-linux-gnu for the 32-bit guests; staticcheck (pinned) with
+#   go install. The kernel headers are not installed: cryptodev-ko.sh
+#   unpacks the VM kernel's own into the VM cache. The VM harness fetches
+#   what goes into guests itself with apt-get download (kernels,
+#   busybox-static, and wireguard-tools + libc6 for mipsel's router
+#   anchor), so only the package lists must know them.
 #
 # As root, missing packages are installed with apt-get (apt-get update first,
 # once, when the package lists are missing or stale). Not as root, it lists
@@ -32,12 +37,14 @@ packages=(qemu-system-x86 busybox-static qemu-user-static iproute2 xz-utils)
 packages+=(socat openssh-server openssh-client spiped)
 # packaging checks: shellcheck (procd init script), systemd-analyze verify.
 packages+=(shellcheck systemd)
+# cryptodev stage: building cryptodev-linux against the VM kernels' headers.
+packages+=(make gcc libelf1)
 foreign=()
 for a in $arches; do
 	case $a in
 	amd64) ;;
-	arm) packages+=(qemu-system-arm); foreign+=(armhf) ;;
-	mipsle) packages+=(qemu-system-mips); foreign+=(mipsel) ;;
+	arm) packages+=(qemu-system-arm gcc-arm-linux-gnueabihf); foreign+=(armhf) ;;
+	mipsle) packages+=(qemu-system-mips gcc-mipsel-linux-gnu); foreign+=(mipsel) ;;
 	*) say "unknown architecture '$a' in OFFLOAD_VM_ARCHES (want amd64, arm, mipsle)"; exit 2 ;;
 	esac
 done

@@ -14,18 +14,32 @@
 #               (offload validate), systemd units (systemd-analyze verify)
 #   qemu-user   engine tests for mipsle and arm under qemu-user-static
 #   vm          the runs listed in vm_runs below, in Debian's kernel under qemu
+#   cryptodev   the cryptodev-linux module (/dev/crypto), built for each VM
+#               kernel by scripts/cryptodev-ko.sh from the fixture tarball,
+#               loaded in the VM: the engine's cryptodev tests and the
+#               conformance suite, offload speed and a tunnel bench with
+#               the cryptodev engine, then cryptodev:hw on the virtio-crypto
+#               device (amd64, with the CPU's AES driver unloaded); the
+#               runs are in cryptodev_runs below
 #   budgets     harness/budget: RSS of server and client (printed; a generous
 #               sanity bound), stripped binary size per router target
 #               (fails over 8 MiB); figures and meaning in docs/budgets.md
 #
 # Environment:
 #   OFFLOAD_SKIP_VM=1   skip the VM stage (and qemu-user when it is not installed)
+#   OFFLOAD_STAGES      run only these stages (space separated, e.g.
+#                       "deps cryptodev"); the others are listed as skipped
 #   OFFLOAD_VM_CACHE    kernel cache of the VM harness (default ~/.cache/offload-vm)
 #   OFFLOAD_VM_ARCHES   guest architectures of the VM stage (default
 #                       "amd64 arm mipsle"; "amd64" leaves out the 32-bit
 #                       guests, which take about 2-3 minutes each on 2 busy
 #                       cores; deps.sh adds the dpkg architectures and
 #                       qemu-system-arm/-mips for the ones named)
+#   OFFLOAD_THIRD_PARTY folder with cryptodev-linux-*.tar.gz for the cryptodev
+#                       stage (default ../shared/third_party, beside the
+#                       clone, where CI puts it); without it the stage is
+#                       skipped with the reason, except under CI=true (or
+#                       OFFLOAD_REQUIRE_CRYPTODEV=1), where it fails
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -81,6 +95,37 @@ vm_runs() {
 	# and a crashed guest must each fail a run.
 	vm_selftest
 }
+# The cryptodev runs: the module is built per guest kernel; -cmd 'test -c
+# /dev/crypto' fails a run whose module did not load (the tests would skip).
+cryptodev_runs() {
+	local ko arch
+	ko=$(cryptodev_ko amd64)
+	# amd64: the tests against cbc-aes-aesni (what the module binds while
+	# aesni_intel is loaded; cryptodev:hw must refuse it), speed, a tunnel
+	# bench with the engine, then without aesni_intel the module binds the
+	# virtio-crypto device, and cryptodev:hw must serve CBC there (its
+	# interrupts move under speed -irq).
+	vm cryptodev-amd64 -arch amd64 -virtio-crypto -ko "$ko" -test ./engine -run KernelCryptodev -bin ./cmd/offload -timeout 8m \
+		-cmd 'test -c /dev/crypto' \
+		-cmd 'offload speed -engine cryptodev -elapsed -irq -seconds 1' \
+		-cmd 'offload bench -suite aes-256-ctr-hmac-sha256 -policy software,cryptodev -streams 1 -bytes 8MiB -repeat 1' \
+		-cmd 'rmmod aesni_intel' \
+		-cmd 'OFFLOAD_CRYPTODEV_HW=virtio_crypto_aes_cbc /tests/engine.test -test.run KernelCryptodevHardware -test.v' \
+		-cmd 'offload speed -engine cryptodev:hw -elapsed -irq -seconds 1 -bytes 16384' \
+		-cmd 'offload bench -suite aes-256-cbc-poly1305 -policy cryptodev:hw -streams 1 -bytes 8MiB -repeat 1 -irq'
+	# 32-bit kernels: the same module cross-built, so the 28-byte ioctl
+	# layouts meet the real module; smaller workloads (TCG is slow there).
+	# The bench's CBC suite goes to whatever the module binds: NEON on arm,
+	# the virtio-crypto device on mipsel (no CPU driver outranks it).
+	for arch in ${OFFLOAD_VM_ARCHES-amd64 arm mipsle}; do
+		[ "$arch" = amd64 ] && continue
+		ko=$(cryptodev_ko "$arch")
+		vm "cryptodev-$arch" -arch "$arch" -virtio-crypto -ko "$ko" -test ./engine -run KernelCryptodev -bin ./cmd/offload -timeout 8m \
+			-cmd 'test -c /dev/crypto' \
+			-cmd 'offload speed -engine cryptodev -elapsed -irq -seconds 1 -bytes 1024' \
+			-cmd 'offload bench -suite aes-256-cbc-poly1305 -policy cryptodev -streams 1 -bytes 2MiB -repeat 1'
+	done
+}
 # Packages whose unit tests also run under qemu-user for the 32-bit targets.
 qemu_user_pkgs=(./engine ./tunnel/record)
 # ---------------------------------------------------------------------------
@@ -112,6 +157,10 @@ report() {
 # stage NAME DESCRIPTION FUNCTION: runs FUNCTION, times it, stops on failure.
 stage() {
 	local name=$1 desc=$2 fn=$3 start rc
+	case " ${OFFLOAD_STAGES:-$name} " in
+	*" $name "*) ;;
+	*) skip "$name" "not in OFFLOAD_STAGES"; return 0 ;;
+	esac
 	current=$name
 	announce "$name: $desc"
 	start=$(date +%s)
@@ -237,6 +286,34 @@ s_vm() {
 	fi
 }
 
+# cryptodev_ko ARCH: builds (or takes from the cache) the module for ARCH's
+# VM kernel and prints its path; a failed build fails the stage.
+cryptodev_ko() {
+	local ko
+	ko=$(bash scripts/cryptodev-ko.sh "$1") || {
+		echo "cryptodev: building the module for $1 failed" >&2
+		return 1
+	}
+	echo "$ko"
+}
+# cryptodev_src prints the fixture tarball's folder if it holds one.
+cryptodev_src() {
+	local dir=${OFFLOAD_THIRD_PARTY:-../shared/third_party} f
+	for f in "$dir"/cryptodev-linux-*.tar.gz; do
+		[ -f "$f" ] && { echo "$dir"; return 0; }
+	done
+	return 1
+}
+s_cryptodev() {
+	[ -x "$work/vm" ] || go build -o "$work/vm" ./harness/vm
+	vm_failed=()
+	cryptodev_runs
+	if [ ${#vm_failed[@]} -gt 0 ]; then
+		echo "cryptodev runs failed: ${vm_failed[*]}"
+		return 1
+	fi
+}
+
 # s_packaging checks packaging/ with the tools each platform has: the
 # procd init script with sh -n and shellcheck, and its start_service under
 # busybox sh with stand-ins for procd (check-init.sh), the OpenWrt configs with
@@ -319,6 +396,17 @@ if [ "${OFFLOAD_SKIP_VM:-}" = 1 ]; then
 	skip vm "OFFLOAD_SKIP_VM=1"
 else
 	stage vm "tests in Debian's kernel under qemu (TCG)" s_vm
+fi
+if [ "${OFFLOAD_SKIP_VM:-}" = 1 ]; then
+	skip cryptodev "OFFLOAD_SKIP_VM=1"
+elif cryptodev_dir=$(cryptodev_src); then
+	export OFFLOAD_THIRD_PARTY=$cryptodev_dir
+	stage cryptodev "cryptodev-linux built for the VM kernels, engine tests, speed and bench against it" s_cryptodev
+elif [ "${CI:-}" = true ] || [ "${OFFLOAD_REQUIRE_CRYPTODEV:-}" = 1 ]; then
+	current=cryptodev
+	fail "no cryptodev-linux-*.tar.gz in ${OFFLOAD_THIRD_PARTY:-../shared/third_party} (CI must have the fixture; set OFFLOAD_THIRD_PARTY)"
+else
+	skip cryptodev "no cryptodev-linux-*.tar.gz in ${OFFLOAD_THIRD_PARTY:-../shared/third_party}; set OFFLOAD_THIRD_PARTY to its folder"
 fi
 stage budgets "binary size and RSS budgets (harness/budget)" s_budgets
 

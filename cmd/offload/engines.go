@@ -109,8 +109,10 @@ func describeEngine(name string) string {
 		return "Linux AF_ALG skcipher sockets, the kernel's highest-priority driver"
 	case strings.HasPrefix(name, "afalg:"):
 		return "Linux AF_ALG skcipher sockets bound to driver " + strings.TrimPrefix(name, "afalg:")
-	case name == "cryptodev":
+	case name == engine.CryptodevName:
 		return "/dev/crypto (cryptodev-linux) ioctls"
+	case name == engine.CryptodevHardwareName:
+		return "/dev/crypto (cryptodev-linux) ioctls, only where the driver it binds is kernel-driver-only (a device)"
 	}
 	return name
 }

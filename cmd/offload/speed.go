@@ -21,7 +21,7 @@ func init() {
 	register(&command{
 		Name:  "speed",
 		Short: "measure engines like 'openssl speed -evp CIPHER -elapsed [-engine E]'",
-		Usage: "[-evp CIPHER] [-engine software|afalg[:DRIVER]|cryptodev|all] [-elapsed] [-seconds N] [-bytes N] [-decrypt] [-multi N] [-irq] [-json]",
+		Usage: "[-evp CIPHER] [-engine software|afalg[:DRIVER]|cryptodev[:hw]|all] [-elapsed] [-seconds N] [-bytes N] [-decrypt] [-multi N] [-irq] [-json]",
 		Flags: speedFlags,
 	})
 }
