@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/offload-dev/offload/engine"
 )
@@ -161,5 +163,108 @@ func TestSpeedCost(t *testing.T) {
 	}
 	if code, _, errs := runCmd(t, "speed", "-cost", "-json"); code != 2 || !strings.Contains(errs, "frame-cost -json") {
 		t.Errorf("-cost -json: exit %d, %q", code, errs)
+	}
+}
+
+// Named ciphers print openssl 1.x's low-level labels ("aes-128 cbc"), the
+// -evp one its EVP name, all in one table, in the order openssl uses
+// (named ones first); ECB is measured but not for the tunnel.
+func TestSpeedNamedCiphers(t *testing.T) {
+	code, out, errs := runCmd(t, "speed", "-elapsed", "-seconds", "1", "-bytes", "32", "aes-128-cbc", "aes-192-ecb", "-evp", "aes-256-ecb")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	for _, label := range []string{"aes-128 cbc", "aes-192 ecb", "aes-256-ecb"} {
+		doing := regexp.MustCompile(`(?m)^Doing ` + label + ` for 1s on 32 size blocks: \d+ ` + label + `'s in \d+\.\d\ds$`)
+		if !doing.MatchString(errs) {
+			t.Errorf("no Doing line for %q in\n%s", label, errs)
+		}
+	}
+	rows := regexp.MustCompile(`(?m)^(aes-\S+(?: \S+)?)\s+\d+\.\d\dk$`).FindAllStringSubmatch(out, -1)
+	var got []string
+	for _, r := range rows {
+		got = append(got, r[1])
+	}
+	if strings.Join(got, ",") != "aes-128 cbc,aes-192 ecb,aes-256-ecb" {
+		t.Errorf("rows %q, want aes-128 cbc, aes-192 ecb, aes-256-ecb in that order:\n%s", got, out)
+	}
+	if !strings.Contains(out, "  aes-192 ecb software ") {
+		t.Errorf("drivers section does not name the cipher:\n%s", out)
+	}
+
+	// "aes" is the three AES-CBC key sizes, as openssl reads it; -json
+	// gives one report per cipher.
+	code, out, errs = runCmd(t, "speed", "-seconds", "1", "-bytes", "16", "-json", "aes")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var reps []speedReport
+	if err := json.Unmarshal([]byte(out), &reps); err != nil {
+		t.Fatalf("bad JSON: %v\n%s", err, out)
+	}
+	if len(reps) != 3 || reps[0].Cipher != "aes-128-cbc" || reps[2].Cipher != "aes-256-cbc" {
+		t.Errorf("reports %+v", reps)
+	}
+
+	if code, _, errs := runCmd(t, "speed", "-seconds", "1", "aes-128-xts"); code != 2 || !strings.Contains(errs, "unknown cipher") {
+		t.Errorf("unknown named cipher: exit %d, %q", code, errs)
+	}
+	if code, _, errs := runCmd(t, "speed", "-cost", "aes-128-cbc"); code != 2 || !strings.Contains(errs, "-cost") {
+		t.Errorf("-cost with named ciphers: exit %d, %q", code, errs)
+	}
+}
+
+// -tcrypt prints tcrypt's lines (seed 004): a header per mode and
+// direction naming the driver that served, then the tests numbered over
+// key sizes and block sizes, bytes = operations x block size.
+func TestSpeedTcrypt(t *testing.T) {
+	code, out, errs := runCmd(t, "speed", "-tcrypt", "-seconds", "1", "-bytes", "1472", "ecb(aes)")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	d, _ := engine.Software{}.Driver(engine.Cipher{Mode: engine.ECB, KeyBits: 128})
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 10 {
+		t.Fatalf("%d lines, want 2 x (2 header + 3 tests):\n%s", len(lines), out)
+	}
+	test := regexp.MustCompile(`^tcrypt: test (\d+) \((\d+) bit key, (\d+) byte blocks\): (\d+) operations in 1 seconds \((\d+) bytes\)$`)
+	for i, dir := range []string{"encryption", "decryption"} {
+		block := lines[i*5 : i*5+5]
+		if block[0] != "tcrypt:" || block[1] != "testing speed of sync ecb(aes) ("+d.Name+") "+dir {
+			t.Errorf("header %q", block[:2])
+		}
+		for j, l := range block[2:] {
+			m := test.FindStringSubmatch(l)
+			if m == nil {
+				t.Fatalf("line %q", l)
+			}
+			ops, _ := strconv.ParseInt(m[4], 10, 64)
+			bytes, _ := strconv.ParseInt(m[5], 10, 64)
+			if m[1] != strconv.Itoa(j) || m[2] != strconv.Itoa(128+64*j) || m[3] != "1472" || ops <= 0 || bytes != ops*1472 {
+				t.Errorf("line %q", l)
+			}
+		}
+	}
+	for _, args := range [][]string{{"-tcrypt", "-json"}, {"-tcrypt", "-evp", "aes-128-cbc"}, {"-tcrypt", "-decrypt"}, {"-tcrypt", "xts"}} {
+		if code, _, _ := runCmd(t, append([]string{"speed"}, args...)...); code != 2 {
+			t.Errorf("speed %q: exit %d, want 2", args, code)
+		}
+	}
+}
+
+// An engine that cannot serve a cipher gets tcrypt's "failed to load
+// transform" line with the reason, and the run goes on.
+func TestTcryptBlockUnavailable(t *testing.T) {
+	var buf strings.Builder
+	e := engine.NewCryptodev(engine.Options{})
+	if _, err := e.Driver(engine.Cipher{Mode: engine.CBC, KeyBits: 128}); err == nil {
+		t.Skip("cryptodev serves cbc(aes) here")
+	}
+	n, err := tcryptBlock(context.Background(), &buf, e, engine.CBC, engine.Encrypt, []int{16}, time.Millisecond)
+	if n != 0 || err != nil {
+		t.Fatalf("measured %d, %v", n, err)
+	}
+	if got := strings.Count(buf.String(), "tcrypt: failed to load transform for cbc(aes) ("); got != 3 {
+		t.Errorf("%d failed-to-load lines, want one per key size:\n%s", got, buf.String())
 	}
 }

@@ -12,9 +12,16 @@ import (
 func TestRunSoftware(t *testing.T) {
 	c := engine.Cipher{Mode: engine.CBC, KeyBits: 256}
 	var started, done []int
+	var ready []engine.Driver
 	res, drv, err := Run(context.Background(), engine.Software{}, Config{
 		Cipher: c, Sizes: []int{16, 1024}, Duration: 30 * time.Millisecond, Multi: 2,
-		Start: func(s int) { started = append(started, s) },
+		Ready: func(d engine.Driver) { ready = append(ready, d) },
+		Start: func(s int) {
+			if len(ready) != 1 {
+				t.Errorf("size %d started with %d Ready calls before it, want 1", s, len(ready))
+			}
+			started = append(started, s)
+		},
 		Done:  func(r Result) { done = append(done, r.Size) },
 	})
 	if err != nil {
@@ -33,6 +40,19 @@ func TestRunSoftware(t *testing.T) {
 	}
 	if drv.Name == "" || drv.Hardware {
 		t.Errorf("driver %+v", drv)
+	}
+	if len(ready) != 1 || ready[0] != drv {
+		t.Errorf("Ready got %+v, want the run's driver %+v once", ready, drv)
+	}
+}
+
+// ECB (measuring only) takes whole blocks like CBC.
+func TestRunRejectsPartialECBBlocks(t *testing.T) {
+	_, _, err := Run(context.Background(), engine.Software{}, Config{
+		Cipher: engine.Cipher{Mode: engine.ECB, KeyBits: 256}, Sizes: []int{1472, 100}, Duration: time.Millisecond,
+	})
+	if !errors.Is(err, engine.ErrBlockSize) {
+		t.Fatalf("err = %v, want ErrBlockSize", err)
 	}
 }
 
