@@ -22,7 +22,7 @@ func TestRunSoftware(t *testing.T) {
 			}
 			started = append(started, s)
 		},
-		Done:  func(r Result) { done = append(done, r.Size) },
+		Done: func(r Result) { done = append(done, r.Size) },
 	})
 	if err != nil {
 		t.Fatal(err)
