@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -39,6 +40,7 @@ type speedOpts struct {
 	json    bool
 	cost    bool
 	tcrypt  bool
+	repeat  int
 }
 
 // defaultEVP is what speed measures when no cipher is named, as the seeds do.
@@ -53,6 +55,7 @@ func speedFlags(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int,
 	fs.IntVar(&o.bytes, "bytes", 0, "measure only this block size")
 	fs.BoolVar(&o.decrypt, "decrypt", false, "measure decryption")
 	fs.IntVar(&o.multi, "multi", 1, "run N workers in parallel, each with its own session")
+	fs.IntVar(&o.repeat, "repeat", 1, "rounds, each measuring every engine once (in turned order): the table shows the median and each fastest-engine band its lead as paired per-round ratios, with the spread where the rounds disagree")
 	fs.BoolVar(&o.irq, "irq", false, "show the /proc/interrupts lines that moved while each engine ran")
 	fs.BoolVar(&o.json, "json", false, "print JSON for machines instead of the table (an array when several ciphers are named)")
 	fs.BoolVar(&o.cost, "cost", false, "then show where a tunnel frame's time goes with these engines: cipher, each MAC, copies, syscalls (offload frame-cost)")
@@ -73,11 +76,11 @@ func speedFlags(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int,
 			}
 			names, args = append(names, args[0]), args[1:]
 		}
-		if o.seconds <= 0 || o.multi <= 0 || o.bytes < 0 {
+		if o.seconds <= 0 || o.multi <= 0 || o.bytes < 0 || o.repeat <= 0 {
 			return 2, errUsage
 		}
 		if o.tcrypt {
-			if o.evp != "" || o.decrypt || o.multi != 1 || o.irq || o.json || o.cost {
+			if o.evp != "" || o.decrypt || o.multi != 1 || o.irq || o.json || o.cost || o.repeat != 1 {
 				return 2, errors.New("-tcrypt measures every key size both ways, one request at a time, and prints tcrypt's lines: it takes -engine, -seconds, -bytes and modes (ecb cbc ctr)")
 			}
 			return runTcrypt(ctx, env, o, names)
@@ -110,6 +113,7 @@ type speedReport struct {
 	Cipher    string       `json:"cipher"`
 	Direction string       `json:"direction"`
 	Seconds   int          `json:"seconds"`
+	Repeat    int          `json:"repeat"`
 	Multi     int          `json:"multi"`
 	Elapsed   bool         `json:"elapsed"`
 	Engines   []engineRun  `json:"engines"`
@@ -126,6 +130,9 @@ type engineRun struct {
 	Driver      *engine.Driver    `json:"driver,omitempty"`
 	Results     []speed.Result    `json:"results,omitempty"`
 	IRQ         map[string]uint64 `json:"irq_delta,omitempty"`
+	// Rounds is every round's results with -repeat above 1; Results is
+	// then the median per size.
+	Rounds [][]speed.Result `json:"rounds,omitempty"`
 }
 
 // speedCipher is one cipher to measure and its label in the progress lines
@@ -202,7 +209,7 @@ func runSpeed(ctx context.Context, env *runEnv, o speedOpts, names []string) (in
 		rep := &speedReport{
 			Offload: version(), Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH,
 			Kernel: sysinfo.Kernel(), CPUAES: engine.HardwareAES(), Cipher: sc.c.String(), Direction: dir.String(),
-			Seconds: o.seconds, Multi: o.multi, Elapsed: o.elapsed, sizes: sizes, label: sc.label,
+			Seconds: o.seconds, Repeat: o.repeat, Multi: o.multi, Elapsed: o.elapsed, sizes: sizes, label: sc.label,
 		}
 		n, code, err := speedCipherRun(ctx, env.Stderr, o, sc, dir, engines[i], rep)
 		if err != nil {
@@ -226,71 +233,125 @@ func runSpeed(ctx context.Context, env *runEnv, o speedOpts, names []string) (in
 	return 0, nil
 }
 
-// speedCipherRun measures sc on every engine into rep, printing openssl's
-// progress lines, and returns how many engines were measured.
+// speedCipherRun measures sc on every engine into rep, -repeat rounds,
+// printing openssl's progress lines, and returns how many engines were
+// measured. Within a round the engines run one after the other, every
+// other round in reverse order, so that the runs a lead pairs were made
+// close together in time and no engine always runs first.
 func speedCipherRun(ctx context.Context, progress io.Writer, o speedOpts, sc speedCipher, dir engine.Direction, engines []engine.Engine, rep *speedReport) (int, int, error) {
 	c := sc.c
-	var curves []speed.Curve
+	var live []int // indexes into rep.Engines of the engines that serve c
 	for _, e := range engines {
 		run := engineRun{Engine: e.Name()}
 		if _, err := e.Driver(c); err != nil {
 			run.Unavailable = err.Error()
 			fmt.Fprintf(progress, "engine %s: unavailable for %s: %v\n", e.Name(), sc.label, err)
-			rep.Engines = append(rep.Engines, run)
-			continue
-		}
-		run.Available = true
-		if len(engines) > 1 {
-			fmt.Fprintf(progress, "engine %s:\n", e.Name())
-		}
-		var irq0 map[string]uint64
-		var err error
-		if o.irq {
-			irq0, err = engine.ReadInterrupts()
-			if err != nil {
-				return 0, 1, fmt.Errorf("-irq: %w", err)
-			}
-		}
-		results, drv, err := speed.Run(ctx, e, speed.Config{
-			Cipher: c, Direction: dir, Sizes: rep.sizes, Multi: o.multi,
-			Duration: time.Duration(o.seconds) * time.Second,
-			Start: func(size int) {
-				fmt.Fprintf(progress, "Doing %s for %ds on %d size blocks: ", sc.label, o.seconds, size)
-			},
-			Done: func(r speed.Result) {
-				d := r.UserCPU
-				if o.elapsed || d <= 0 {
-					d = r.Elapsed
-				}
-				fmt.Fprintf(progress, "%d %s's in %.2fs\n", r.Ops, sc.label, d.Seconds())
-			},
-		})
-		if drv.Name != "" {
-			run.Driver = &drv
-		}
-		run.Results = results
-		if o.irq {
-			irq1, ierr := engine.ReadInterrupts()
-			if ierr != nil {
-				return 0, 1, fmt.Errorf("-irq: %w", ierr)
-			}
-			run.IRQ = irqDelta(irq0, irq1)
-		}
-		if err != nil {
-			if errors.Is(err, context.Canceled) {
-				return 0, 130, err
-			}
-			run.Error = err.Error()
-			fmt.Fprintf(progress, "\nengine %s failed: %v\n", e.Name(), err)
 		} else {
-			curves = append(curves, speed.Curve{Engine: e.Name(), Results: results})
+			run.Available = true
+			live = append(live, len(rep.Engines))
 		}
 		rep.Engines = append(rep.Engines, run)
 	}
-	if len(curves) > 1 {
-		rep.Bands = speed.Winners(curves)
+	byName := map[string]engine.Engine{}
+	for _, e := range engines {
+		byName[e.Name()] = e
 	}
-	return len(curves), 0, nil
+	for round := range o.repeat {
+		if o.repeat > 1 {
+			fmt.Fprintf(progress, "round %d of %d:\n", round+1, o.repeat)
+		}
+		order := slices.Clone(live)
+		if round%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, k := range order {
+			run := &rep.Engines[k]
+			if run.Error != "" {
+				continue // failed in an earlier round
+			}
+			if len(live) > 1 {
+				fmt.Fprintf(progress, "engine %s:\n", run.Engine)
+			}
+			code, err := speedEngineRun(ctx, progress, o, sc, dir, byName[run.Engine], rep.sizes, run)
+			if err != nil {
+				return 0, code, err
+			}
+		}
+	}
+	var rounds []speed.Rounds
+	for _, k := range live {
+		run := &rep.Engines[k]
+		if run.Error != "" || len(run.Rounds) == 0 {
+			continue
+		}
+		r := speed.Rounds{Engine: run.Engine, Runs: run.Rounds}
+		run.Results = r.Median().Results
+		if o.repeat == 1 {
+			run.Rounds = nil // the results are the one round
+		}
+		rounds = append(rounds, r)
+	}
+	if len(rounds) > 1 {
+		curves := make([]speed.Curve, len(rounds))
+		for i, r := range rounds {
+			curves[i] = r.Median()
+		}
+		rep.Bands = speed.Leads(speed.Winners(curves), rounds)
+	}
+	return len(rounds), 0, nil
+}
+
+// speedEngineRun measures one round of one engine into run: its results
+// are appended to run.Rounds, a failure ends up in run.Error. The error
+// returned (with an exit code) is one that ends the command.
+func speedEngineRun(ctx context.Context, progress io.Writer, o speedOpts, sc speedCipher, dir engine.Direction, e engine.Engine, sizes []int, run *engineRun) (int, error) {
+	var irq0 map[string]uint64
+	var err error
+	if o.irq {
+		if irq0, err = engine.ReadInterrupts(); err != nil {
+			return 1, fmt.Errorf("-irq: %w", err)
+		}
+	}
+	results, drv, err := speed.Run(ctx, e, speed.Config{
+		Cipher: sc.c, Direction: dir, Sizes: sizes, Multi: o.multi,
+		Duration: time.Duration(o.seconds) * time.Second,
+		Start: func(size int) {
+			fmt.Fprintf(progress, "Doing %s for %ds on %d size blocks: ", sc.label, o.seconds, size)
+		},
+		Done: func(r speed.Result) {
+			d := r.UserCPU
+			if o.elapsed || d <= 0 {
+				d = r.Elapsed
+			}
+			fmt.Fprintf(progress, "%d %s's in %.2fs\n", r.Ops, sc.label, d.Seconds())
+		},
+	})
+	if drv.Name != "" {
+		run.Driver = &drv
+	}
+	if o.irq {
+		irq1, ierr := engine.ReadInterrupts()
+		if ierr != nil {
+			return 1, fmt.Errorf("-irq: %w", ierr)
+		}
+		if run.IRQ == nil {
+			run.IRQ = map[string]uint64{}
+		}
+		for k, v := range irqDelta(irq0, irq1) {
+			run.IRQ[k] += v
+		}
+	}
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return 130, err
+		}
+		run.Error = err.Error()
+		run.Results = results
+		fmt.Fprintf(progress, "\nengine %s failed: %v\n", e.Name(), err)
+		return 0, nil
+	}
+	run.Rounds = append(run.Rounds, results)
+	return 0, nil
 }
 
 func irqDelta(before, after map[string]uint64) map[string]uint64 {
@@ -378,9 +439,13 @@ func printSpeedTable(w io.Writer, reps []*speedReport) {
 			fmt.Fprintf(w, "\nfastest engine by block size, %s:\n", rep.label)
 		}
 		for i, b := range rep.Bands {
-			fmt.Fprintf(w, "  %6d..%-6d bytes  %s\n", b.From, b.To, b.Engine)
+			fmt.Fprintf(w, "  %6d..%-6d bytes  %s%s\n", b.From, b.To, b.Engine, leadNote(b))
 			if i > 0 {
-				fmt.Fprintf(w, "  crossover: %s overtakes %s between %d and %d bytes\n", b.Engine, rep.Bands[i-1].Engine, rep.Bands[i-1].To, b.From)
+				sure := ""
+				if unsure(rep.Bands[i-1]) || unsure(b) {
+					sure = ", within spread: the rounds disagree on the winner next to it"
+				}
+				fmt.Fprintf(w, "  crossover: %s overtakes %s between %d and %d bytes%s\n", b.Engine, rep.Bands[i-1].Engine, rep.Bands[i-1].To, b.From, sure)
 			}
 		}
 		if len(rep.Bands) == 1 {
@@ -409,6 +474,23 @@ func printSpeedTable(w io.Writer, reps []*speedReport) {
 		}
 	}
 }
+
+// leadNote is a band's narrowest lead, "(closest: 1.05x afalg at 1024
+// bytes)", through ratio.Paired: with the spread where the rounds straddle
+// 1.00x, and a note where one round is all there is.
+func leadNote(b speed.Band) string {
+	if b.Lead == nil {
+		return ""
+	}
+	note := fmt.Sprintf(" (closest: %s %s at %d bytes", b.Lead, b.LeadOver, b.LeadSize)
+	if b.Lead.Straddles() {
+		note += ": no clear winner there"
+	}
+	return note + ")"
+}
+
+// unsure reports whether a band's lead is within spread.
+func unsure(b speed.Band) bool { return b.Lead != nil && b.Lead.Straddles() }
 
 func describeDriver(d engine.Driver) string {
 	var parts []string

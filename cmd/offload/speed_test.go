@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/engine/enginetest"
+	"github.com/offload-dev/offload/internal/ratio"
+	"github.com/offload-dev/offload/internal/speed"
 )
 
 // The progress lines and the table must read like openssl's so the seeds'
@@ -266,5 +269,56 @@ func TestTcryptBlockUnavailable(t *testing.T) {
 	}
 	if got := strings.Count(buf.String(), "tcrypt: failed to load transform for cbc(aes) ("); got != 3 {
 		t.Errorf("%d failed-to-load lines, want one per key size:\n%s", got, buf.String())
+	}
+}
+
+// With -repeat every round of every engine is kept, the table shows the
+// median per size, and each band its narrowest lead (here software
+// against a second software engine under another name).
+func TestSpeedRepeatLeads(t *testing.T) {
+	twin := &enginetest.Faulty{Label: "twin", Bad: func(uint64) bool { return false }}
+	rep := &speedReport{sizes: []int{16}, label: "aes-128-cbc", Elapsed: true}
+	var progress strings.Builder
+	o := speedOpts{seconds: 1, multi: 1, repeat: 3, elapsed: true}
+	sc := speedCipher{engine.Cipher{Mode: engine.CBC, KeyBits: 128}, "aes-128-cbc"}
+	n, _, err := speedCipherRun(context.Background(), &progress, o, sc, engine.Encrypt, []engine.Engine{engine.Software{}, twin}, rep)
+	if err != nil || n != 2 {
+		t.Fatalf("measured %d, %v", n, err)
+	}
+	for _, r := range rep.Engines {
+		if len(r.Rounds) != 3 || len(r.Results) != 1 {
+			t.Errorf("%s: %d rounds, %d results; want 3 and the median", r.Engine, len(r.Rounds), len(r.Results))
+		}
+	}
+	if len(rep.Bands) != 1 || rep.Bands[0].Lead == nil || rep.Bands[0].Lead.Rounds != 3 {
+		t.Fatalf("bands %+v, want one with a lead over 3 rounds", rep.Bands)
+	}
+	if !strings.Contains(progress.String(), "round 3 of 3:") {
+		t.Errorf("progress:\n%s", progress.String())
+	}
+}
+
+// A crossover whose leads straddle 1.00x is not presented as a sure one.
+func TestSpeedTableSpread(t *testing.T) {
+	res := []speed.Result{{Size: 16, Ops: 100, Elapsed: time.Second}, {Size: 64, Ops: 100, Elapsed: time.Second}}
+	clear := &ratio.Paired{Median: 2, Low: 1.6, High: 2.5, Rounds: 3}
+	spread := &ratio.Paired{Median: 1.03, Low: 0.91, High: 1.12, Rounds: 3}
+	rep := &speedReport{sizes: []int{16, 64}, label: "aes-256-cbc", Elapsed: true,
+		Engines: []engineRun{{Engine: "software", Results: res}, {Engine: "afalg", Results: res}},
+		Bands: []speed.Band{
+			{From: 16, To: 16, Engine: "software", Lead: clear, LeadOver: "afalg", LeadSize: 16},
+			{From: 64, To: 64, Engine: "afalg", Lead: spread, LeadOver: "software", LeadSize: 64},
+		}}
+	var b strings.Builder
+	printSpeedTable(&b, []*speedReport{rep})
+	out := b.String()
+	for _, want := range []string{
+		"software (closest: 2.00x afalg at 16 bytes)",
+		"afalg (closest: 1.03x (within spread 0.91–1.12) software at 64 bytes: no clear winner there)",
+		"crossover: afalg overtakes software between 16 and 64 bytes, within spread",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
 	}
 }

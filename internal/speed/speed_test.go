@@ -122,11 +122,11 @@ func TestWinners(t *testing.T) {
 		want   []Band
 	}{
 		{"none", nil, nil},
-		{"single", []Curve{curve("sw", 1, 2, 3)}, []Band{{16, 256, "sw"}}},
-		{"no crossing", []Curve{curve("sw", 5, 6, 7), curve("hw", 1, 2, 3)}, []Band{{16, 256, "sw"}}},
-		{"one crossing", []Curve{curve("sw", 5, 6, 7), curve("hw", 1, 7, 30)}, []Band{{16, 16, "sw"}, {64, 256, "hw"}}},
-		{"two crossings", []Curve{curve("sw", 5, 6, 7), curve("hw", 1, 7, 3)}, []Band{{16, 16, "sw"}, {64, 64, "hw"}, {256, 256, "sw"}}},
-		{"failed engine ignored", []Curve{curve("sw", 5, 6), {Engine: "dead"}}, []Band{{16, 64, "sw"}}},
+		{"single", []Curve{curve("sw", 1, 2, 3)}, []Band{{From: 16, To: 256, Engine: "sw"}}},
+		{"no crossing", []Curve{curve("sw", 5, 6, 7), curve("hw", 1, 2, 3)}, []Band{{From: 16, To: 256, Engine: "sw"}}},
+		{"one crossing", []Curve{curve("sw", 5, 6, 7), curve("hw", 1, 7, 30)}, []Band{{From: 16, To: 16, Engine: "sw"}, {From: 64, To: 256, Engine: "hw"}}},
+		{"two crossings", []Curve{curve("sw", 5, 6, 7), curve("hw", 1, 7, 3)}, []Band{{From: 16, To: 16, Engine: "sw"}, {From: 64, To: 64, Engine: "hw"}, {From: 256, To: 256, Engine: "sw"}}},
+		{"failed engine ignored", []Curve{curve("sw", 5, 6), {Engine: "dead"}}, []Band{{From: 16, To: 64, Engine: "sw"}}},
 	} {
 		got := Winners(tc.curves)
 		if len(got) != len(tc.want) {
@@ -134,9 +134,46 @@ func TestWinners(t *testing.T) {
 			continue
 		}
 		for i := range got {
-			if got[i] != tc.want[i] {
+			if got[i].From != tc.want[i].From || got[i].To != tc.want[i].To || got[i].Engine != tc.want[i].Engine || got[i].Lead != nil {
 				t.Errorf("%s: band %d = %+v want %+v", tc.name, i, got[i], tc.want[i])
 			}
 		}
+	}
+}
+
+// rounds makes an engine's rounds from per-round throughputs (bytes per
+// second at sizes 16, 64, 256, ...).
+func rounds(name string, perRound ...[]float64) Rounds {
+	r := Rounds{Engine: name}
+	for _, bps := range perRound {
+		r.Runs = append(r.Runs, curve(name, bps...).Results)
+	}
+	return r
+}
+
+// A band's lead is the band engine's paired per-round ratio over the
+// runner-up at the size where the median ratio is smallest; the table
+// shows the median run per size.
+func TestLeads(t *testing.T) {
+	sw := rounds("sw", []float64{10, 10}, []float64{10, 10}, []float64{10, 10})
+	hw := rounds("hw", []float64{5, 11}, []float64{4, 9}, []float64{6, 12}) // at 64 B: 1.1, 0.9, 1.2
+	if m := hw.Median(); m.Results[0].BytesPerSecond() != 5 || m.Results[1].BytesPerSecond() != 11 {
+		t.Fatalf("median curve %+v", m)
+	}
+	bands := Winners([]Curve{sw.Median(), hw.Median()})
+	got := Leads(bands, []Rounds{sw, hw})
+	if len(got) != 2 || got[0].Engine != "sw" || got[1].Engine != "hw" {
+		t.Fatalf("bands %+v", got)
+	}
+	// sw at 16 B: 2.0, 2.5, 1.67 over hw: clear.
+	if l := got[0].Lead; l == nil || got[0].LeadOver != "hw" || got[0].LeadSize != 16 || l.Straddles() || l.Median != 2 {
+		t.Errorf("sw's lead %+v over %q at %d", l, got[0].LeadOver, got[0].LeadSize)
+	}
+	// hw at 64 B: 1.1, 0.9, 1.2 over sw: the rounds disagree.
+	if l := got[1].Lead; l == nil || got[1].LeadOver != "sw" || got[1].LeadSize != 64 || !l.Straddles() || l.String() != "1.10x (within spread 0.90–1.20)" {
+		t.Errorf("hw's lead %+v over %q at %d", l, got[1].LeadOver, got[1].LeadSize)
+	}
+	if bands[0].Lead != nil {
+		t.Error("Leads modified its argument")
 	}
 }
