@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,6 +42,7 @@ type speedOpts struct {
 	cost    bool
 	tcrypt  bool
 	repeat  int
+	sizes   string
 }
 
 // defaultEVP is what speed measures when no cipher is named, as the seeds do.
@@ -53,6 +55,7 @@ func speedFlags(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int,
 	fs.BoolVar(&o.elapsed, "elapsed", false, "divide by elapsed time instead of user CPU time (use it: kernel and device work is not user CPU time)")
 	fs.IntVar(&o.seconds, "seconds", 3, "seconds per block size")
 	fs.IntVar(&o.bytes, "bytes", 0, "measure only this block size")
+	fs.StringVar(&o.sizes, "sizes", "", "measure these block sizes, comma separated (default openssl's "+sizeList(speed.OpenSSLSizes)+"; with -tcrypt those of seed 004's kernel, "+sizeList(tcryptSizes)+"; Linux 6.1's tcrypt uses "+sizeList(tcryptSizes61)+")")
 	fs.BoolVar(&o.decrypt, "decrypt", false, "measure decryption")
 	fs.IntVar(&o.multi, "multi", 1, "run N workers in parallel, each with its own session")
 	fs.IntVar(&o.repeat, "repeat", 1, "rounds, each measuring every engine once (in turned order): the table shows the median and each fastest-engine band its lead as paired per-round ratios, with the spread where the rounds disagree")
@@ -78,6 +81,9 @@ func speedFlags(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int,
 		}
 		if o.seconds <= 0 || o.multi <= 0 || o.bytes < 0 || o.repeat <= 0 {
 			return 2, errUsage
+		}
+		if o.bytes > 0 && o.sizes != "" {
+			return 2, errors.New("-bytes and -sizes both name the block sizes: give one")
 		}
 		if o.tcrypt {
 			if o.evp != "" || o.decrypt || o.multi != 1 || o.irq || o.json || o.cost || o.repeat != 1 {
@@ -176,6 +182,25 @@ func speedCiphers(evp string, names []string) ([]speedCipher, error) {
 	return out, nil
 }
 
+// blockSizes is what -bytes or -sizes name, def when neither is given.
+func (o speedOpts) blockSizes(def []int) ([]int, error) {
+	switch {
+	case o.bytes > 0:
+		return []int{o.bytes}, nil
+	case o.sizes == "":
+		return def, nil
+	}
+	var out []int
+	for _, f := range strings.Split(o.sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("-sizes: %q is not a positive block size", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
 // legacyLabel is openssl 1.x's name for a cipher measured without -evp.
 func legacyLabel(c engine.Cipher) string { return fmt.Sprintf("aes-%d %s", c.KeyBits, c.Mode) }
 
@@ -188,9 +213,9 @@ func runSpeed(ctx context.Context, env *runEnv, o speedOpts, names []string) (in
 	if o.decrypt {
 		dir = engine.Decrypt
 	}
-	sizes := speed.OpenSSLSizes
-	if o.bytes > 0 {
-		sizes = []int{o.bytes}
+	sizes, err := o.blockSizes(speed.OpenSSLSizes)
+	if err != nil {
+		return 2, err
 	}
 	// Every cipher's engines are checked before anything is measured.
 	engines := make([][]engine.Engine, len(ciphers))

@@ -322,3 +322,24 @@ func TestSpeedTableSpread(t *testing.T) {
 		}
 	}
 }
+
+// -sizes takes Linux 6.1's tcrypt sizes too; like tcrypt, -tcrypt rounds a
+// size up to the block size for CBC and ECB (1420 bytes are 1424) and not
+// for CTR.
+func TestSpeedTcryptSizes(t *testing.T) {
+	code, out, errs := runCmd(t, "speed", "-tcrypt", "-seconds", "1", "-sizes", "1420", "cbc", "ctr")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	if n := strings.Count(out, "(128 bit key, 1424 byte blocks)"); n != 2 {
+		t.Errorf("%d cbc lines at 1424 bytes, want 2 (encryption, decryption):\n%s", n, out)
+	}
+	if n := strings.Count(out, "(128 bit key, 1420 byte blocks)"); n != 2 {
+		t.Errorf("%d ctr lines at 1420 bytes, want 2:\n%s", n, out)
+	}
+	for _, args := range [][]string{{"-bytes", "16", "-sizes", "16"}, {"-sizes", "16,x"}, {"-sizes", "0"}} {
+		if code, _, _ := runCmd(t, append([]string{"speed", "-seconds", "1"}, args...)...); code != 2 {
+			t.Errorf("speed %q: exit %d, want 2", args, code)
+		}
+	}
+}

@@ -31,8 +31,13 @@ import (
 // Where an engine cannot serve a cipher tcrypt's "failed to load
 // transform" line says why, and the run goes on, as tcrypt's does.
 
-// tcryptSizes are tcrypt's skcipher speed block sizes in seed 004's kernel.
-var tcryptSizes = []int{16, 64, 256, 1024, 1472, 8192}
+// tcryptSizes are tcrypt's skcipher speed block sizes in seed 004's kernel
+// (5.5); tcryptSizes61 are those of Linux 6.1 (the CI VM's), which -sizes
+// takes too.
+var (
+	tcryptSizes   = []int{16, 64, 256, 1024, 1472, 8192}
+	tcryptSizes61 = []int{16, 64, 128, 256, 1024, 1420, 4096}
+)
 
 // tcryptModes are the modes of mode=200 that offload serves, in its order.
 var tcryptModes = []engine.Mode{engine.ECB, engine.CBC, engine.CTR}
@@ -72,9 +77,9 @@ func runTcrypt(ctx context.Context, env *runEnv, o speedOpts, names []string) (i
 	if err != nil {
 		return 2, err
 	}
-	sizes := tcryptSizes
-	if o.bytes > 0 {
-		sizes = []int{o.bytes}
+	sizes, err := o.blockSizes(tcryptSizes)
+	if err != nil {
+		return 2, err
 	}
 	var named engine.Engine
 	if o.engine != "all" {
@@ -133,8 +138,17 @@ func tcryptBlock(ctx context.Context, w io.Writer, e engine.Engine, m engine.Mod
 			test += len(sizes)
 			continue
 		}
+		// tcrypt rounds a size up to the cipher's block size (1420 bytes
+		// are 1424 in cbc(aes)).
+		bs := sizes
+		if c.Blocks() {
+			bs = make([]int, len(sizes))
+			for i, s := range sizes {
+				bs[i] = (s + engine.BlockSize - 1) &^ (engine.BlockSize - 1)
+			}
+		}
 		_, _, err := speed.Run(ctx, e, speed.Config{
-			Cipher: c, Direction: d, Sizes: sizes, Duration: secs,
+			Cipher: c, Direction: d, Sizes: bs, Duration: secs,
 			Ready: func(drv engine.Driver) {
 				if drv.Name == header {
 					return
