@@ -467,7 +467,7 @@ func printSpeedTable(w io.Writer, reps []*speedReport) {
 			fmt.Fprintf(w, "  %6d..%-6d bytes  %s%s\n", b.From, b.To, b.Engine, leadNote(b))
 			if i > 0 {
 				sure := ""
-				if unsure(rep.Bands[i-1]) || unsure(b) {
+				if !speed.SureCrossover(rep.Bands[i-1], b) {
 					sure = ", within spread: the rounds disagree on the winner next to it"
 				}
 				fmt.Fprintf(w, "  crossover: %s overtakes %s between %d and %d bytes%s\n", b.Engine, rep.Bands[i-1].Engine, rep.Bands[i-1].To, b.From, sure)
@@ -513,9 +513,6 @@ func leadNote(b speed.Band) string {
 	}
 	return note + ")"
 }
-
-// unsure reports whether a band's lead is within spread.
-func unsure(b speed.Band) bool { return b.Lead != nil && b.Lead.Straddles() }
 
 func describeDriver(d engine.Driver) string {
 	var parts []string

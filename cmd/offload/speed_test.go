@@ -306,8 +306,8 @@ func TestSpeedTableSpread(t *testing.T) {
 	rep := &speedReport{sizes: []int{16, 64}, label: "aes-256-cbc", Elapsed: true,
 		Engines: []engineRun{{Engine: "software", Results: res}, {Engine: "afalg", Results: res}},
 		Bands: []speed.Band{
-			{From: 16, To: 16, Engine: "software", Lead: clear, LeadOver: "afalg", LeadSize: 16},
-			{From: 64, To: 64, Engine: "afalg", Lead: spread, LeadOver: "software", LeadSize: 64},
+			{From: 16, To: 16, Engine: "software", Lead: clear, LeadOver: "afalg", LeadSize: 16, FromLead: clear, ToLead: clear},
+			{From: 64, To: 64, Engine: "afalg", Lead: spread, LeadOver: "software", LeadSize: 64, FromLead: spread, ToLead: spread},
 		}}
 	var b strings.Builder
 	printSpeedTable(&b, []*speedReport{rep})

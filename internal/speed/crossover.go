@@ -24,6 +24,19 @@ type Band struct {
 	Lead     *ratio.Paired `json:"lead,omitempty"`
 	LeadOver string        `json:"lead_over,omitempty"`
 	LeadSize int           `json:"lead_size,omitempty"`
+	// FromLead and ToLead are the leads at the band's first and last
+	// size, next to the crossovers: a crossover is sure only where both
+	// of its sides are.
+	FromLead *ratio.Paired `json:"lead_at_from,omitempty"`
+	ToLead   *ratio.Paired `json:"lead_at_to,omitempty"`
+}
+
+// SureCrossover reports whether the crossover from band a to the next
+// band b is measured on both sides: neither a's lead at its last size nor
+// b's at its first straddles 1.00x. Without leads (one engine, or Leads
+// not run) there is nothing to doubt it by.
+func SureCrossover(a, b Band) bool {
+	return !(a.ToLead != nil && a.ToLead.Straddles()) && !(b.FromLead != nil && b.FromLead.Straddles())
 }
 
 // Winners walks the measured sizes (those of the first curve; every curve
@@ -141,6 +154,12 @@ func Leads(bands []Band, rounds []Rounds) []Band {
 			l := Lead(win, byName[second], i)
 			if b.Lead == nil || l.Median < b.Lead.Median {
 				b.Lead, b.LeadOver, b.LeadSize = &l, second, res.Size
+			}
+			if res.Size == b.From {
+				b.FromLead = &l
+			}
+			if res.Size == b.To {
+				b.ToLead = &l
 			}
 		}
 	}

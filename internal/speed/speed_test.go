@@ -177,3 +177,26 @@ func TestLeads(t *testing.T) {
 		t.Error("Leads modified its argument")
 	}
 }
+
+// A crossover is doubted only by the leads next to it: a band whose
+// narrowest lead straddles elsewhere does not make its other crossover
+// unsure.
+func TestSureCrossover(t *testing.T) {
+	sw := rounds("sw", []float64{10, 10, 1, 1}, []float64{10, 10, 1, 1}, []float64{10, 10, 1, 1})
+	// a wins 64 B (1.1, 0.9, 1.2 over sw: straddles) and 256 B (3x, every round).
+	a := rounds("a", []float64{5, 11, 3, 2}, []float64{4, 9, 3, 2}, []float64{6, 12, 3, 2})
+	v := rounds("v", []float64{1, 1, 1, 4}, []float64{1, 1, 1, 4}, []float64{1, 1, 1, 4}) // 1024 B: 2x over a
+	bands := Leads(Winners([]Curve{sw.Median(), a.Median(), v.Median()}), []Rounds{sw, a, v})
+	if len(bands) != 3 || bands[1].Engine != "a" || bands[1].From != 64 || bands[1].To != 256 || bands[2].Engine != "v" {
+		t.Fatalf("bands %+v", bands)
+	}
+	if SureCrossover(bands[0], bands[1]) {
+		t.Error("sw to a: a's lead at 64 B straddles, want unsure")
+	}
+	if !SureCrossover(bands[1], bands[2]) {
+		t.Errorf("a to v: a's lead at 256 B %v and v's at 1024 B %v are clear, want sure", bands[1].ToLead, bands[2].FromLead)
+	}
+	if !bands[1].Lead.Straddles() {
+		t.Errorf("a's narrowest lead %v, want the straddling one at 64 B", bands[1].Lead)
+	}
+}
