@@ -74,7 +74,16 @@ func (p Paired) String() string {
 	case p.Rounds == 1:
 		return fmt.Sprintf("%.2fx (1 round)", p.Median)
 	case p.Straddles():
-		return fmt.Sprintf("%.2fx (within spread %.2f–%.2f)", p.Median, p.Low, p.High)
+		// Rounded to two places an end next to 1.00 could read 1.00 and
+		// hide the straddle: such an end is rounded away from 1.
+		lo, hi := p.Low, p.High
+		if math.Round(lo*100) >= 100 {
+			lo = math.Floor(lo*100) / 100
+		}
+		if math.Round(hi*100) <= 100 {
+			hi = math.Ceil(hi*100) / 100
+		}
+		return fmt.Sprintf("%.2fx (within spread %.2f–%.2f)", p.Median, lo, hi)
 	}
 	return fmt.Sprintf("%.2fx", p.Median)
 }

@@ -43,6 +43,10 @@ func TestString(t *testing.T) {
 		// Level with 1.00x at one end is not a disagreement on the side.
 		{[]float64{1.00, 1.10, 1.20}, "1.10x"},
 		{[]float64{0.99, 1.01}, "1.00x (within spread 0.99–1.01)"},
+		// Ends that round to 1.00 are rounded away from it, so the
+		// straddle shows.
+		{[]float64{0.997, 1.02, 1.05}, "1.02x (within spread 0.99–1.05)"},
+		{[]float64{0.95, 0.98, 1.002}, "0.98x (within spread 0.95–1.01)"},
 	} {
 		p := Of(tc.in)
 		if got := p.String(); got != tc.want {
