@@ -203,6 +203,7 @@ func TestErrorPositions(t *testing.T) {
 		{"unknown nested", false, goodServer + "log:\n  level: info\n  colour: true\n", []string{"8:log.colour"}},
 		{"duplicate", false, goodServer + "listen: :1\n", []string{"6:listen"}},
 		{"suite", false, goodServer + "suite: aes-256-gcm\n", []string{"6:suite"}},
+		{"ecb suite", false, goodServer + "suite: aes-256-ecb-hmac-sha256\n", []string{"6:suite"}},
 		{"engine", false, goodServer + "engine: openssl\n", []string{"6:engine"}},
 		{"engine driver", false, goodServer + "engine: 'afalg:'\n", []string{"6:engine"}},
 		{"engine driver on software", false, goodServer + "engine: software:x\n", []string{"6:engine"}},

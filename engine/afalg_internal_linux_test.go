@@ -42,6 +42,13 @@ func TestAFALGControlLayout(t *testing.T) {
 		binary.NativeEndian.Uint32(ivm.Data) != 16 || !bytes.Equal(ivm.Data[4:], iv) {
 		t.Errorf("ALG_SET_IV message %+v", ivm)
 	}
+	// ecb(aes) has no IV, and the kernel refuses an ALG_SET_IV whose length
+	// is not the algorithm's: the op message must go alone.
+	o.dropIV()
+	msgs, err = unix.ParseSocketControlMessage(unsafe.Slice(o.msg.Control, o.msg.Controllen))
+	if err != nil || len(msgs) != 1 || msgs[0].Header.Type != unix.ALG_SET_OP {
+		t.Errorf("without IV: %d messages %+v, %v; want ALG_SET_OP alone", len(msgs), msgs, err)
+	}
 }
 
 // kernelCrypter is a Crypter of the default AF_ALG engine for c with a

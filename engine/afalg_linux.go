@@ -82,7 +82,7 @@ func (a *AFALG) NewCrypter(c Cipher, key []byte) (Crypter, error) {
 	if err != nil {
 		return nil, err
 	}
-	op, err := newAlgOp(b.name, key)
+	op, err := newAlgOp(b.name, key, c.Mode != ECB)
 	if err != nil {
 		return nil, openError(a.Name(), c, b, fmt.Sprintf("driver %s rejects a %d-bit key", b.drv.Name, c.KeyBits), err)
 	}
@@ -115,7 +115,7 @@ func openError(engine string, c Cipher, b afalgBinding, rejected string, err err
 // template instance (cbc(aes-generic)) is listed only once something has
 // instantiated it.
 func KernelDrivers(c Cipher) ([]Driver, error) {
-	if !c.Valid() {
+	if !c.Measurable() {
 		return nil, fmt.Errorf("%w: %v", ErrUnknownCipher, c)
 	}
 	algs, err := ReadProcCrypto()
@@ -132,7 +132,7 @@ func isSyscall(err error, name string) bool {
 
 // resolve finds, binds once and describes the driver serving c.
 func (a *AFALG) resolve(c Cipher) (afalgBinding, error) {
-	if !c.Valid() {
+	if !c.Measurable() {
 		return afalgBinding{}, fmt.Errorf("%w: %v", ErrUnknownCipher, c)
 	}
 	a.mu.Lock()

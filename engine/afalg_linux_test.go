@@ -53,14 +53,15 @@ type driverCase struct {
 	ciphers []engine.Cipher
 }
 
-// kernelDriverCases lists every driver /proc/crypto registers for cbc(aes)
-// and ctr(aes), plus the generic template instances, which bind creates.
+// kernelDriverCases lists every driver /proc/crypto registers for cbc(aes),
+// ctr(aes) and ecb(aes), plus the generic template instances, which bind
+// creates.
 func kernelDriverCases(t testing.TB) []driverCase {
 	t.Helper()
 	var out []driverCase
-	for _, m := range []engine.Mode{engine.CBC, engine.CTR} {
+	for _, m := range []engine.Mode{engine.CBC, engine.CTR, engine.ECB} {
 		var cs []engine.Cipher
-		for _, c := range engine.Ciphers {
+		for _, c := range engine.MeasureCiphers {
 			if c.Mode == m {
 				cs = append(cs, c)
 			}

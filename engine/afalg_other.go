@@ -37,7 +37,7 @@ func (a *AFALG) Name() string {
 
 // Driver implements Engine: always unavailable outside Linux.
 func (a *AFALG) Driver(c Cipher) (Driver, error) {
-	if !c.Valid() {
+	if !c.Measurable() {
 		return Driver{}, fmt.Errorf("%w: %v", ErrUnknownCipher, c)
 	}
 	return Driver{}, a.unsupported(c)
@@ -59,7 +59,7 @@ func (a *AFALG) unsupported(c Cipher) error {
 // KernelDrivers lists the kernel's drivers for c; outside Linux there is no
 // kernel crypto API to ask.
 func KernelDrivers(c Cipher) ([]Driver, error) {
-	if !c.Valid() {
+	if !c.Measurable() {
 		return nil, fmt.Errorf("%w: %v", ErrUnknownCipher, c)
 	}
 	return nil, fmt.Errorf("kernel drivers for %s: %w: /proc/crypto and AF_ALG exist only on Linux", c.KernelName(), ErrUnsupported)

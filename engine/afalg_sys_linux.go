@@ -174,8 +174,11 @@ func putOpIV(buf []byte) (opData, ivData []byte) {
 	return buf[cmsgHdrLen : cmsgHdrLen+4], ivlen[4 : 4+BlockSize]
 }
 
-// newAlgOp binds name, sets key and accepts an operation socket.
-func newAlgOp(name string, key []byte) (*algOp, error) {
+// newAlgOp binds name, sets key and accepts an operation socket. withIV
+// false leaves ALG_SET_IV out of every request, for algorithms without an
+// IV (ecb(aes)): the kernel refuses an IV whose length is not the
+// algorithm's with EINVAL.
+func newAlgOp(name string, key []byte, withIV bool) (*algOp, error) {
 	if cmsgCtrlSize > ctrlWords*8 {
 		return nil, fmt.Errorf("afalg: control messages need %d bytes, buffer has %d", cmsgCtrlSize, ctrlWords*8)
 	}
@@ -185,8 +188,14 @@ func newAlgOp(name string, key []byte) (*algOp, error) {
 	}
 	o := &algOp{algSockets: algSockets{tfm: tfm, fd: fd}}
 	o.initMsg()
+	if !withIV {
+		o.dropIV()
+	}
 	return o, nil
 }
+
+// dropIV shortens the control data to the ALG_SET_OP message alone.
+func (o *algOp) dropIV() { o.msg.SetControllen(cmsgOpSpace) }
 
 // initMsg lays out the sendmsg header and the two control messages; only
 // the op value, the IV bytes and the iovec change per request.

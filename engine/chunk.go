@@ -45,7 +45,8 @@ func newChunker(size int, do chunkFunc) (*chunker, error) {
 //   - CBC decrypt: the last ciphertext block of the previous piece's input,
 //     saved before the piece runs because an in-place decrypt overwrites it;
 //   - CTR: iv plus the blocks consumed so far, as a 128-bit big-endian
-//     counter (so it carries across the 64-bit boundary like ctr(aes)).
+//     counter (so it carries across the 64-bit boundary like ctr(aes));
+//   - ECB: nothing (the IV is ignored).
 func (k *chunker) run(m Mode, d Direction, dst, src, iv []byte) error {
 	if len(src) <= k.size {
 		if len(src) == 0 {
@@ -67,6 +68,8 @@ func (k *chunker) run(m Mode, d Direction, dst, src, iv []byte) error {
 			break
 		}
 		switch {
+		case m == ECB:
+			// Every block stands alone: nothing to chain.
 		case m == CTR:
 			addCounter(&k.next, cur, uint64(len(in)/BlockSize))
 		case d == Encrypt:

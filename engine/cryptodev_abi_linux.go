@@ -16,6 +16,7 @@ import "unsafe"
 const (
 	cryptoAESCBC = 11 // CRYPTO_AES_CBC (= CRYPTO_RIJNDAEL128_CBC)
 	cryptoAESCTR = 21 // CRYPTO_AES_CTR
+	cryptoAESECB = 23 // CRYPTO_AES_ECB (measuring only)
 )
 
 // crypt_op.op values.

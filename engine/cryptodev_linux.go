@@ -53,7 +53,7 @@ func (e *Cryptodev) Name() string {
 // asks the kernel (CIOCGSESSINFO) which driver serves it and whether that
 // driver exists only in the kernel, i.e. is a device.
 func (e *Cryptodev) Driver(c Cipher) (Driver, error) {
-	if !c.Valid() {
+	if !c.Measurable() {
 		return Driver{}, fmt.Errorf("%w: %v", ErrUnknownCipher, c)
 	}
 	f, err := openCryptodev(e.path, e.log)
@@ -115,8 +115,11 @@ func (e *Cryptodev) NewCrypter(c Cipher, key []byte) (Crypter, error) {
 // cryptodevCipher is the cryptodev_crypto_op_t of c's mode; the key size is
 // given by the key length.
 func cryptodevCipher(c Cipher) uint32 {
-	if c.Mode == CTR {
+	switch c.Mode {
+	case CTR:
 		return cryptoAESCTR
+	case ECB:
+		return cryptoAESECB
 	}
 	return cryptoAESCBC
 }

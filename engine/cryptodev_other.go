@@ -29,7 +29,7 @@ func (e *Cryptodev) Name() string {
 
 // Driver implements Engine: always unavailable outside Linux.
 func (*Cryptodev) Driver(c Cipher) (Driver, error) {
-	if !c.Valid() {
+	if !c.Measurable() {
 		return Driver{}, fmt.Errorf("%w: %v", ErrUnknownCipher, c)
 	}
 	return Driver{}, errCryptodevUnsupported(c)

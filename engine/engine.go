@@ -26,10 +26,13 @@ const BlockSize = 16
 // Mode is a block cipher mode of operation.
 type Mode uint8
 
-// The modes offload supports.
+// The modes offload supports. ECB exists only to measure engines the way
+// `openssl speed -evp aes-256-ecb` and tcrypt do: it leaks equal blocks, so
+// the tunnel never uses it (Cipher.Valid is false for it).
 const (
 	CBC Mode = iota + 1
 	CTR
+	ECB
 )
 
 func (m Mode) String() string {
@@ -38,6 +41,8 @@ func (m Mode) String() string {
 		return "cbc"
 	case CTR:
 		return "ctr"
+	case ECB:
+		return "ecb"
 	}
 	return fmt.Sprintf("mode(%d)", uint8(m))
 }
@@ -48,26 +53,45 @@ type Cipher struct {
 	KeyBits int // 128, 192 or 256
 }
 
-// Ciphers lists every cipher offload supports, in the order tables show them.
+// Ciphers lists every cipher the tunnel supports, in the order tables show
+// them.
 var Ciphers = []Cipher{
 	{CBC, 128}, {CBC, 192}, {CBC, 256},
 	{CTR, 128}, {CTR, 192}, {CTR, 256},
 }
 
-// ParseCipher parses an openssl-style cipher name such as "aes-256-cbc"
-// (case-insensitive; "aes256" alone means aes-256-cbc, as openssl reads it).
+// MeasureCiphers is Ciphers plus the ECB ciphers, which engines serve for
+// measuring only (offload speed); nothing else may use them.
+var MeasureCiphers = append(append([]Cipher(nil), Ciphers...),
+	Cipher{ECB, 128}, Cipher{ECB, 192}, Cipher{ECB, 256})
+
+// ParseCipher parses an openssl-style name of one of Ciphers such as
+// "aes-256-cbc" (case-insensitive; "aes256" alone means aes-256-cbc, as
+// openssl reads it). It refuses ECB: see ParseMeasureCipher.
 func ParseCipher(s string) (Cipher, error) {
+	c, err := ParseMeasureCipher(s)
+	if err != nil {
+		return Cipher{}, err
+	}
+	if !c.Valid() {
+		return Cipher{}, fmt.Errorf("%w: %q is for measuring only (offload speed), never for the tunnel", ErrUnknownCipher, s)
+	}
+	return c, nil
+}
+
+// ParseMeasureCipher parses a name of one of MeasureCiphers, ECB included.
+func ParseMeasureCipher(s string) (Cipher, error) {
 	name := strings.ToLower(strings.TrimSpace(s))
 	switch name {
 	case "aes128", "aes192", "aes256":
 		name = "aes-" + name[3:] + "-cbc"
 	}
-	for _, c := range Ciphers {
+	for _, c := range MeasureCiphers {
 		if c.String() == name {
 			return c, nil
 		}
 	}
-	return Cipher{}, fmt.Errorf("%w: %q (want aes-128|192|256-cbc|ctr)", ErrUnknownCipher, s)
+	return Cipher{}, fmt.Errorf("%w: %q (want aes-128|192|256-cbc|ctr|ecb)", ErrUnknownCipher, s)
 }
 
 // String returns the openssl name, e.g. "aes-256-cbc".
@@ -79,10 +103,21 @@ func (c Cipher) KeySize() int { return c.KeyBits / 8 }
 // KernelName is the crypto API algorithm name, e.g. "cbc(aes)".
 func (c Cipher) KernelName() string { return c.Mode.String() + "(aes)" }
 
-// Valid reports whether c is one of Ciphers.
+// Valid reports whether c is one of Ciphers, the tunnel's ciphers.
 func (c Cipher) Valid() bool {
-	return (c.Mode == CBC || c.Mode == CTR) && (c.KeyBits == 128 || c.KeyBits == 192 || c.KeyBits == 256)
+	return (c.Mode == CBC || c.Mode == CTR) && c.validKey()
 }
+
+// Measurable reports whether c is one of MeasureCiphers: what engines serve.
+func (c Cipher) Measurable() bool {
+	return (c.Mode == CBC || c.Mode == CTR || c.Mode == ECB) && c.validKey()
+}
+
+func (c Cipher) validKey() bool { return c.KeyBits == 128 || c.KeyBits == 192 || c.KeyBits == 256 }
+
+// Blocks reports whether c takes only whole 16-byte blocks (CBC and ECB;
+// CTR takes any length).
+func (c Cipher) Blocks() bool { return c.Mode == CBC || c.Mode == ECB }
 
 // Direction is encrypt or decrypt.
 type Direction uint8
@@ -153,9 +188,10 @@ type Engine interface {
 // Encrypt and Decrypt process all of src into dst[:len(src)] with the given
 // 16-byte IV, which they do not modify. dst must be at least as long as src;
 // dst and src may be the same buffer (in place) but must not overlap
-// otherwise. CBC needs len(src) to be a multiple of 16; CTR takes any length
-// and increments the whole 128-bit counter block (so counters carry across
-// the 64-bit boundary). A Crypter returns an error rather than a wrong result;
+// otherwise. CBC and ECB need len(src) to be a multiple of 16; CTR takes any
+// length and increments the whole 128-bit counter block (so counters carry
+// across the 64-bit boundary). ECB takes the same 16-byte IV as the other
+// modes, so every call has one shape, and ignores it. A Crypter returns an error rather than a wrong result;
 // after an error dst is unspecified.
 type Crypter interface {
 	Encrypt(dst, src, iv []byte) error

@@ -51,7 +51,7 @@ func IsArgError(err error) bool {
 
 // CheckKey validates a key for c.
 func CheckKey(c Cipher, key []byte) error {
-	if !c.Valid() {
+	if !c.Measurable() {
 		return fmt.Errorf("%w: %v", ErrUnknownCipher, c)
 	}
 	if len(key) != c.KeySize() {
@@ -66,7 +66,7 @@ func CheckArgs(c Cipher, dst, src, iv []byte) error {
 	if len(iv) != BlockSize {
 		return fmt.Errorf("%v: %w: %d bytes, want %d", c, ErrIVSize, len(iv), BlockSize)
 	}
-	if c.Mode == CBC && len(src)%BlockSize != 0 {
+	if c.Blocks() && len(src)%BlockSize != 0 {
 		return fmt.Errorf("%v: %w: %d bytes", c, ErrBlockSize, len(src))
 	}
 	if len(dst) < len(src) {

@@ -8,8 +8,8 @@ import (
 	"strings"
 )
 
-// Known-answer tests: the NIST SP 800-38A examples (appendix F.2 for CBC,
-// F.5 for CTR), one per cipher. SelfTest runs the one for a cipher on an
+// Known-answer tests: the NIST SP 800-38A examples (appendix F.1 for ECB,
+// F.2 for CBC, F.5 for CTR), one per cipher. SelfTest runs the one for a cipher on an
 // engine; the tunnel runs it at start and periodically, so a device that
 // computes wrong answers is found and taken out rather than trusted
 // (docs/tunnel.md, "Engine checks"). engine/enginetest tests every engine
@@ -35,6 +35,7 @@ const (
 		30c81c46a35ce411e5fbc1191a0a52ef f69f2445df4f9b17ad2b417be66c3710`
 	katCBCIV = "000102030405060708090a0b0c0d0e0f"
 	katCTRIV = "f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff"
+	katECBIV = "00000000000000000000000000000000"
 )
 
 var katKeys = map[int]string{
@@ -56,14 +57,20 @@ var katCiphertexts = map[Cipher]string{
 		1e36b26bd1ebc670d1bd1d665620abf7 4f78a7f6d29809585a97daec58c6b050`,
 	{Mode: CTR, KeyBits: 256}: `601ec313775789a5b7a7f504bbf3d228 f443e3ca4d62b59aca84e990cacaf5c5
 		2b0930daa23de94ce87017ba2d84988d dfc9c58db67aada613c2dd08457941a6`,
+	{Mode: ECB, KeyBits: 128}: `3ad77bb40d7a3660a89ecaf32466ef97 f5d3d58503b9699de785895a96fdbaaf
+		43b1cd7f598ece23881b00e3ed030688 7b0c785e27e8ad3f8223207104725dd4`,
+	{Mode: ECB, KeyBits: 192}: `bd334f1d6e45f25ff712a214571fa5cc 974104846d0ad3ad7734ecb3ecee4eef
+		ef7afd2270e2e60adce0ba2face6444e 9a4b41ba738d6c72fb16691603c18e0e`,
+	{Mode: ECB, KeyBits: 256}: `f3eed1bdb5d2a03c064b5a7e3db181f8 591ccb10d410ed26dc5ba74a31362870
+		b6ed21b99ca6f4f9f153e7b1beafed1d 23304b7a39f9f3ff067d8d8f9e24ecc7`,
 }
 
-// KnownAnswers returns the SP 800-38A examples F.2.1–F.2.6 and
-// F.5.1–F.5.6, one per cipher of Ciphers, in that order. The slices are
-// new on every call.
+// KnownAnswers returns the SP 800-38A examples F.2.1–F.2.6, F.5.1–F.5.6
+// and F.1.1–F.1.6, one per cipher of MeasureCiphers, in that order. The
+// slices are new on every call.
 func KnownAnswers() []KnownAnswer {
-	out := make([]KnownAnswer, 0, len(Ciphers))
-	for _, c := range Ciphers {
+	out := make([]KnownAnswer, 0, len(MeasureCiphers))
+	for _, c := range MeasureCiphers {
 		out = append(out, knownAnswer(c))
 	}
 	return out
@@ -71,8 +78,13 @@ func KnownAnswers() []KnownAnswer {
 
 func knownAnswer(c Cipher) KnownAnswer {
 	sec, iv := "F.2", katCBCIV
-	if c.Mode == CTR {
+	switch c.Mode {
+	case CTR:
 		sec, iv = "F.5", katCTRIV
+	case ECB:
+		// ECB has no IV; Crypters take 16 bytes in every mode and ECB
+		// ignores them.
+		sec, iv = "F.1", katECBIV
 	}
 	idx := map[int]int{128: 1, 192: 3, 256: 5}[c.KeyBits]
 	return KnownAnswer{
@@ -94,7 +106,7 @@ func unhex(s string) []byte {
 // and in place. A wrong answer wraps ErrSelfTest; an engine that can't run
 // it returns the engine's error.
 func SelfTest(e Engine, c Cipher) error {
-	if !c.Valid() {
+	if !c.Measurable() {
 		return fmt.Errorf("%w: %v", ErrUnknownCipher, c)
 	}
 	v := knownAnswer(c)

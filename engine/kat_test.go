@@ -9,7 +9,7 @@ import (
 )
 
 func TestSelfTest(t *testing.T) {
-	for _, c := range engine.Ciphers {
+	for _, c := range engine.MeasureCiphers {
 		if err := engine.SelfTest(engine.Software{}, c); err != nil {
 			t.Errorf("software %v: %v", c, err)
 		}
@@ -34,10 +34,11 @@ func TestSelfTest(t *testing.T) {
 // block by block in enginetest (TestReference), and spot-checked here.
 func TestKnownAnswers(t *testing.T) {
 	v := engine.KnownAnswers()
-	if len(v) != len(engine.Ciphers) || v[0].Name != "F.2.1/2 CBC-AES128" || v[5].Name != "F.5.5/6 CTR-AES256" {
+	if len(v) != len(engine.MeasureCiphers) || v[0].Name != "F.2.1/2 CBC-AES128" || v[5].Name != "F.5.5/6 CTR-AES256" ||
+		v[6].Name != "F.1.1/2 ECB-AES128" || v[8].Name != "F.1.5/6 ECB-AES256" {
 		t.Fatalf("known answers: %d, first %q, last %q", len(v), v[0].Name, v[len(v)-1].Name)
 	}
-	if v[0].Ciphertext[0] != 0x76 || v[5].Ciphertext[63] != 0xa6 {
+	if v[0].Ciphertext[0] != 0x76 || v[5].Ciphertext[63] != 0xa6 || v[6].Ciphertext[0] != 0x3a || v[8].Ciphertext[63] != 0xc7 {
 		t.Fatal("ciphertexts are not SP 800-38A's")
 	}
 }

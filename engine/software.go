@@ -26,7 +26,7 @@ func (Software) Name() string { return SoftwareName }
 
 // Driver implements Engine.
 func (Software) Driver(c Cipher) (Driver, error) {
-	if !c.Valid() {
+	if !c.Measurable() {
 		return Driver{}, fmt.Errorf("%w: %v", ErrUnknownCipher, c)
 	}
 	return softwareDriver(c), nil
@@ -131,6 +131,18 @@ func (s *softCrypter) crypt(d Direction, dst, src, iv []byte) error {
 		return nil
 	}
 	dst = dst[:len(src)]
+	if s.c.Mode == ECB {
+		// crypto/aes has no ECB mode (on purpose); block by block is what
+		// the kernel's ecb(aes-generic) does too.
+		for i := 0; i < len(src); i += BlockSize {
+			if d == Decrypt {
+				s.b.Decrypt(dst[i:i+BlockSize], src[i:i+BlockSize])
+			} else {
+				s.b.Encrypt(dst[i:i+BlockSize], src[i:i+BlockSize])
+			}
+		}
+		return nil
+	}
 	if s.c.Mode == CBC {
 		m := s.cbcEnc
 		if d == Decrypt {

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/offload-dev/offload/engine"
 	"github.com/offload-dev/offload/internal/testutil"
 )
 
@@ -367,6 +368,12 @@ func TestNewServerRejects(t *testing.T) {
 		"short psk":   {Options: func() Options { o := good; o.PSK = []byte("short"); return o }(), Services: map[string]string{"a": "127.0.0.1:1"}},
 		"bad frame":   {Options: func() Options { o := good; o.MaxFrame = 1000; return o }(), Services: map[string]string{"a": "127.0.0.1:1"}},
 		"bad target":  {Options: good, Services: map[string]string{"a": "nohost"}},
+		// ECB is for measuring engines only: it must never carry a link.
+		"ecb suite": {Options: func() Options {
+			o := good
+			o.Suite.Cipher = engine.Cipher{Mode: engine.ECB, KeyBits: 256}
+			return o
+		}(), Services: map[string]string{"a": "127.0.0.1:1"}},
 	} {
 		if _, err := NewServer(cfg); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: got %v, want ErrConfig", name, err)

@@ -24,6 +24,7 @@ import (
 	"github.com/offload-dev/offload/config"
 	"github.com/offload-dev/offload/engine"
 	"github.com/offload-dev/offload/internal/bench"
+	"github.com/offload-dev/offload/internal/ratio"
 	"github.com/offload-dev/offload/internal/sysinfo"
 	"github.com/offload-dev/offload/selector"
 	"github.com/offload-dev/offload/tunnel"
@@ -182,6 +183,13 @@ type benchRun struct {
 	// the same round at the same stream count (0: no software run to
 	// compare with). Failed runs are left out.
 	Gain float64 `json:"gain_vs_software,omitempty"`
+	// GainPaired, VsBestSinglePaired and VsAutoPaired are those medians
+	// with the range of their per-round ratios: where it straddles 1.00x
+	// the rounds do not agree on which side is ahead, and the table says
+	// so instead of showing a gain.
+	GainPaired         ratio.Paired `json:"gain_vs_software_paired,omitzero"`
+	VsBestSinglePaired ratio.Paired `json:"vs_best_single_paired,omitzero"`
+	VsAutoPaired       ratio.Paired `json:"vs_auto_paired,omitzero"`
 	// VsBestSingle (auto and hybrid only) is the same median of ratios
 	// against VsBestSinglePolicy: of the policies that are not auto or
 	// hybrid (software included), the one with the highest median MB/s
@@ -696,27 +704,33 @@ func printBenchTable(w io.Writer, rep *benchReport) {
 	for _, s := range rep.Skipped {
 		width = max(width, len(s.Policy))
 	}
-	ranges, bests := make([]string, len(rep.Runs)), make([]string, len(rep.Runs))
-	rangeWidth, bestWidth := len("range"), len("vs best")
+	ranges, bests, gains := make([]string, len(rep.Runs)), make([]string, len(rep.Runs)), make([]string, len(rep.Runs))
+	rangeWidth, bestWidth, gainWidth := len("range"), len("vs best"), len("gain")
 	for i, r := range rep.Runs {
 		ranges[i], bests[i] = rangeString(r.Repeats), "-"
 		if r.VsBestSingle > 0 {
-			bests[i] = fmt.Sprintf("%.2fx %s", r.VsBestSingle, r.VsBestSinglePolicy)
+			bests[i] = r.VsBestSinglePaired.String() + " " + r.VsBestSinglePolicy
+		}
+		if r.Gain > 0 {
+			gains[i] = r.GainPaired.String()
 		}
 		// fmt pads by runes, and the range has an en dash.
 		rangeWidth = max(rangeWidth, utf8.RuneCountInString(ranges[i]))
-		bestWidth = max(bestWidth, len(bests[i]))
+		bestWidth = max(bestWidth, utf8.RuneCountInString(bests[i]))
+		gainWidth = max(gainWidth, utf8.RuneCountInString(gains[i]))
 	}
-	fmt.Fprintf(w, "%-*s  %7s  %9s  %*s  %8s  %6s  %-*s  %s\n", width, "policy", "streams", "MB/s", rangeWidth, "range", "CPU s/GB", "gain",
-		bestWidth, "vs best", "frames per engine")
+	// fmt pads by runes; a spread has an en dash.
+	pad := func(s string, n int) string { return s + strings.Repeat(" ", max(0, n-utf8.RuneCountInString(s))) }
+	fmt.Fprintf(w, "%-*s  %7s  %9s  %*s  %8s  %s  %s  %s\n", width, "policy", "streams", "MB/s", rangeWidth, "range", "CPU s/GB", pad("gain", gainWidth),
+		pad("vs best", bestWidth), "frames per engine")
 	for i, r := range rep.Runs {
 		if r.Error != "" {
 			fmt.Fprintf(w, "%-*s  %7d  failed: %s\n", width, r.Policy, r.Streams, r.Error)
 			continue
 		}
-		gain := "-"
-		if r.Gain > 0 {
-			gain = fmt.Sprintf("%.2fx", r.Gain)
+		gain := gains[i]
+		if gain == "" {
+			gain = "-"
 		}
 		cpu := "-"
 		if r.CPUPerGB > 0 {
@@ -739,14 +753,15 @@ func printBenchTable(w io.Writer, rep *benchReport) {
 		if !r.Verified {
 			note += "  [unverified]"
 		}
-		fmt.Fprintf(w, "%-*s  %7d  %9.1f  %*s  %8s  %6s  %-*s  %s%s\n", width, r.Policy, r.Streams, r.MBps, rangeWidth, ranges[i], cpu, gain,
-			bestWidth, bests[i], strings.Join(frames, ", "), note)
+		fmt.Fprintf(w, "%-*s  %7d  %9.1f  %*s  %8s  %s  %s  %s%s\n", width, r.Policy, r.Streams, r.MBps, rangeWidth, ranges[i], cpu, pad(gain, gainWidth),
+			pad(bests[i], bestWidth), strings.Join(frames, ", "), note)
 	}
 	fmt.Fprintln(w, "\nMB/s: 10^6 payload bytes per second of wall time, of the median run; range: the lowest and highest over the rounds.")
 	fmt.Fprintf(w, "CPU s/GB: CPU seconds (user+system) per 10^9 payload bytes, of %s.\n", rep.CPUScope)
 	fmt.Fprintln(w, "gain: MB/s over software's; vs best (auto, hybrid): MB/s over that of the policy with the highest median MB/s")
 	fmt.Fprintln(w, "among those that are not auto or hybrid (software included); both at the same stream count, and both medians")
-	fmt.Fprintln(w, "of per-round ratios (a round runs every row once; a ratio pairs two runs of the same round).")
+	fmt.Fprintln(w, "of per-round ratios (a round runs every row once; a ratio pairs two runs of the same round). \"within spread\":")
+	fmt.Fprintln(w, "the rounds fall on both sides of 1.00x (lowest–highest shown), so the median is noise, not a gain or a loss.")
 	fmt.Fprintln(w, "frames per engine: frames each engine sealed or opened, both directions, every end measured here;")
 	fmt.Fprintln(w, "handed to the CPU (hybrid): frames of a device's band that hybrid gave a CPU engine because the device was loaded, in all rounds.")
 	if len(rep.Skipped) > 0 {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/offload-dev/offload/config"
 	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/internal/ratio"
 	"github.com/offload-dev/offload/tunnel/record"
 )
 
@@ -138,16 +139,19 @@ func summarize(cells []*benchCell) []benchRun {
 			}
 		}
 		if sw := find(engine.SoftwareName, c.streams); sw != nil {
-			r.Gain = pairedRatio(c.runs, sw.runs)
+			r.GainPaired = pairedRatio(c.runs, sw.runs)
+			r.Gain = r.GainPaired.Median
 		}
 		if isSelector(c.policy) {
 			if b := bestSingle(cells, c.streams); b != nil {
-				r.VsBestSingle = pairedRatio(c.runs, b.runs)
+				r.VsBestSinglePaired = pairedRatio(c.runs, b.runs)
+				r.VsBestSingle = r.VsBestSinglePaired.Median
 				r.VsBestSinglePolicy = b.policy
 			}
 		}
 		if a := find(config.EngineAuto, c.streams); a != nil && c.policy == config.EngineHybrid {
-			r.VsAuto = pairedRatio(c.runs, a.runs)
+			r.VsAutoPaired = pairedRatio(c.runs, a.runs)
+			r.VsAuto = r.VsAutoPaired.Median
 		}
 		// The row counts what hybrid handed over in all its rounds.
 		r.HandedToCPU = 0
@@ -187,10 +191,10 @@ func medianMBps(runs []benchRun) float64 {
 	return median(ok).MBps
 }
 
-// pairedRatio is the median over the rounds in which both a and b ran
-// successfully of a's MB/s over b's in that round; 0 if there is no such
-// round.
-func pairedRatio(a, b []benchRun) float64 {
+// pairedRatio is a's MB/s over b's in each round in which both ran
+// successfully: their median and range (no rounds if there is no such
+// round).
+func pairedRatio(a, b []benchRun) ratio.Paired {
 	var ratios []float64
 	for _, x := range a {
 		if x.Error != "" || x.MBps <= 0 {
@@ -203,22 +207,7 @@ func pairedRatio(a, b []benchRun) float64 {
 			}
 		}
 	}
-	return medianOf(ratios)
-}
-
-// medianOf is the median of xs (the mean of the two middle values for an
-// even count; 0 for none). xs is not modified.
-func medianOf(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	m := len(s) / 2
-	if len(s)%2 == 1 {
-		return s[m]
-	}
-	return (s[m-1] + s[m]) / 2
+	return ratio.Of(ratios)
 }
 
 // Kinds of benchCheck.
@@ -235,8 +224,11 @@ type benchCheck struct {
 	// Against is the policy compared with: the best single engine, or auto.
 	Against string  `json:"against,omitempty"`
 	Ratio   float64 `json:"ratio"` // median of per-round ratios; 0: none
-	Want    float64 `json:"want"`  // the least Ratio that passes
-	OK      bool    `json:"ok"`
+	// Paired is Ratio with the range of the per-round ratios, which the
+	// line prints where they straddle 1.00x.
+	Paired ratio.Paired `json:"paired"`
+	Want   float64      `json:"want"` // the least Ratio that passes
+	OK     bool         `json:"ok"`
 	// Missing says why there is no ratio to judge.
 	Missing string `json:"missing,omitempty"`
 	// RoutedAsAuto: hybrid handed no frame to the CPU in any round, so it
@@ -262,7 +254,11 @@ func (c benchCheck) String() string {
 	if c.RoutedAsAuto {
 		against += " (it handed no frame to the CPU: routed as auto, so only a gross loss fails)"
 	}
-	return fmt.Sprintf("%s: %.2fx %s, want >= %.2f", who, c.Ratio, against, c.Want)
+	x := fmt.Sprintf("%.2fx", c.Ratio)
+	if c.Paired.Rounds > 0 {
+		x = c.Paired.String()
+	}
+	return fmt.Sprintf("%s: %s %s, want >= %.2f", who, x, against, c.Want)
 }
 
 // line is the check's line in bench's output.
@@ -320,12 +316,12 @@ func evalChecks(runs []benchRun, skipped []benchSkipped, tolerance float64) []be
 		var c benchCheck
 		switch {
 		case r.Policy == config.EngineAuto:
-			c = benchCheck{Kind: checkVsBestSingle, Against: r.VsBestSinglePolicy, Ratio: r.VsBestSingle}
+			c = benchCheck{Kind: checkVsBestSingle, Against: r.VsBestSinglePolicy, Ratio: r.VsBestSingle, Paired: r.VsBestSinglePaired}
 			if c.Against == "" {
 				c.Missing = "no single-engine policy ran at this stream count to compare with"
 			}
 		case r.Policy == config.EngineHybrid && autoAt[r.Streams]:
-			c = benchCheck{Kind: checkVsAuto, Against: config.EngineAuto, Ratio: r.VsAuto, RoutedAsAuto: r.HandedToCPU == 0}
+			c = benchCheck{Kind: checkVsAuto, Against: config.EngineAuto, Ratio: r.VsAuto, Paired: r.VsAutoPaired, RoutedAsAuto: r.HandedToCPU == 0}
 		default:
 			continue
 		}

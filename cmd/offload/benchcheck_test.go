@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -167,10 +168,10 @@ func TestBenchPairedRatio(t *testing.T) {
 	// Runs pair by round, not by position.
 	a, b := cellOf("auto", 1, 4, 6), cellOf("software", 1, 2, 3)
 	b.runs[0].round, b.runs[1].round = 1, 7
-	if got := pairedRatio(a.runs, b.runs); got != 3 {
+	if got := pairedRatio(a.runs, b.runs).Median; got != 3 {
 		t.Errorf("pairedRatio paired %v with %v: %v, want 6/2 (round 1 alone)", a.runs, b.runs, got)
 	}
-	if got := pairedRatio(a.runs, nil); got != 0 {
+	if got := pairedRatio(a.runs, nil); got.Rounds != 0 {
 		t.Errorf("pairedRatio with nothing to pair: %v", got)
 	}
 }
@@ -477,5 +478,41 @@ func TestBenchCheckNoRemeasureAfterFailedRun(t *testing.T) {
 	f.wantCalls(t)
 	if f.remeasured != 0 || !strings.Contains(f.out.String(), "check: not measuring again: a run failed") {
 		t.Errorf("output:\n%s", f.out.String())
+	}
+}
+
+// Issue 10's case: hybrid routed exactly as auto (nothing handed over) and
+// its rounds against auto and software fall on both sides of 1.00x; the
+// table and the check line must show the spread, not a gain.
+func TestBenchSpreadNotGain(t *testing.T) {
+	hybrid := cellOf("hybrid", 1, 11.7, 9.1, 11.2)
+	for i := range hybrid.runs {
+		hybrid.runs[i].HandedToCPU = 0
+	}
+	cells := []*benchCell{
+		cellOf("software", 1, 10, 10, 10),
+		cellOf("auto", 1, 10, 10, 10),
+		hybrid,
+		cellOf("afalg", 1, 13, 12, 14), // clearly ahead in every round
+	}
+	runs := summarize(cells)
+	h := rowOf(t, runs, "hybrid", 1)
+	if !h.GainPaired.Straddles() || !near(h.Gain, 1.12) || !near(h.GainPaired.Low, 0.91) || !near(h.GainPaired.High, 1.17) {
+		t.Errorf("hybrid's gain %+v, want median 1.12 over 0.91–1.17, straddling", h.GainPaired)
+	}
+	rep := &benchReport{Suite: "aes-256-cbc-hmac-sha256", Mode: "in-process", Bytes: 1 << 20, MaxFrame: 65536, WriteSize: 32768, Repeat: 3, Runs: runs}
+	var b strings.Builder
+	printBenchTable(&b, rep)
+	out := b.String()
+	// Against afalg every round is a loss: that is shown plainly.
+	if !regexp.MustCompile(`(?m)^hybrid .* 1\.12x \(within spread 0\.91–1\.17\) +0\.80x afalg `).MatchString(out) {
+		t.Errorf("hybrid's row shows a gain where its rounds straddle 1.00x:\n%s", out)
+	}
+	if !regexp.MustCompile(`(?m)^afalg .* 1\.30x +- `).MatchString(out) {
+		t.Errorf("afalg's clear gain is not shown plainly:\n%s", out)
+	}
+	checks := evalChecks(runs, nil, 0.1)
+	if l := checks[len(checks)-1].line(); !strings.Contains(l, "1.12x (within spread 0.91–1.17) auto") {
+		t.Errorf("hybrid's check line %q does not show the spread", l)
 	}
 }

@@ -1,5 +1,5 @@
 // Package enginetest is the conformance suite every engine passes: the NIST
-// SP 800-38A vectors (F.2.1–F.2.6, F.5.1–F.5.6), argument checks, in-place
+// SP 800-38A vectors (F.1.1–F.1.6, F.2.1–F.2.6, F.5.1–F.5.6), argument checks, in-place
 // operation, CTR partial blocks and counter carries across the 64- and
 // 128-bit boundaries, large buffers, and a differential test against an
 // independent reference built from crypto/aes block by block.
@@ -19,7 +19,8 @@ import (
 
 // Options tune Run.
 type Options struct {
-	// Ciphers to test; nil means engine.Ciphers. A cipher the engine reports
+	// Ciphers to test; nil means engine.MeasureCiphers (ECB included: the
+	// engines serve it for offload speed). A cipher the engine reports
 	// unavailable is skipped with the engine's reason.
 	Ciphers []engine.Cipher
 	// LargeSize is the size of the large-buffer test (default 1 MiB + 48),
@@ -34,7 +35,7 @@ type Options struct {
 func Run(t *testing.T, e engine.Engine, o Options) {
 	t.Helper()
 	if o.Ciphers == nil {
-		o.Ciphers = engine.Ciphers
+		o.Ciphers = engine.MeasureCiphers
 	}
 	if o.LargeSize == 0 {
 		o.LargeSize = 1<<20 + 48
@@ -92,7 +93,8 @@ type NISTVector struct {
 	Key, IV, Plain, Cipha []byte
 }
 
-// NISTVectors returns the vectors of F.2.1–F.2.6 and F.5.1–F.5.6: the
+// NISTVectors returns the vectors of F.2.1–F.2.6, F.5.1–F.5.6 and
+// F.1.1–F.1.6: the
 // engine package's known answers (engine.KnownAnswers), which the tunnel
 // also runs on its engines at start and periodically.
 func NISTVectors() []NISTVector {
@@ -165,11 +167,11 @@ func testArgs(t *testing.T, e engine.Engine, c engine.Cipher) {
 		}
 	}
 	iv := make([]byte, 16)
-	if c.Mode == engine.CBC {
+	if c.Blocks() {
 		for _, n := range []int{1, 15, 17, 33} {
 			for _, d := range []engine.Direction{engine.Encrypt, engine.Decrypt} {
 				if err := engine.Crypt(cr, d, buf[:n], buf[:n], iv); !errors.Is(err, engine.ErrBlockSize) {
-					t.Errorf("CBC %v of %d bytes: %v, want ErrBlockSize", d, n, err)
+					t.Errorf("%v %v of %d bytes: %v, want ErrBlockSize", c, d, n, err)
 				}
 			}
 		}
@@ -262,7 +264,7 @@ func testCarry(t *testing.T, e engine.Engine, c engine.Cipher) {
 
 func testLarge(t *testing.T, e engine.Engine, c engine.Cipher, size int) {
 	rng := mrand.New(mrand.NewPCG(4, uint64(c.KeyBits)))
-	if c.Mode == engine.CBC {
+	if c.Blocks() {
 		size &^= engine.BlockSize - 1
 	}
 	key := randBytes(rng, c.KeySize())
@@ -282,7 +284,7 @@ func testDifferential(t *testing.T, e engine.Engine, c engine.Cipher, rounds int
 		if rng.IntN(4) == 0 {
 			n = rng.IntN(64)
 		}
-		if c.Mode == engine.CBC {
+		if c.Blocks() {
 			n &^= 15
 		}
 		cr, err := e.NewCrypter(c, key)
@@ -326,8 +328,8 @@ func testClose(t *testing.T, e engine.Engine, c engine.Cipher) {
 }
 
 // checkBoth encrypts and decrypts plain (out of place) and compares both
-// directions with the reference; for CBC the decryption of random data is
-// checked too, so decrypt is not only tested as an inverse.
+// directions with the reference; for CBC and ECB the decryption of random
+// data is checked too, so decrypt is not only tested as an inverse.
 func checkBoth(t *testing.T, cr engine.Crypter, c engine.Cipher, key, iv, plain []byte) {
 	t.Helper()
 	want := Reference(c, engine.Encrypt, key, iv, plain)
@@ -349,7 +351,7 @@ func checkBoth(t *testing.T, cr engine.Crypter, c engine.Cipher, key, iv, plain 
 	if i := firstDiff(back, plain); i >= 0 {
 		t.Fatalf("round trip %d bytes iv %x: differs at byte %d", len(plain), iv, i)
 	}
-	if c.Mode == engine.CBC {
+	if c.Blocks() {
 		wantDec := Reference(c, engine.Decrypt, key, iv, plain)
 		if err := cr.Decrypt(back, plain, iv); err != nil {
 			t.Fatalf("decrypt %d bytes: %v", len(plain), err)
@@ -392,7 +394,7 @@ func AddCounter(iv []byte, n uint64) []byte {
 	return out
 }
 
-// Reference is a deliberately plain implementation of CBC and CTR from
+// Reference is a deliberately plain implementation of CBC, CTR and ECB from
 // crypto/aes single-block calls, independent of every engine.
 func Reference(c engine.Cipher, d engine.Direction, key, iv, src []byte) []byte {
 	b, err := aes.NewCipher(key)
@@ -417,6 +419,14 @@ func Reference(c engine.Cipher, d engine.Direction, key, iv, src []byte) []byte 
 					out[i+j] ^= prev[j]
 				}
 				prev = src[i : i+16]
+			}
+		}
+	case engine.ECB:
+		for i := 0; i < len(src); i += 16 {
+			if d == engine.Encrypt {
+				b.Encrypt(out[i:i+16], src[i:i+16])
+			} else {
+				b.Decrypt(out[i:i+16], src[i:i+16])
 			}
 		}
 	case engine.CTR:

@@ -131,7 +131,8 @@ func TestMeasureFloors(t *testing.T) {
 // on 1 stream and misses them on 8.
 func fullReport() *report {
 	res := func(tool string, n int, mbps, user, sys float64) result {
-		return result{Tool: tool, Streams: n, MBps: mbps, Runs: []float64{mbps}, CPU: cpuPerGB{User: user, Sys: sys}}
+		c := cpuPerGB{User: user, Sys: sys}
+		return result{Tool: tool, Streams: n, MBps: mbps, Runs: []float64{mbps}, CPU: c, RunsCPU: []cpuPerGB{c}}
 	}
 	rep := &report{
 		Results: []result{
@@ -167,6 +168,32 @@ func TestOverheads(t *testing.T) {
 		if !ok || !near(o.ToolCPU, w.ToolCPU) || !near(o.Floor, w.Floor) || !near(o.Overhead, w.Overhead) || !near(o.Socat, w.Socat) {
 			t.Errorf("overhead %+v, want %+v", o, w)
 		}
+	}
+}
+
+// Ratio goals pair the rounds: a median whose rounds straddle 1.00x is
+// shown with its spread, not as a gain (issue 10), and the median of the
+// per-round ratios is what is judged.
+func TestGoalsPairedSpread(t *testing.T) {
+	rep := &report{Results: []result{
+		{Tool: toolOffloadGMAC, Streams: 1, MBps: 330, Runs: []float64{360, 270, 330}},
+		{Tool: toolSSHGCM, Streams: 1, MBps: 300, Runs: []float64{300, 300, 300}},
+		{Tool: toolOffload, Streams: 1, MBps: 400, Runs: []float64{400, 420, 380}},
+		{Tool: toolSSH, Streams: 1, MBps: 200, Runs: []float64{100, 300, 200}},
+	}}
+	got := map[string]goal{}
+	for _, g := range goals(rep) {
+		got[g.What] = g
+	}
+	g := got["offload gmac vs ssh -L gcm MB/s, 1 stream(s)"]
+	if g.Got != "1.10x (within spread 0.90–1.20) (330 vs 300 MB/s)" || g.Met {
+		t.Errorf("gmac goal %+v, want the spread shown and 1.10x < 1.2x missed", g)
+	}
+	// Rounds 4.00, 1.40, 1.90: the median 1.90x is judged, where the
+	// medians' ratio 400/200 would say 2.00x; every round is ahead.
+	g = got["offload vs ssh -L MB/s, 1 stream(s)"]
+	if g.Got != "1.90x (400 vs 200 MB/s)" || !g.Met {
+		t.Errorf("ssh goal %+v, want 1.90x met", g)
 	}
 }
 

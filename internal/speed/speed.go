@@ -28,6 +28,9 @@ type Config struct {
 	Sizes     []int         // default OpenSSLSizes
 	Duration  time.Duration // per size; default 3s, like openssl
 	Multi     int           // parallel workers, each with its own Crypter; default 1
+	// Ready, if set, is called once the Crypters exist, with the driver
+	// that serves them (tcrypt's header names it before the first line).
+	Ready func(engine.Driver)
 	// Start, if set, is called before each size is measured; Done after it,
 	// with the result (openssl's "Doing ..." lines come from these).
 	Start func(size int)
@@ -76,7 +79,7 @@ func Run(ctx context.Context, e engine.Engine, cfg Config) ([]Result, engine.Dri
 		cfg.Sizes = OpenSSLSizes
 	}
 	for _, s := range cfg.Sizes {
-		if s <= 0 || (cfg.Cipher.Mode == engine.CBC && s%engine.BlockSize != 0) {
+		if s <= 0 || (cfg.Cipher.Blocks() && s%engine.BlockSize != 0) {
 			return nil, engine.Driver{}, fmt.Errorf("speed: block size %d: %w", s, engine.ErrBlockSize)
 		}
 	}
@@ -100,6 +103,9 @@ func Run(ctx context.Context, e engine.Engine, cfg Config) ([]Result, engine.Dri
 		workers[i] = c
 	}
 	drv := workers[0].Driver()
+	if cfg.Ready != nil {
+		cfg.Ready(drv)
+	}
 	maxSize := 0
 	for _, s := range cfg.Sizes {
 		maxSize = max(maxSize, s)

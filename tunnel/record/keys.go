@@ -30,6 +30,10 @@ type Keys struct {
 
 // Check reports whether k fits s: key lengths by cipher, a 32-byte MAC key.
 func (k *DirKeys) Check(s suite.Suite) error {
+	// engine.CheckKey accepts the measuring-only ECB ciphers too.
+	if !s.Cipher.Valid() {
+		return fmt.Errorf("record: %w: %v", ErrSuite, s.Cipher)
+	}
 	if err := engine.CheckKey(s.Cipher, k.Enc); err != nil {
 		return fmt.Errorf("record: K_enc: %w", err)
 	}

@@ -229,6 +229,15 @@ func TestNewRejectsOptions(t *testing.T) {
 	if _, err := New(c1, ka, suite.Suite{Cipher: ctr256.Cipher, MAC: 9}, Options{}); !errors.Is(err, ErrSuite) {
 		t.Errorf("unknown MAC: got %v, want ErrSuite", err)
 	}
+	// ECB takes a 32-byte key like aes-256-ctr, so only the suite check
+	// can refuse it.
+	ecb := suite.Suite{Cipher: engine.Cipher{Mode: engine.ECB, KeyBits: 256}, MAC: ctr256.MAC}
+	if c, err := New(c1, ka, ecb, Options{}); !errors.Is(err, ErrSuite) {
+		if err == nil {
+			c.Close()
+		}
+		t.Errorf("ECB suite: got %v, want ErrSuite", err)
+	}
 }
 
 func TestNetConn(t *testing.T) {

@@ -47,6 +47,25 @@ func TestParseRejects(t *testing.T) {
 	}
 }
 
+// ECB is for measuring engines (offload speed) only: no suite may use it.
+func TestNoECBSuite(t *testing.T) {
+	for _, s := range All() {
+		if s.Cipher.Mode == engine.ECB {
+			t.Errorf("%v listed in All()", s)
+		}
+	}
+	for _, name := range []string{"aes-256-ecb-hmac-sha256", "aes-128-ecb-gmac", "AES-192-ECB-POLY1305"} {
+		if s, err := Parse(name); err == nil {
+			t.Errorf("Parse(%q) = %v, want an error", name, s)
+		}
+	}
+	for _, m := range MACs {
+		if s := (Suite{Cipher: engine.Cipher{Mode: engine.ECB, KeyBits: 128}, MAC: m}); s.Valid() {
+			t.Errorf("%v: Valid", s)
+		}
+	}
+}
+
 func TestMACNames(t *testing.T) {
 	for _, m := range MACs {
 		got, err := ParseMAC(m.String())
