@@ -83,19 +83,7 @@ func (g *engineGuard) check() {
 // loop runs check every interval until ctx ends; a negative interval
 // means never.
 func (g *engineGuard) loop(ctx context.Context, interval time.Duration) {
-	if interval < 0 {
-		return
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			g.check()
-		}
-	}
+	every(ctx, interval, g.check)
 }
 
 // start runs the first check now and the periodic ones in a goroutine on

@@ -239,6 +239,12 @@ func (c *counters) handshakesFailed() uint64 {
 
 // statusLoop logs a status line every interval until ctx ends.
 func (c *counters) statusLoop(ctx context.Context, interval time.Duration, log *zap.Logger) {
+	every(ctx, interval, func() { c.logStatus(log) })
+}
+
+// every runs fn every interval until ctx ends; a negative interval means
+// never.
+func every(ctx context.Context, interval time.Duration, fn func()) {
 	if interval < 0 {
 		return
 	}
@@ -249,7 +255,7 @@ func (c *counters) statusLoop(ctx context.Context, interval time.Duration, log *
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			c.logStatus(log)
+			fn()
 		}
 	}
 }

@@ -1,21 +1,20 @@
+//go:build linux
+
 package netns
 
 import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
-	"golang.org/x/sys/unix"
 
 	"github.com/offload-dev/offload/internal/bench"
 	"github.com/offload-dev/offload/internal/testutil"
@@ -93,40 +92,6 @@ func sh(t *testing.T, args ...string) {
 	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-}
-
-// dialIn dials from inside the network namespace at nsPath: a socket
-// belongs to the namespace of the thread that created it, so the dial runs
-// on a locked thread moved into the namespace, and that thread is thrown
-// away afterwards (the goroutine exits still locked).
-func dialIn(nsPath string) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		type result struct {
-			c   net.Conn
-			err error
-		}
-		ch := make(chan result, 1)
-		go func() {
-			runtime.LockOSThread()
-			// No UnlockOSThread: the thread is in another namespace now
-			// and must end with this goroutine.
-			fd, err := unix.Open(nsPath, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-			if err != nil {
-				ch <- result{err: fmt.Errorf("open %s: %w", nsPath, err)}
-				return
-			}
-			defer unix.Close(fd)
-			if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-				ch <- result{err: os.NewSyscallError("setns", err)}
-				return
-			}
-			var d net.Dialer
-			c, err := d.DialContext(ctx, network, addr)
-			ch <- result{c, err}
-		}()
-		r := <-ch
-		return r.c, r.err
 	}
 }
 
@@ -218,7 +183,7 @@ log:
 	server := start(t, "server (A)", ipCmd, "netns", "exec", nsA, offload, "server", "-c", srvConf)
 	client := start(t, "client (B)", ipCmd, "netns", "exec", nsB, offload, "client", "-c", cliConf)
 
-	dial := dialIn("/run/netns/" + nsB)
+	dial := testutil.DialIn("/run/netns/" + nsB)
 	fwd := "127.0.0.1:8080"
 	// Warm-up: the first verified byte says the sink, server, client and
 	// link are all up.

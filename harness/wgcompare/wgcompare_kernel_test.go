@@ -170,38 +170,6 @@ func vethPair(t *testing.T, name string) (string, string) {
 	return "", ""
 }
 
-// dialIn dials from inside the namespace file: a socket belongs to the
-// namespace of the thread that makes it, so the dial runs on a locked
-// thread moved there, which ends with its goroutine.
-func dialIn(nsFile string) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		type result struct {
-			c   net.Conn
-			err error
-		}
-		ch := make(chan result, 1)
-		go func() {
-			runtime.LockOSThread()
-			// No UnlockOSThread: the thread is in another namespace now.
-			fd, err := unix.Open(nsFile, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-			if err != nil {
-				ch <- result{err: fmt.Errorf("open %s: %w", nsFile, err)}
-				return
-			}
-			defer unix.Close(fd)
-			if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-				ch <- result{err: os.NewSyscallError("setns", err)}
-				return
-			}
-			var d net.Dialer
-			c, err := d.DialContext(ctx, network, addr)
-			ch <- result{c, err}
-		}()
-		r := <-ch
-		return r.c, r.err
-	}
-}
-
 // proc is a process the test runs, stopped in its cleanup.
 type proc struct {
 	name string
@@ -434,7 +402,7 @@ func TestKernelWireGuardAnchor(t *testing.T) {
 	t.Cleanup(func() { sink.stop(t) })
 	keyFile := filepath.Join(dir, "offload.key")
 	run(t, offload, "keygen", "-o", keyFile)
-	dial := dialIn(b.file)
+	dial := testutil.DialIn(b.file)
 
 	// waitUp sends one verified byte until it arrives: the first says
 	// every process and the link are up.
