@@ -342,7 +342,7 @@ func (x *afalgCrypter) crypt(d Direction, dst, src, iv []byte) error {
 //	virtio_crypto_aes_cbc  8 KiB 2.8 vs 2.5,  0.9 vs 1.4;  16 KiB 2.9 vs 4.8, 1.7 vs 2.7;  64 KiB 7.6 vs 14.2, 5.6 vs 6.5
 //
 // swings of 3-7x between runs and no direction that holds in both, as
-// VM-NOTES found before. Worth measuring again on a real router with a
+// docs/kernel-notes.md found before. Worth measuring again on a real router with a
 // device, where the copy is a larger share of the cost.
 func (x *afalgCrypter) request(d Direction, dst, src, iv []byte) error {
 	for attempt := 0; ; attempt++ {

@@ -9,7 +9,7 @@ import (
 // one request. Bigger buffers are split and the IV is chained from piece to
 // piece, so the result equals one request over the whole buffer. 64 KiB
 // stays well below the sizes where AF_ALG requests were seen to hang
-// (VM-NOTES: 256 KiB hung, 128 KiB worked) and is where device throughput
+// (docs/kernel-notes.md: 256 KiB hung, 128 KiB worked) and is where device throughput
 // has levelled off; the AF_ALG and cryptodev engines share it so that they
 // split identically.
 const kernelChunkSize = 64 << 10

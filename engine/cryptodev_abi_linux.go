@@ -6,7 +6,7 @@ import "unsafe"
 // 1.13). The structs are written so that Go's natural alignment gives the C
 // layout on every GOARCH: u32 fields, then pointers as uintptr (4 bytes on
 // 32-bit, 8 and 8-aligned on 64-bit). cryptodev_abi_linux_test.go checks
-// every size and offset against the table in VM-NOTES, per GOARCH.
+// every size and offset against the table in docs/kernel-notes.md, per GOARCH.
 //
 // Pointer fields are uintptr because the kernel reads them as user
 // addresses; the code that fills them pins the Go memory they point to for

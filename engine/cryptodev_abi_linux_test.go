@@ -6,7 +6,7 @@ import (
 	"unsafe"
 )
 
-// These tests pin the /dev/crypto ABI to the numbers in VM-NOTES
+// These tests pin the /dev/crypto ABI to the numbers in docs/kernel-notes.md
 // ("/dev/crypto (cryptodev-linux) facts"), which were checked in C on each
 // architecture. They mean something only when run under each GOARCH:
 //
@@ -16,7 +16,7 @@ import (
 //	  ${a#*:} /tmp/e.${a%%:*} -test.run 'TestCryptodev(Layout|Ioctl)' -test.v
 //	done
 
-// cryptodevLayout is one column of the VM-NOTES struct table.
+// cryptodevLayout is one column of the struct table in docs/kernel-notes.md.
 type cryptodevLayout struct {
 	sessionOp     [8]uintptr // size, cipher, mac, keylen, key, mackeylen, mackey, ses
 	cryptOp       [9]uintptr // size, ses, op, flags, len, src, dst, mac, iv
@@ -36,14 +36,14 @@ var (
 	}
 )
 
-// cryptodevLayouts maps the GOARCHes of the VM-NOTES table to their column.
+// cryptodevLayouts maps the GOARCHes of the kernel-notes table to their column.
 var cryptodevLayouts = map[string]cryptodevLayout{
 	"amd64":  cryptodevLayout64,
 	"arm64":  cryptodevLayout64,
 	"arm":    cryptodevLayout32,
 	"mips":   cryptodevLayout32,
 	"mipsle": cryptodevLayout32,
-	// 386 is not in the VM-NOTES table: i386's ABI aligns u32 and pointers
+	// 386 is not in the kernel-notes table: i386's ABI aligns u32 and pointers
 	// to 4 bytes like arm's, so its layout is the 32-bit column.
 	"386": cryptodevLayout32,
 }
@@ -55,7 +55,7 @@ func TestCryptodevLayout(t *testing.T) {
 		if unsafe.Sizeof(uintptr(0)) == 8 {
 			want = cryptodevLayout64
 		}
-		t.Logf("%s is not in the VM-NOTES table; checking it against the %d-bit column", runtime.GOARCH, 8*unsafe.Sizeof(uintptr(0)))
+		t.Logf("%s is not in the kernel-notes table; checking it against the %d-bit column", runtime.GOARCH, 8*unsafe.Sizeof(uintptr(0)))
 	}
 	var s sessionOp
 	var c cryptOp
@@ -85,7 +85,7 @@ func TestCryptodevLayout(t *testing.T) {
 	t.Logf("%s: session_op %d B, crypt_op %d B, session_info_op %d B", runtime.GOARCH, got.sessionOp[0], got.cryptOp[0], got.sessionInfoOp[0])
 }
 
-// cryptodevIoctls is one column of the VM-NOTES ioctl table, in the order
+// cryptodevIoctls is one column of the ioctl table in docs/kernel-notes.md, in the order
 // CIOCGSESSION, CIOCFSESSION, CIOCCRYPT, CIOCGSESSINFO, CIOCASYNCCRYPT,
 // CIOCASYNCFETCH. offload does not use the async ioctls; they are checked
 // because they are the only _IOW with a struct and the only _IOR, so they
@@ -98,7 +98,7 @@ var cryptodevIoctlTable = map[string]cryptodevIoctls{
 	"arm":    {0xc01c6366, 0x40046367, 0xc01c6368, 0xc10c636b, 0x401c636e, 0x801c636f},
 	"mips":   {0xc01c6366, 0x80046367, 0xc01c6368, 0xc10c636b, 0x801c636e, 0x401c636f},
 	"mipsle": {0xc01c6366, 0x80046367, 0xc01c6368, 0xc10c636b, 0x801c636e, 0x401c636f},
-	// 386 is not in the VM-NOTES table: asm-generic encoding with the
+	// 386 is not in the kernel-notes table: asm-generic encoding with the
 	// 32-bit struct sizes, the same numbers as arm.
 	"386": {0xc01c6366, 0x40046367, 0xc01c6368, 0xc10c636b, 0x401c636e, 0x801c636f},
 }
@@ -106,7 +106,7 @@ var cryptodevIoctlTable = map[string]cryptodevIoctls{
 func TestCryptodevIoctlNumbers(t *testing.T) {
 	want, ok := cryptodevIoctlTable[runtime.GOARCH]
 	if !ok {
-		t.Skipf("no reference ioctl numbers for GOARCH=%s in VM-NOTES", runtime.GOARCH)
+		t.Skipf("no reference ioctl numbers for GOARCH=%s in docs/kernel-notes.md", runtime.GOARCH)
 	}
 	opSize := unsafe.Sizeof(cryptOp{})
 	got := cryptodevIoctls{

@@ -14,7 +14,7 @@
 // function and by component (pprof.go). The router-class anchor
 // (harness/wgcompare) uses all of them.
 //
-// See /work/shared/VM-NOTES.md for the recipe this follows.
+// docs/kernel-notes.md has the recipe this follows.
 package main
 
 import (

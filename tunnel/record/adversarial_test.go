@@ -21,7 +21,7 @@ import (
 	"github.com/offload-dev/offload/tunnel/suite"
 )
 
-// A reference implementation of the frame format, written from DESIGN.md
+// A reference implementation of the frame format, written from docs/protocol.md
 // with crypto/aes, crypto/cipher and math/big only, to check the record
 // layer against something independent.
 
@@ -70,7 +70,7 @@ func refSeal(k *DirKeys, s suite.Suite, seq uint64, pt []byte) []byte {
 	return append(out, refTag(k, seq, ct)...)
 }
 
-// refOpen decodes a wire stream the way DESIGN.md and docs/protocol.md say
+// refOpen decodes a wire stream the way docs/protocol.md says
 // a reader must: it returns the plaintext of the frames before the first
 // bad one, and whether the stream ended cleanly on a frame boundary. A
 // header with the top bit set starts the next epoch (refNextKeys).

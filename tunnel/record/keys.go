@@ -14,7 +14,7 @@ import (
 const MACKeySize = 32
 
 // DirKeys are the record keys of one direction, as the handshake derives
-// them (DESIGN.md, "Record layer").
+// them (docs/protocol.md).
 type DirKeys struct {
 	Enc []byte                 // K_enc: 16, 24 or 32 bytes by suite
 	MAC []byte                 // K_mac: MACKeySize bytes

@@ -51,7 +51,7 @@ func NewMAC(m suite.MAC, key []byte) (MAC, error) {
 }
 
 // hmacMAC is HMAC-SHA256(K_mac, seq:u64be | len:u32be | ciphertext)[:16],
-// the tag of DESIGN.md and of the kernel's authenc(hmac(sha256),...) with
+// the tag of docs/protocol.md and of the kernel's authenc(hmac(sha256),...) with
 // seq | len as associated data.
 type hmacMAC struct {
 	h    hash.Hash

@@ -70,7 +70,7 @@ const (
 	// seal (and open) at most this many frames. A sender moves to the next
 	// epoch long before (RekeyFrames); a peer that sends more in one epoch
 	// fails the link with ErrKeyExhausted. It is half of the 2^32 frames
-	// DESIGN.md allows a key, far below where seq (u64) could wrap or CTR
+	// the design allows a key, far below where seq (u64) could wrap or CTR
 	// counter ranges (2^32 blocks apart) could meet.
 	MaxFrames = 1 << 31
 
