@@ -18,7 +18,7 @@ import (
 // other than software encrypted or decrypted in software, and compares,
 // before the result is used: before the frame is tagged and sent, or
 // before its plaintext is delivered. The hook is one call in worker.crypt
-// (frame.go), right after the engine returned:
+// (worker.go), right after the engine returned:
 //
 //	if err == nil {
 //		err = w.c.opt.Verify.check(w, idx, w.spare[HeaderSize:HeaderSize+n], src)
@@ -33,7 +33,7 @@ import (
 // Frames an engine seals or opens whole (a FrameSealer: cipher and HMAC in
 // one request, mac_aead.go) are checked whole: ciphertext and tag against
 // software's, and on opening also the tag the engine accepted. Two more
-// hooks in frame.go do that, in worker.seal after sealWhole:
+// hooks in worker.go do that, in worker.seal after sealWhole:
 //
 //	if done && err == nil && w.c.opt.Verify.checkSealed(w, idx, f, n) != nil {
 //		idx, done = 0, false // verify.go put the plaintext back: software seals it
