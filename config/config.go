@@ -538,7 +538,18 @@ func (d *decoder) common(c *Common) []fieldSpec {
 				c.Profile = filepath.Join(filepath.Dir(c.File), c.Profile)
 			}
 		}),
-		track("max_frame", func(v value) { d.size(v, &c.MaxFrame, MinMaxFrame, MaxMaxFrame) }),
+		track("max_frame", func(v value) {
+			before := c.MaxFrame
+			d.size(v, &c.MaxFrame, MinMaxFrame, MaxMaxFrame)
+			// The record layer's own rule (whole AES blocks), so that a
+			// config that validates also starts.
+			if c.MaxFrame != before {
+				if err := record.CheckMaxFrame(c.MaxFrame); err != nil {
+					d.add(v.at, v.field, err)
+					c.MaxFrame = before
+				}
+			}
+		}),
 		track("yamux_window", func(v value) { d.size(v, &c.YamuxWindow, MinYamuxWindow, MaxYamuxWindow) }),
 		track("keepalive", func(v value) { d.duration(v, &c.Keepalive, false) }),
 		track("dial_timeout", func(v value) { d.duration(v, &c.DialTimeout, true) }),

@@ -211,6 +211,7 @@ func TestErrorPositions(t *testing.T) {
 		{"sizes", false, goodServer + "max_frame: 512\nyamux_window: 32MiB\n", []string{"6:max_frame", "7:yamux_window"}},
 		{"size hard cap", false, goodServer + "max_frame: 1048577\n", []string{"6:max_frame"}},
 		{"size units", false, goodServer + "max_frame: 16KB\nyamux_window: 1 furlong\n", []string{"6:max_frame", "7:yamux_window"}},
+		{"size not whole blocks", false, goodServer + "max_frame: 1500\n", []string{"6:max_frame"}},
 		{"durations", false, goodServer + "keepalive: 15\ndial_timeout: 0\nhandshake_timeout: -1s\ndrain_timeout: soon\n",
 			[]string{"6:keepalive", "7:dial_timeout", "8:handshake_timeout", "9:drain_timeout"}},
 		{"max_streams", false, goodServer + "max_streams: 0\n", []string{"6:max_streams"}},

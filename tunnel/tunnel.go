@@ -113,6 +113,11 @@ type Options struct {
 	rekeyFrames uint64
 }
 
+// Check reports whether NewServer or NewClient would accept o, without
+// changing o or starting anything: what offload validate runs, so that a
+// config that validates also starts.
+func (o Options) Check() error { return o.setDefaults() }
+
 func (o *Options) setDefaults() error {
 	if len(o.PSK) != handshake.PSKSize {
 		return fmt.Errorf("%w: pre-shared key is %d bytes, want %d", ErrConfig, len(o.PSK), handshake.PSKSize)
@@ -123,8 +128,8 @@ func (o *Options) setDefaults() error {
 	if o.MaxFrame == 0 {
 		o.MaxFrame = record.DefaultMaxFrame
 	}
-	if o.MaxFrame < record.MinMaxFrame || o.MaxFrame > record.HardMaxFrame || o.MaxFrame%engine.BlockSize != 0 {
-		return fmt.Errorf("%w: max frame %d: want a multiple of 16 from %d to %d", ErrConfig, o.MaxFrame, record.MinMaxFrame, record.HardMaxFrame)
+	if err := record.CheckMaxFrame(o.MaxFrame); err != nil {
+		return fmt.Errorf("%w: max frame %w", ErrConfig, err)
 	}
 	if o.YamuxWindow == 0 {
 		o.YamuxWindow = DefaultYamuxWindow

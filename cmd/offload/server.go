@@ -113,12 +113,19 @@ func tunnelOptions(ctx context.Context, c *config.Common, key []byte, log *zap.L
 	if err != nil {
 		return tunnel.Options{}, c.FieldError("engine", err)
 	}
+	opt := configOptions(c, key, log)
+	opt.Engines, opt.Policy, opt.Stats = engines, policy, stats
+	return opt, nil
+}
+
+// configOptions maps the config's common part to tunnel.Options, all but
+// the engines: start and offload validate share it, and validate runs the
+// tunnel's own checks on it (Options.Check), so a config that validates
+// also starts.
+func configOptions(c *config.Common, key []byte, log *zap.Logger) tunnel.Options {
 	return tunnel.Options{
 		Suite:            c.Suite,
 		PSK:              key,
-		Engines:          engines,
-		Policy:           policy,
-		Stats:            stats,
 		MaxFrame:         c.MaxFrame,
 		YamuxWindow:      c.YamuxWindow,
 		Keepalive:        c.Keepalive,
@@ -131,7 +138,7 @@ func tunnelOptions(ctx context.Context, c *config.Common, key []byte, log *zap.L
 		Verify:           c.Verify,
 		// The config's 0 is "only at start", tunnel's is its default.
 		EngineCheckInterval: cmp.Or(c.EngineCheckInterval, -1),
-	}, nil
+	}
 }
 
 // startMetrics serves Prometheus metrics on the config's metrics address,

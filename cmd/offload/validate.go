@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 
+	"go.uber.org/zap"
+
 	"github.com/offload-dev/offload/config"
 )
 
@@ -60,8 +62,15 @@ func validateFile(stdout, stderr io.Writer, path string) bool {
 	default:
 		panic(fmt.Sprintf("config.Load returned %T", cfg))
 	}
-	if _, err := common.LoadKey(); err != nil {
+	key, err := common.LoadKey()
+	if err != nil {
 		fmt.Fprintln(stderr, err)
+		return false
+	}
+	// The tunnel's own checks on the options a start would make: config's
+	// are meant to be a superset, and this keeps them honest.
+	if err := configOptions(common, key, zap.NewNop()).Check(); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", path, err)
 		return false
 	}
 	if _, err := common.LoadMetricsToken(); err != nil {

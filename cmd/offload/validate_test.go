@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/zap"
+
 	"github.com/offload-dev/offload/config"
 )
 
@@ -166,5 +168,50 @@ func TestValidateMetricsToken(t *testing.T) {
 	}
 	if code, _, stderr := runCmd(t, "validate", server); code != 0 {
 		t.Fatalf("good token file: exit %d, stderr %s", code, stderr)
+	}
+}
+
+// A config that validates also starts: for the tunables at and around
+// their edges, every server and client config that config accepts gives
+// options the tunnel accepts too (max_frame 1500 used to pass validate
+// and fail the start).
+func TestValidatedConfigStarts(t *testing.T) {
+	key := make([]byte, 32)
+	for i := range key {
+		key[i] = byte(i*7 + 1)
+	}
+	tunables := map[string][]string{
+		"max_frame":    {"1KiB", "1000", "1008", "1500", "1504", "16KiB", "65535", "64KiB", "1MiB", "1048575"},
+		"yamux_window": {"256KiB", "300000", "1MiB", "16MiB"},
+		"link_buffer":  {"1MiB", "2MiB", "16MiB", "1GiB"},
+		"max_streams":  {"1", "10", "1024", "65535"},
+	}
+	accepted := 0
+	for name, values := range tunables {
+		for _, v := range values {
+			for _, base := range []string{
+				"listen: 127.0.0.1:7000\nkey_file: k\nservices:\n  web: 127.0.0.1:8080\n",
+				"server: 127.0.0.1:7000\nkey_file: k\nforwards:\n  - listen: 127.0.0.1:8080\n    service: web\n",
+			} {
+				cfg, err := config.Parse("/etc/offload/x.yaml", []byte(base+name+": "+v+"\n"))
+				if err != nil {
+					continue // refused with file:line: nothing to start
+				}
+				accepted++
+				var c *config.Common
+				switch x := cfg.(type) {
+				case *config.Server:
+					c = &x.Common
+				case *config.Client:
+					c = &x.Common
+				}
+				if err := configOptions(c, key, zap.NewNop()).Check(); err != nil {
+					t.Errorf("%s: %s passes config but the tunnel refuses it: %v", name, v, err)
+				}
+			}
+		}
+	}
+	if accepted == 0 {
+		t.Fatal("config accepted none of the samples")
 	}
 }

@@ -199,8 +199,8 @@ func New(conn net.Conn, keys Keys, s suite.Suite, opt Options) (*Conn, error) {
 	if opt.MaxFrame == 0 {
 		opt.MaxFrame = DefaultMaxFrame
 	}
-	if opt.MaxFrame < MinMaxFrame || opt.MaxFrame > HardMaxFrame || opt.MaxFrame%engine.BlockSize != 0 {
-		return nil, fmt.Errorf("record: MaxFrame %d: want a multiple of 16 in [%d, %d]", opt.MaxFrame, MinMaxFrame, HardMaxFrame)
+	if err := CheckMaxFrame(opt.MaxFrame); err != nil {
+		return nil, fmt.Errorf("record: MaxFrame: %w", err)
 	}
 	if opt.Workers == 0 {
 		opt.Workers = DefaultWorkers
@@ -271,6 +271,16 @@ func New(conn net.Conn, keys Keys, s suite.Suite, opt Options) (*Conn, error) {
 	c.w.init(c)
 	c.r.init(c)
 	return c, nil
+}
+
+// CheckMaxFrame is the rule for a MaxFrame, the one config, tunnel and New
+// all apply: a multiple of 16 (CBC frames are whole blocks; the frame
+// buffers' size classes assume it) from MinMaxFrame to HardMaxFrame.
+func CheckMaxFrame(n int) error {
+	if n < MinMaxFrame || n > HardMaxFrame || n%engine.BlockSize != 0 {
+		return fmt.Errorf("%d bytes: want a multiple of %d from %d to %d", n, engine.BlockSize, MinMaxFrame, HardMaxFrame)
+	}
+	return nil
 }
 
 // Stats returns the counters this Conn adds to.
