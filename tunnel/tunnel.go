@@ -62,12 +62,12 @@ type Options struct {
 	Suite suite.Suite
 	// PSK is the pre-shared key (handshake.PSKSize bytes).
 	PSK []byte
-	// Engines and Policy go to record.Options: EngineSetup makes them
+	// Engines and Policy go to record.Options: selector.Engines makes them
 	// from an engine spec. nil means software only.
 	Engines []engine.Engine
 	Policy  record.Policy
 	// Stats receives the record layer's counters of every link; give the
-	// same Stats to EngineSetup. nil means a new one.
+	// same Stats to selector.Engines. nil means a new one.
 	Stats *record.Stats
 	// MaxFrame is the record layer's largest frame (0: its default).
 	MaxFrame int

@@ -315,7 +315,7 @@ func runBench(ctx context.Context, env *runEnv, o benchOpts) (int, error) {
 		return b.run(ctx, c.policy, c.engines, c.pol, c.streams)
 	}}
 	for _, p := range policies {
-		engines, policy, err := tunnel.EngineSetup(ctx, p, st, tunnel.EngineOptions{
+		engines, policy, err := selector.Engines(ctx, p, st.Cipher, selector.EngineOptions{
 			Logger: log.Named("engine"), MaxFrame: maxFrame, Profile: o.profile,
 		})
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/offload-dev/offload/config"
+	"github.com/offload-dev/offload/selector"
 	"github.com/offload-dev/offload/tunnel"
 	"github.com/offload-dev/offload/tunnel/record"
 )
@@ -107,7 +108,7 @@ func configFlags(usage string, run func(context.Context, *runEnv, string) (int, 
 func tunnelOptions(ctx context.Context, c *config.Common, key []byte, log *zap.Logger) (tunnel.Options, error) {
 	applyMemoryLimit(c.MemoryLimit, log)
 	stats := new(record.Stats)
-	engines, policy, err := tunnel.EngineSetup(ctx, c.Engine, c.Suite, tunnel.EngineOptions{
+	engines, policy, err := selector.Engines(ctx, c.Engine, c.Suite.Cipher, selector.EngineOptions{
 		Logger: log.Named("engine"), MaxFrame: c.MaxFrame, Profile: c.Profile, Stats: stats,
 	})
 	if err != nil {
