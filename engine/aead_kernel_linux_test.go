@@ -159,6 +159,16 @@ func TestKernelAEADDrivers(t *testing.T) {
 	for _, dc := range kernelDriverCases(t) {
 		t.Run(dc.name, func(t *testing.T) {
 			e := engine.NewAFALGAEAD(dc.name, engine.Options{})
+			if !dc.ciphers[0].Valid() {
+				// ECB is for measuring only: whole frames never use it,
+				// and the engine must say so rather than bind it.
+				for _, c := range dc.ciphers {
+					if _, err := e.Driver(c); err == nil {
+						t.Errorf("%v: afalg-aead bound a measuring-only cipher", c)
+					}
+				}
+				return
+			}
 			for _, c := range dc.ciphers {
 				d, err := e.Driver(c)
 				if err != nil {
