@@ -538,18 +538,7 @@ func (d *decoder) common(c *Common) []fieldSpec {
 				c.Profile = filepath.Join(filepath.Dir(c.File), c.Profile)
 			}
 		}),
-		track("max_frame", func(v value) {
-			before := c.MaxFrame
-			d.size(v, &c.MaxFrame, MinMaxFrame, MaxMaxFrame)
-			// The record layer's own rule (whole AES blocks), so that a
-			// config that validates also starts.
-			if c.MaxFrame != before {
-				if err := record.CheckMaxFrame(c.MaxFrame); err != nil {
-					d.add(v.at, v.field, err)
-					c.MaxFrame = before
-				}
-			}
-		}),
+		track("max_frame", func(v value) { d.size(v, &c.MaxFrame, MinMaxFrame, MaxMaxFrame) }),
 		track("yamux_window", func(v value) { d.size(v, &c.YamuxWindow, MinYamuxWindow, MaxYamuxWindow) }),
 		track("keepalive", func(v value) { d.duration(v, &c.Keepalive, false) }),
 		track("dial_timeout", func(v value) { d.duration(v, &c.DialTimeout, true) }),
@@ -608,6 +597,11 @@ func (d *decoder) common(c *Common) []fieldSpec {
 // finishCommon checks what depends on more than one common field, once
 // they are all decoded.
 func (d *decoder) finishCommon(c *Common) {
+	// The record layer's own rule (whole AES blocks), so that a config
+	// that validates also starts; a size out of range kept the default.
+	if err := record.CheckMaxFrame(c.MaxFrame); err != nil {
+		d.add(c.fields["max_frame"], "max_frame", err)
+	}
 	if c.MetricsTokenFile != "" && c.Metrics == "" {
 		d.errorf(c.fields["metrics_token_file"], "metrics_token_file", "is set but metrics is not")
 	}
