@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/offload-dev/offload/internal/bench"
 	"github.com/offload-dev/offload/tunnel/suite"
 )
 
@@ -114,9 +114,9 @@ func benchStream(b *testing.B, s suite.Suite) {
 
 // processCPU is the user+system time of this process so far.
 func processCPU(tb testing.TB) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		tb.Fatal(err)
+	c, ok := bench.ProcessCPU()
+	if !ok {
+		tb.Skip("this platform can not tell the process's CPU time")
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return c.Total()
 }
