@@ -260,11 +260,19 @@ vm() {
 	announce "vm $name: harness/vm $*"
 	start=$(date +%s)
 	set +e
-	"$work/vm" "$@"
-	rc=$?
+	"$work/vm" "$@" 2>&1 | tee "$work/vm-$name.log"
+	rc=${PIPESTATUS[0]}
 	set -e
 	printf '  vm %-20s %4ds\n' "$name" $(($(date +%s) - start)) >>"$work/timings"
 	[ "$rc" -eq 0 ] || vm_failed+=("$name (exit $rc)")
+}
+# vm_why NAME prints the lines of a failed run's output that say what
+# failed, so that the end of a long log (all CI keeps) names the cause.
+vm_why() {
+	[ -f "$work/vm-$1.log" ] || return 0
+	echo "--- vm $1: what failed (from its output)"
+	grep -aE -- '--- FAIL|^FAIL|FAILED|panic:|fatal error|step=[^ ]+ rc=[1-9]|timed out|no summary|^vm: .*(fail|error)' \
+		"$work/vm-$1.log" | tail -40 || echo "(no line says; the whole output is above)"
 }
 vm_selftest() {
 	local start rc
@@ -280,10 +288,18 @@ vm_selftest() {
 s_vm() {
 	go build -o "$work/vm" ./harness/vm
 	vm_runs
-	if [ ${#vm_failed[@]} -gt 0 ]; then
-		echo "VM runs failed: ${vm_failed[*]}"
-		return 1
-	fi
+	vm_report VM
+}
+# vm_report WHAT fails the stage if a run failed, after what each failed
+# run's output says about why.
+vm_report() {
+	[ ${#vm_failed[@]} -gt 0 ] || return 0
+	local f
+	for f in "${vm_failed[@]}"; do
+		vm_why "${f%% *}"
+	done
+	echo "$1 runs failed: ${vm_failed[*]}"
+	return 1
 }
 
 # cryptodev_ko ARCH: builds (or takes from the cache) the module for ARCH's
@@ -308,10 +324,7 @@ s_cryptodev() {
 	[ -x "$work/vm" ] || go build -o "$work/vm" ./harness/vm
 	vm_failed=()
 	cryptodev_runs
-	if [ ${#vm_failed[@]} -gt 0 ]; then
-		echo "cryptodev runs failed: ${vm_failed[*]}"
-		return 1
-	fi
+	vm_report cryptodev
 }
 
 # s_packaging checks packaging/ with the tools each platform has: the
