@@ -6,8 +6,8 @@
 #
 # cryptodev-linux is a test fixture, not part of offload (GPL-2.0; Debian
 # does not package it). Its source is the git-archive tarball
-# cryptodev-linux-*.tar.gz in $OFFLOAD_THIRD_PARTY (default: ../shared/third_party
-# beside the repository, where CI puts it). Without it this script prints
+# cryptodev-linux-*.tar.gz in $OFFLOAD_THIRD_PARTY (default: third_party/cryptodev-linux
+# in the repository; see its README.md). Without it this script prints
 # why on stderr and exits 3, which scripts/test.sh turns into a skip.
 #
 # The kernel is the one harness/vm picks: the linux-image package that
@@ -34,7 +34,7 @@ mipsle) debarch=mipsel meta=linux-image-4kc-malta karch=mips cross=mipsel-linux-
 *) say "unknown architecture '$arch' (want amd64, arm, mipsle)"; exit 2 ;;
 esac
 
-third=${OFFLOAD_THIRD_PARTY:-../shared/third_party}
+third=${OFFLOAD_THIRD_PARTY:-third_party/cryptodev-linux}
 shopt -s nullglob
 tarballs=("$third"/cryptodev-linux-*.tar.gz)
 shopt -u nullglob

@@ -36,9 +36,9 @@
 #                       cores; deps.sh adds the dpkg architectures and
 #                       qemu-system-arm/-mips for the ones named)
 #   OFFLOAD_THIRD_PARTY folder with cryptodev-linux-*.tar.gz for the cryptodev
-#                       stage (default ../shared/third_party, beside the
-#                       clone, where CI puts it); without it the stage is
-#                       skipped with the reason, except under CI=true (or
+#                       stage (default third_party/cryptodev-linux, the
+#                       fixture in the repository); without one the stage
+#                       is skipped with the reason, except under CI=true (or
 #                       OFFLOAD_REQUIRE_CRYPTODEV=1), where it fails
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -314,7 +314,7 @@ cryptodev_ko() {
 }
 # cryptodev_src prints the fixture tarball's folder if it holds one.
 cryptodev_src() {
-	local dir=${OFFLOAD_THIRD_PARTY:-../shared/third_party} f
+	local dir=${OFFLOAD_THIRD_PARTY:-third_party/cryptodev-linux} f
 	for f in "$dir"/cryptodev-linux-*.tar.gz; do
 		[ -f "$f" ] && { echo "$dir"; return 0; }
 	done
@@ -417,9 +417,9 @@ elif cryptodev_dir=$(cryptodev_src); then
 	stage cryptodev "cryptodev-linux built for the VM kernels, engine tests, speed and bench against it" s_cryptodev
 elif [ "${CI:-}" = true ] || [ "${OFFLOAD_REQUIRE_CRYPTODEV:-}" = 1 ]; then
 	current=cryptodev
-	fail "no cryptodev-linux-*.tar.gz in ${OFFLOAD_THIRD_PARTY:-../shared/third_party} (CI must have the fixture; set OFFLOAD_THIRD_PARTY)"
+	fail "no cryptodev-linux-*.tar.gz in ${OFFLOAD_THIRD_PARTY:-third_party/cryptodev-linux} (CI must have the fixture; set OFFLOAD_THIRD_PARTY)"
 else
-	skip cryptodev "no cryptodev-linux-*.tar.gz in ${OFFLOAD_THIRD_PARTY:-../shared/third_party}; set OFFLOAD_THIRD_PARTY to its folder"
+	skip cryptodev "no cryptodev-linux-*.tar.gz in ${OFFLOAD_THIRD_PARTY:-third_party/cryptodev-linux}; set OFFLOAD_THIRD_PARTY to its folder"
 fi
 stage budgets "binary size and RSS budgets (harness/budget)" s_budgets
 
