@@ -19,6 +19,7 @@ import (
 	"github.com/offload-dev/offload/config"
 	"github.com/offload-dev/offload/engine"
 	"github.com/offload-dev/offload/internal/bench"
+	"github.com/offload-dev/offload/internal/benchmethod"
 	"github.com/offload-dev/offload/tunnel"
 	"github.com/offload-dev/offload/tunnel/suite"
 )
@@ -196,7 +197,7 @@ func TestBenchJSONCheck(t *testing.T) {
 		t.Fatalf("tolerance %v, checks %+v; want 0.5 and one check", rep.Tolerance, rep.Checks)
 	}
 	c := rep.Checks[0]
-	if c.Policy != "auto" || c.Streams != 1 || c.Kind != checkVsBestSingle || c.Against != "software" || c.Want != 0.5 {
+	if c.Policy != "auto" || c.Streams != 1 || c.Kind != benchmethod.KindVsBestSingle || c.Against != "software" || c.Want != 0.5 {
 		t.Errorf("check %+v; want auto against software at 1 stream, want 0.5", c)
 	}
 	if !strings.Contains(errOut, "\ncheck: auto, 1 stream: ") || strings.Contains(out, "check:") {
@@ -371,5 +372,93 @@ func TestBenchTableHandedToCPU(t *testing.T) {
 	}
 	if regexp.MustCompile(`(?m)^auto .*handed`).MatchString(out) {
 		t.Errorf("auto row speaks of handing frames over:\n%s", out)
+	}
+}
+
+// cellOf makes a cell whose run i was made in round i at mbps[i] MB/s; a
+// negative figure is a failed run.
+func cellOf(policy string, streams int, mbps ...float64) *benchCell {
+	c := &benchCell{Name: policy, Streams: streams}
+	for i, m := range mbps {
+		r := benchRun{Policy: policy, Streams: streams, MBps: m, Bytes: 1 << 20, Seconds: 1, Verified: true}
+		if m < 0 {
+			r.MBps, r.Error = 0, "broken"
+		}
+		c.Runs = append(c.Runs, benchmethod.Run[benchRun]{Round: i, Result: r})
+	}
+	return c
+}
+
+func rowOf(t *testing.T, runs []benchRun, policy string, streams int) benchRun {
+	t.Helper()
+	for _, r := range runs {
+		if r.Policy == policy && r.Streams == streams {
+			return r
+		}
+	}
+	t.Fatalf("no row for %s with %d streams in %+v", policy, streams, runs)
+	return benchRun{}
+}
+
+// summarize's rows: the median run (a failed one if any), the ratios
+// against software, the best single engine and auto, and what hybrid
+// handed to the CPU summed over its rounds, which -check reads.
+func TestBenchSummarize(t *testing.T) {
+	hybrid := cellOf("hybrid", 1, 9, 10, 11)
+	hybrid.Runs[0].Result.HandedToCPU, hybrid.Runs[2].Result.HandedToCPU = 3, 4
+	cells := []*benchCell{cellOf("software", 1, 10, 5, 20), cellOf("auto", 1, 11, 5.5, 8), hybrid, cellOf("afalg", 1, 1, -1, 1)}
+	runs := summarize(cells)
+	auto := rowOf(t, runs, "auto", 1)
+	if auto.MBps != 8 || auto.Bytes != 1<<20 || !slices.Equal(auto.Repeats, []float64{11, 5.5, 8}) || auto.Gain < 1.09 || auto.Gain > 1.11 ||
+		auto.VsBestSinglePolicy != "software" {
+		t.Errorf("auto's row %+v; want the 8 MB/s run, every round, gain 1.1 and software as the best single", auto)
+	}
+	if h := rowOf(t, runs, "hybrid", 1); h.HandedToCPU != 7 || h.MBps != 10 || h.VsAuto == 0 {
+		t.Errorf("hybrid's row %+v; want 7 handed to the CPU over its rounds, the 10 MB/s run and vs auto", h)
+	}
+	if a := rowOf(t, runs, "afalg", 1); a.Error == "" {
+		t.Errorf("afalg's row %+v hides its failed run", a)
+	}
+	rows := checkRows(runs)
+	if rows[2].RoutedAsAuto || !rows[1].RoutedAsAuto || !rows[3].Failed || rows[1].Failed {
+		t.Errorf("check rows %+v: want hybrid not routed as auto (it handed frames over), afalg failed", rows)
+	}
+}
+
+// Issue 10's case: hybrid routed exactly as auto (nothing handed over) and
+// its rounds against auto and software fall on both sides of 1.00x; the
+// table and the check line must show the spread, not a gain.
+func TestBenchSpreadNotGain(t *testing.T) {
+	cells := []*benchCell{
+		cellOf("software", 1, 10, 10, 10),
+		cellOf("auto", 1, 10, 10, 10),
+		cellOf("hybrid", 1, 11.7, 9.1, 11.2),
+		cellOf("afalg", 1, 13, 12, 14), // clearly ahead in every round
+	}
+	runs := summarize(cells)
+	rep := &benchReport{Suite: "aes-256-cbc-hmac-sha256", Mode: "in-process", Bytes: 1 << 20, MaxFrame: 65536, WriteSize: 32768, Repeat: 3, Runs: runs}
+	var b strings.Builder
+	printBenchTable(&b, rep)
+	out := b.String()
+	// Against afalg every round is a loss: that is shown plainly.
+	if !regexp.MustCompile(`(?m)^hybrid .* 1\.12x \(within spread 0\.91–1\.17\) +0\.80x afalg `).MatchString(out) {
+		t.Errorf("hybrid's row shows a gain where its rounds straddle 1.00x:\n%s", out)
+	}
+	if !regexp.MustCompile(`(?m)^afalg .* 1\.30x +-$`).MatchString(out) {
+		t.Errorf("afalg's clear gain is not shown plainly:\n%s", out)
+	}
+	// The columns line up: every row's "gain" starts where its title does
+	// (counted in runes: the spreads hold en dashes).
+	lines := strings.Split(out, "\n")
+	title := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "policy ") })
+	col := strings.Index(lines[title], "gain")
+	for _, l := range lines[title+1 : title+5] {
+		if r := []rune(l); len(r) <= col || r[col-1] != ' ' || r[col] == ' ' {
+			t.Errorf("row %q does not start its gain at column %d", l, col)
+		}
+	}
+	checks := benchmethod.Checker{Roles: benchRoles, Tolerance: 0.1}.Eval(checkRows(runs))
+	if l := checks[len(checks)-1].Line(); !strings.Contains(l, "1.12x (within spread 0.91–1.17) auto (it handed no frame to the CPU") {
+		t.Errorf("hybrid's check line %q does not show the spread", l)
 	}
 }

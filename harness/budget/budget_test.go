@@ -150,3 +150,17 @@ func TestScenarios(t *testing.T) {
 		}
 	}
 }
+
+// The rss table's header is the one budget printed before the table came
+// from internal/benchmethod: readers of earlier runs compare them.
+func TestRSSTableHeader(t *testing.T) {
+	var b strings.Builder
+	if err := rssTable.WriteMarkdownHeader(&b); err != nil {
+		t.Fatal(err)
+	}
+	want := "| streams | window | sink | MB/s | server idle RSS | server load max RSS | server HWM | client idle RSS | client load max RSS | client HWM |\n" +
+		"|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n"
+	if b.String() != want {
+		t.Errorf("header:\n%s\nwant:\n%s", b.String(), want)
+	}
+}

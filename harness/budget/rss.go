@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/config"
+	"github.com/offload-dev/offload/internal/benchmethod"
 )
 
 type rssOpts struct {
@@ -163,8 +164,9 @@ func runRSS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	fmt.Fprintf(stdout, "RSS of offload server and client (%s, %s/%s, %d CPUs), configs from %s/ with engine and tunables as there; load: %v of %d-byte writes per stream; %s\n\n",
 		bin, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), o.examples, o.load, o.chunk, env)
-	fmt.Fprintf(stdout, "| streams | window | sink | MB/s | server idle RSS | server load max RSS | server HWM | client idle RSS | client load max RSS | client HWM |\n")
-	fmt.Fprintf(stdout, "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	if err := rssTable.WriteMarkdownHeader(stdout); err != nil {
+		return fmt.Errorf("rss table: %w", err)
+	}
 
 	var insane []string
 	for i, sc := range o.scenarios() {
@@ -176,10 +178,12 @@ func runRSS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if sc.Stalled {
 			sink, rate = fmt.Sprintf("stalled (%s MiB written)", mib(r.Sent)), "-"
 		}
-		fmt.Fprintf(stdout, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			sc.Streams, fmtBytes(sc.Window), sink, rate,
+		// Each row as it is measured: a scenario takes seconds.
+		if err := benchmethod.WriteMarkdownRow(stdout, strconv.Itoa(sc.Streams), fmtBytes(sc.Window), sink, rate,
 			mib(r.Idle[server].RSS), mib(r.LoadMax[server]), mib(r.LoadHWM[server]),
-			mib(r.Idle[client].RSS), mib(r.LoadMax[client]), mib(r.LoadHWM[client]))
+			mib(r.Idle[client].RSS), mib(r.LoadMax[client]), mib(r.LoadHWM[client])); err != nil {
+			return fmt.Errorf("rss table: %w", err)
+		}
 		if f, ok := stdout.(interface{ Sync() error }); ok {
 			_ = f.Sync()
 		}
@@ -197,6 +201,13 @@ func runRSS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	return nil
 }
+
+// rssTable is the report's table: a row per scenario.
+var rssTable = benchmethod.Table{Columns: []benchmethod.Column{
+	{Title: "streams", Right: true}, {Title: "window", Right: true}, {Title: "sink"}, {Title: "MB/s", Right: true},
+	{Title: "server idle RSS", Right: true}, {Title: "server load max RSS", Right: true}, {Title: "server HWM", Right: true},
+	{Title: "client idle RSS", Right: true}, {Title: "client load max RSS", Right: true}, {Title: "client HWM", Right: true},
+}}
 
 // defaultWindow and defaultStreams pick the row and column of the
 // default (non -cross) matrix.

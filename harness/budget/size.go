@@ -9,7 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+
+	"github.com/offload-dev/offload/internal/benchmethod"
 )
 
 // sizeTarget is one router target of the size budget.
@@ -50,7 +53,10 @@ func runSize(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer os.RemoveAll(dir)
 
 	fmt.Fprintf(stdout, "stripped size of %s (CGO_ENABLED=0 go build %s), budget %s MiB\n\n", *pkg, strings.Join(quoteArgs(stripFlags), " "), mib(budget))
-	fmt.Fprintf(stdout, "| target | bytes | MiB | of budget |\n|---|---:|---:|---:|\n")
+	table := benchmethod.Table{Columns: []benchmethod.Column{{Title: "target"}, {Title: "bytes", Right: true}, {Title: "MiB", Right: true}, {Title: "of budget", Right: true}}}
+	if err := table.WriteMarkdownHeader(stdout); err != nil {
+		return fmt.Errorf("size table: %w", err)
+	}
 	var over []string
 	for _, t := range sizeTargets {
 		out := filepath.Join(dir, strings.NewReplacer("/", "-", " ", "-", "=", "").Replace(t.Name))
@@ -62,7 +68,9 @@ func runSize(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		n := st.Size()
-		fmt.Fprintf(stdout, "| %s | %d | %s | %.0f%% |\n", t.Name, n, mib(n), 100*float64(n)/float64(budget))
+		if err := benchmethod.WriteMarkdownRow(stdout, t.Name, strconv.FormatInt(n, 10), mib(n), fmt.Sprintf("%.0f%%", 100*float64(n)/float64(budget))); err != nil {
+			return fmt.Errorf("size table: %w", err)
+		}
 		if n > budget {
 			over = append(over, fmt.Sprintf("%s is %s MiB", t.Name, mib(n)))
 		}

@@ -13,8 +13,9 @@
 //
 // For each tool and stream count it reports MB/s and the CPU time of the
 // tool's processes (user and system) per 10^9 payload bytes, the median of
-// -repeat rounds; each round runs every tool once, starting one tool later
-// than the round before. Beside them:
+// -repeat rounds; each round runs every tool once, in the order of offload
+// bench's rounds (internal/benchmethod: forward, backward, then one tool
+// on). Beside them:
 //
 //   - the crypto floor of each offload suite: the CPU s/GB of sealing and
 //     then opening the same bytes (cipher and MAC, software engine, frames
@@ -62,6 +63,7 @@ import (
 
 	"github.com/offload-dev/offload/config"
 	"github.com/offload-dev/offload/internal/bench"
+	"github.com/offload-dev/offload/internal/benchmethod"
 )
 
 type options struct {
@@ -97,7 +99,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	rssSize := fs.String("rss-bytes", "200MiB", "payload of the memory run, over all its streams")
 	bin := fs.String("offload", "", "offload binary (default: go build ./cmd/offload)")
 	digest := fs.String("digest", "crc32c", "the sink's check: crc32c (cheap, for speed) or sha256")
-	maxFrame := fs.String("max-frame", "", "offload's max_frame in both configs and the crypto floor's frame size (default: the config default, "+sizeString(config.DefaultMaxFrame)+")")
+	maxFrame := fs.String("max-frame", "", "offload's max_frame in both configs and the crypto floor's frame size (default: the config default, "+benchmethod.Size(config.DefaultMaxFrame)+")")
 	profileDir := fs.String("cpuprofile", "", "write a CPU profile of each offload end, from start to exit, to `DIR`/SUITE/{server,client}.pprof")
 	asJSON := fs.Bool("json", false, "print JSON instead of the tables")
 	quick := fs.Bool("quick", false, "smoke test: 4 MiB per run, one round, SHA-256, 100 streams of 16 KiB, a short crypto floor; checks that every tool ran and the data arrived intact, not the speeds")
@@ -211,6 +213,7 @@ type toolInfo struct {
 type round struct {
 	Streams int      `json:"streams"`
 	Order   []string `json:"order"`
+	number  int      // the session's round number
 }
 
 type result struct {
@@ -413,44 +416,19 @@ func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
 	}
 
 	// Speed: every round runs each tool once, so that a change of the
-	// machine's load hits every tool alike, and each round starts one
-	// tool later, so that no tool always runs first (after the idle
-	// pause, or right after the heaviest).
-	rounds := 0
-	for _, n := range o.streams {
-		runs, cpus := map[string][]float64{}, map[string][]cpuPerGB{}
-		for i := range o.repeat {
-			order := rotation(len(tuts), rounds)
-			rounds++
-			r := round{Streams: n}
-			for _, k := range order {
-				t := tuts[k]
-				r.Order = append(r.Order, t.name)
-				fmt.Fprintf(log, "compare: %-12s %2d stream(s), round %d of %d: ", t.name, n, i+1, o.repeat)
-				cpu0, cerr0 := t.cpu()
-				res, err := bench.Run(ctx, bench.Load{Addr: t.addr, Streams: n, Bytes: o.bytes, Digest: o.digest, Seed: uint64(i)})
-				cpu1, cerr1 := t.cpu()
-				if err == nil {
-					err = errors.Join(cerr0, cerr1)
-				}
-				if err != nil {
-					fmt.Fprintln(log, "failed")
-					return rep, fmt.Errorf("%s, %d streams: %w", t.name, n, err)
-				}
-				if !res.Verified || res.Bytes != o.bytes {
-					fmt.Fprintln(log, "failed")
-					return rep, fmt.Errorf("%s, %d streams: %d bytes, verified %v; want %d verified", t.name, n, res.Bytes, res.Verified, o.bytes)
-				}
-				c := perGB(bench.CPUTime{User: cpu1.User - cpu0.User, System: cpu1.System - cpu0.System}, res.Bytes)
-				fmt.Fprintf(log, "%.1f MB/s, %.2f CPU s/GB (user %.2f, sys %.2f; %s ok)\n", res.MBps(), c.Total(), c.User, c.Sys, o.digest)
-				runs[t.name] = append(runs[t.name], res.MBps())
-				cpus[t.name] = append(cpus[t.name], c)
-			}
-			rep.Rounds = append(rep.Rounds, r)
-		}
-		for _, t := range tuts {
-			rep.Results = append(rep.Results, summarize(t.name, n, runs[t.name], cpus[t.name]))
-		}
+	// machine's load hits every tool alike, in benchmethod.Rotation's
+	// order, so that no tool always runs first (after the idle pause) or
+	// after the same neighbour (right after the heaviest, say). All the
+	// rounds of one stream count run before the next's.
+	names := make([]string, len(tuts))
+	for i, t := range tuts {
+		names[i] = t.name
+	}
+	err = speedRounds(ctx, rep, names, o, func(ctx context.Context, name string, n int, turn benchmethod.Turn) (speedRun, error) {
+		return runSpeed(ctx, byName(name), n, turn, o, log)
+	})
+	if err != nil {
+		return rep, err
 	}
 
 	for i, p := range off.procs {
@@ -479,31 +457,88 @@ func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
 	return rep, nil
 }
 
+// speedRounds measures every tool at every stream count o.repeat
+// times through measure, in rounds, and puts the rounds' orders and the
+// results in rep.
+func speedRounds(ctx context.Context, rep *report, tools []string, o options,
+	measure func(ctx context.Context, tool string, streams int, turn benchmethod.Turn) (speedRun, error)) error {
+	sess := &benchmethod.Session[speedRun]{ByStreams: true}
+	for _, n := range o.streams {
+		for _, t := range tools {
+			sess.Cells = append(sess.Cells, &benchmethod.Cell[speedRun]{Name: t, Streams: n})
+		}
+	}
+	sess.Measure = func(ctx context.Context, c *benchmethod.Cell[speedRun], turn benchmethod.Turn) (speedRun, error) {
+		if len(rep.Rounds) == 0 || rep.Rounds[len(rep.Rounds)-1].number != turn.Round {
+			rep.Rounds = append(rep.Rounds, round{Streams: c.Streams, number: turn.Round})
+		}
+		r := &rep.Rounds[len(rep.Rounds)-1]
+		r.Order = append(r.Order, c.Name)
+		return measure(ctx, c.Name, c.Streams, turn)
+	}
+	if err := sess.Rounds(ctx, sess.Cells, o.repeat); err != nil {
+		return err
+	}
+	for _, c := range sess.Cells {
+		var cpus []cpuPerGB
+		for _, r := range c.Runs {
+			cpus = append(cpus, r.Result.cpu)
+		}
+		rep.Results = append(rep.Results, summarize(c.Name, c.Streams, c.Rates(), cpus))
+	}
+	return nil
+}
+
+// speedRun is one run of a tool: its MB/s and CPU per 10^9 bytes.
+type speedRun struct {
+	mbps float64
+	cpu  cpuPerGB
+}
+
+// Rate and Failure make a run a benchmethod.Result; a run that failed
+// stops the comparison instead (see runSpeed).
+func (r speedRun) Rate() float64 { return r.mbps }
+func (speedRun) Failure() string { return "" }
+
+// runSpeed runs the load through t once and reads the CPU its processes
+// used. Data that does not arrive whole and verified is an error: it
+// stops the comparison, whose figures would mean nothing.
+func runSpeed(ctx context.Context, t *tunnelUnderTest, n int, turn benchmethod.Turn, o options, log io.Writer) (speedRun, error) {
+	fmt.Fprintf(log, "compare: %-12s %2d stream(s), round %d of %d: ", t.name, n, turn.N+1, turn.Of)
+	cpu0, cerr0 := t.cpu()
+	res, err := bench.Run(ctx, bench.Load{Addr: t.addr, Streams: n, Bytes: o.bytes, Digest: o.digest, Seed: uint64(turn.N)})
+	cpu1, cerr1 := t.cpu()
+	if err == nil {
+		err = errors.Join(cerr0, cerr1)
+	}
+	if err != nil {
+		fmt.Fprintln(log, "failed")
+		return speedRun{}, fmt.Errorf("%s, %d streams: %w", t.name, n, err)
+	}
+	if !res.Verified || res.Bytes != o.bytes {
+		fmt.Fprintln(log, "failed")
+		return speedRun{}, fmt.Errorf("%s, %d streams: %d bytes, verified %v; want %d verified", t.name, n, res.Bytes, res.Verified, o.bytes)
+	}
+	c := perGB(bench.CPUTime{User: cpu1.User - cpu0.User, System: cpu1.System - cpu0.System}, res.Bytes)
+	fmt.Fprintf(log, "%.1f MB/s, %.2f CPU s/GB (user %.2f, sys %.2f; %s ok)\n", res.MBps(), c.Total(), c.User, c.Sys, o.digest)
+	return speedRun{mbps: res.MBps(), cpu: c}, nil
+}
+
 // summarize is one tool's result at one stream count from its runs: the
 // median MB/s, and the CPU of the run whose total is the median.
 func summarize(tool string, streams int, mbps []float64, cpu []cpuPerGB) result {
 	r := result{Tool: tool, Streams: streams, Runs: mbps, RunsCPU: cpu}
 	if len(mbps) > 0 {
-		r.MBps = mbps[medianIndex(mbps)]
+		r.MBps = mbps[benchmethod.MedianIndex(mbps)]
 	}
 	if len(cpu) > 0 {
 		totals := make([]float64, len(cpu))
 		for i, c := range cpu {
 			totals[i] = c.Total()
 		}
-		r.CPU = cpu[medianIndex(totals)]
+		r.CPU = cpu[benchmethod.MedianIndex(totals)]
 	}
 	return r
-}
-
-// rotation is the order of n tools in round r: each round starts one tool
-// later than the one before, so over n rounds every tool runs first once.
-func rotation(n, r int) []int {
-	order := make([]int, n)
-	for i := range order {
-		order[i] = (r + i) % n
-	}
-	return order
 }
 
 // cpu is the CPU time of the tool's processes and their children.
@@ -554,7 +589,7 @@ func offloadMemory(ctx context.Context, off *tunnelUnderTest, o options, log io.
 		}
 		out = append(out, memory{End: p.name, Idle: m, Streams: o.rssStreams})
 	}
-	fmt.Fprintf(log, "compare: offload memory with %d streams open (%s over them): ", o.rssStreams, sizeString(o.rssBytes))
+	fmt.Fprintf(log, "compare: offload memory with %d streams open (%s over them): ", o.rssStreams, benchmethod.Size(o.rssBytes))
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	var sampleErr error

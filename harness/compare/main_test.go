@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,23 +14,10 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/internal/bench"
+	"github.com/offload-dev/offload/internal/benchmethod"
 	"github.com/offload-dev/offload/internal/speed"
 	"github.com/offload-dev/offload/tunnel/suite"
 )
-
-func TestMedianIndex(t *testing.T) {
-	for _, c := range []struct {
-		in   []float64
-		want int
-	}{{[]float64{3}, 0}, {[]float64{9, 1, 5}, 2}, {[]float64{4, 1, 3, 2}, 3}, {[]float64{2, 2, 1}, 0}} {
-		if got := medianIndex(c.in); got != c.want {
-			t.Errorf("medianIndex(%v) = %d, want %d", c.in, got, c.want)
-		}
-	}
-	if got := medianOf([]float64{4, 1, 3, 2}); got != 2 {
-		t.Errorf("medianOf = %v, want 2 (the lower middle)", got)
-	}
-}
 
 func TestSummarize(t *testing.T) {
 	// The CPU is the run with the median total, whole: user and sys of
@@ -40,24 +29,43 @@ func TestSummarize(t *testing.T) {
 	}
 }
 
-func TestRotation(t *testing.T) {
-	const n = 7
-	first := map[int]int{}
-	for r := range n {
-		order := rotation(n, r)
-		sorted := slices.Sorted(slices.Values(order))
-		for i, k := range sorted {
-			if k != i {
-				t.Fatalf("round %d: order %v is not a permutation of 0..%d", r, order, n-1)
-			}
-		}
-		first[order[0]]++
-		if r > 0 && order[0] != (rotation(n, r-1)[0]+1)%n {
-			t.Errorf("round %d starts with %d, want one later than round %d", r, order[0], r-1)
-		}
+// speedRounds runs each stream count's rounds before the next's, in
+// benchmethod.Rotation's order, records the orders, reports medians, and
+// stops at the first run that fails.
+func TestSpeedRounds(t *testing.T) {
+	rep := &report{}
+	o := options{streams: []int{1, 8}, repeat: 3}
+	rates := map[string][]float64{"a": {10, 30, 20}, "b": {5, 6, 7}, "c": {1, 1, 1}}
+	err := speedRounds(context.Background(), rep, []string{"a", "b", "c"}, o, func(_ context.Context, tool string, n int, turn benchmethod.Turn) (speedRun, error) {
+		return speedRun{mbps: rates[tool][turn.N] * float64(n), cpu: cpuPerGB{User: float64(turn.N)}}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(first) != n {
-		t.Errorf("over %d rounds the first tools were %v, want each once", n, first)
+	var orders []string
+	for _, r := range rep.Rounds {
+		orders = append(orders, fmt.Sprintf("%d:%s", r.Streams, strings.Join(r.Order, "")))
+	}
+	if want := strings.Fields("1:abc 1:cba 1:bca 8:abc 8:cba 8:bca"); !slices.Equal(orders, want) {
+		t.Errorf("rounds %v, want %v", orders, want)
+	}
+	if r, ok := rep.result("a", 8); !ok || r.MBps != 160 || !slices.Equal(r.Runs, []float64{80, 240, 160}) || r.CPU.User != 1 {
+		t.Errorf("a at 8 streams: %+v, want the median 160 MB/s and the median CPU total (the second run's)", r)
+	}
+	if len(rep.Results) != 6 {
+		t.Errorf("%d results, want 6", len(rep.Results))
+	}
+
+	broken := errors.New("12 bytes, verified false")
+	rep = &report{}
+	err = speedRounds(context.Background(), rep, []string{"a", "b"}, o, func(_ context.Context, tool string, _ int, _ benchmethod.Turn) (speedRun, error) {
+		if tool == "b" {
+			return speedRun{}, broken
+		}
+		return speedRun{mbps: 1}, nil
+	})
+	if !errors.Is(err, broken) || len(rep.Results) != 0 {
+		t.Errorf("speedRounds with a failing run: %v, results %+v; want the run's error and no results", err, rep.Results)
 	}
 }
 
@@ -267,14 +275,16 @@ func TestPrintReport(t *testing.T) {
 	printReport(&w, rep)
 	out := w.String()
 	for _, s := range []string{
-		"median of 3",
+		"median of 3 round(s); each round runs every tool once, in an order that turns from round to round",
 		"spiped              100.0            -", // no 8-stream run
 		"offload gmac        400.0        300.0",
 		"\noffload          2.80   2.00   0.80     4.00   3.00   1.00\n", // total user sys per stream count
 		"\ndirect              -                      -\n",
 		"offload      aes-256-ctr-hmac-sha256       2.50   2.50   0.00    1.00   1.50", // the floor row
-		"offload              0.30         1.50",                                       // beyond crypto
-		"socat                0.50         0.50",
+		// beyond crypto: its title is 13 wide, and the rows line up under it
+		"beyond crypto  1 stream(s)  8 stream(s)   (CPU s/GB",
+		"\noffload               0.30         1.50\n",
+		"\nsocat                 0.50         0.50\n",
 		"MISSED offload vs ssh -L MB/s, 8 stream(s)                want >= 1.5x     got 1.33x",
 		"met    offload vs ssh -L MB/s, 1 stream(s)",
 		"go tool pprof -top /p/server.pprof",

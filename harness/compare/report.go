@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"sort"
 	"strings"
 
+	"github.com/offload-dev/offload/internal/benchmethod"
 	"github.com/offload-dev/offload/internal/ratio"
 )
 
@@ -121,8 +121,8 @@ func goals(rep *report) []goal {
 	// 5. Memory: each end under load, the most of sampled VmRSS and VmHWM.
 	for _, m := range rep.Memory {
 		peak := max(m.Load.Peak, m.Load.RSS)
-		g = append(g, goal{What: fmt.Sprintf("offload %s RSS, %d streams under load", m.End, m.Streams), Want: "<= " + sizeString(goalRSS),
-			Got: sizeString(peak) + " (VmHWM)", Met: peak <= goalRSS, Measured: true})
+		g = append(g, goal{What: fmt.Sprintf("offload %s RSS, %d streams under load", m.End, m.Streams), Want: "<= " + benchmethod.Size(goalRSS),
+			Got: benchmethod.Size(peak) + " (VmHWM)", Met: peak <= goalRSS, Measured: true})
 	}
 	return g
 }
@@ -152,40 +152,17 @@ func (g goal) status() string {
 	return "MISSED"
 }
 
-// medianIndex is the index in v of its median (the lower of the middle
-// two when even), so that figures of the same run can go with it.
-func medianIndex(v []float64) int {
-	idx := make([]int, len(v))
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.SliceStable(idx, func(a, b int) bool { return v[idx[a]] < v[idx[b]] })
-	return idx[(len(idx)-1)/2]
-}
-
-func medianOf(v []float64) float64 { return v[medianIndex(v)] }
-
-func sizeString(n int64) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
-
 // nameWidth fits the longest tool name ("offload gmac").
 const nameWidth = 12
 
 func printReport(w io.Writer, rep *report) {
 	fmt.Fprintf(w, "harness/compare, %s on %s: CPU %q x%d, load average %s before, %s after\n",
 		rep.Date, rep.Host, rep.CPU, rep.CPUs, rep.LoadAvg, rep.LoadEnd)
-	mode := fmt.Sprintf("median of %d round(s); each round runs every tool once, starting one tool later than the last", rep.Repeat)
+	mode := fmt.Sprintf("median of %d round(s); each round runs every tool once, in an order that turns from round to round", rep.Repeat)
 	if rep.Quick {
 		mode = "quick smoke run: speeds mean nothing"
 	}
-	fmt.Fprintf(w, "%s per run, checked with %s at the sink, %s\n\n", sizeString(rep.Bytes), rep.Digest, mode)
+	fmt.Fprintf(w, "%s per run, checked with %s at the sink, %s\n\n", benchmethod.Size(rep.Bytes), rep.Digest, mode)
 	for _, t := range rep.Tools {
 		fmt.Fprintf(w, "  %-*s %s\n  %-*s %s\n", nameWidth, t.Name, t.How, nameWidth, "", t.Version)
 	}
@@ -203,19 +180,21 @@ func printReport(w io.Writer, rep *report) {
 		for _, l := range wrap(floorIncludes, 100) {
 			fmt.Fprintf(w, "  %s\n", l)
 		}
-		fmt.Fprintf(w, "%-*s %-26s %7s %6s %6s %7s %6s   %s\n", nameWidth, "floor", "suite", "total", "user", "sys", "cipher", "MAC", "copies (not in total)")
+		t := benchmethod.Table{Sep: " ", Columns: []benchmethod.Column{{Title: "floor", Min: nameWidth}, {Title: "suite", Min: 26},
+			{Title: "total", Right: true, Min: 7}, {Title: "user", Right: true, Min: 6}, {Title: "sys", Right: true, Min: 6},
+			{Title: "cipher", Right: true, Min: 7}, {Title: "MAC", Right: true, Min: 6}, {Title: "copies (not in total)", Sep: "   "}}}
 		for _, f := range rep.Floors {
-			fmt.Fprintf(w, "%-*s %-26s %7.2f %6.2f %6.2f %7.2f %6.2f   %.2f\n", nameWidth, f.Tool, f.Suite, f.CPU.Total(), f.CPU.User, f.CPU.Sys, f.Cipher, f.MAC, f.Copies)
+			t.Add(f.Tool, f.Suite, fmt.Sprintf("%.2f", f.CPU.Total()), fmt.Sprintf("%.2f", f.CPU.User), fmt.Sprintf("%.2f", f.CPU.Sys),
+				fmt.Sprintf("%.2f", f.Cipher), fmt.Sprintf("%.2f", f.MAC), fmt.Sprintf("%.2f", f.Copies))
 		}
+		_ = t.Write(w)
 	}
 	if len(rep.Overheads) > 0 && len(streams) > 0 {
-		fmt.Fprintf(w, "\n%-*s", nameWidth, "beyond crypto")
-		for _, n := range streams {
-			fmt.Fprintf(w, " %12s", fmt.Sprintf("%d stream(s)", n))
-		}
-		fmt.Fprintln(w, "   (CPU s/GB: the tool's minus its floor; socat's whole)")
+		fmt.Fprintln(w)
+		t := gridTable("beyond crypto", streams)
+		t.Columns = append(t.Columns, benchmethod.Column{Title: "(CPU s/GB: the tool's minus its floor; socat's whole)", Sep: "   "})
 		for _, ot := range offloadTools {
-			fmt.Fprintf(w, "%-*s", nameWidth, ot.name)
+			row := []string{ot.name}
 			for _, n := range streams {
 				cell := "-"
 				for _, o := range rep.Overheads {
@@ -223,24 +202,25 @@ func printReport(w io.Writer, rep *report) {
 						cell = fmt.Sprintf("%.2f", o.Overhead)
 					}
 				}
-				fmt.Fprintf(w, " %12s", cell)
+				row = append(row, cell)
 			}
-			fmt.Fprintln(w)
+			t.Add(append(row, "")...)
 		}
-		fmt.Fprintf(w, "%-*s", nameWidth, toolSocat)
+		row := []string{toolSocat}
 		for _, n := range streams {
 			cell := "-"
 			if r, ok := rep.result(toolSocat, n); ok {
 				cell = fmt.Sprintf("%.2f", r.CPU.Total())
 			}
-			fmt.Fprintf(w, " %12s", cell)
+			row = append(row, cell)
 		}
-		fmt.Fprintln(w)
+		t.Add(append(row, "")...)
+		_ = t.Write(w)
 	}
 	if len(rep.Memory) > 0 {
 		fmt.Fprintf(w, "\noffload memory   idle VmRSS   %d streams: max VmRSS   VmHWM   VmHWM after the speed runs\n", rep.Memory[0].Streams)
 		for _, m := range rep.Memory {
-			fmt.Fprintf(w, "  %-14s %10s   %21s   %8s   %s\n", m.End, sizeString(m.Idle.RSS), sizeString(m.Load.RSS), sizeString(m.Load.Peak), sizeString(m.PeakAll))
+			fmt.Fprintf(w, "  %-14s %10s   %21s   %8s   %s\n", m.End, benchmethod.Size(m.Idle.RSS), benchmethod.Size(m.Load.RSS), benchmethod.Size(m.Load.Peak), benchmethod.Size(m.PeakAll))
 		}
 	}
 	if len(rep.Goals) > 0 {
@@ -266,48 +246,59 @@ func printReport(w io.Writer, rep *report) {
 	}
 }
 
+// gridTable is a table of a figure per tool (rows) and stream count
+// (columns), titled by what it shows.
+func gridTable(what string, streams []int) benchmethod.Table {
+	t := benchmethod.Table{Sep: " ", Columns: []benchmethod.Column{{Title: what, Min: nameWidth}}}
+	for _, n := range streams {
+		t.Columns = append(t.Columns, benchmethod.Column{Title: fmt.Sprintf("%d stream(s)", n), Right: true, Min: 12})
+	}
+	return t
+}
+
 // printTables prints MB/s and CPU s/GB (total, user, sys) per tool and
 // stream count.
 func printTables(w io.Writer, rep *report, streams []int) {
-	fmt.Fprintf(w, "\n%-*s", nameWidth, "MB/s")
-	for _, n := range streams {
-		fmt.Fprintf(w, " %12s", fmt.Sprintf("%d stream(s)", n))
-	}
 	fmt.Fprintln(w)
+	mbps := gridTable("MB/s", streams)
 	for _, t := range rep.Tools {
-		fmt.Fprintf(w, "%-*s", nameWidth, t.Name)
+		row := []string{t.Name}
 		for _, n := range streams {
 			cell := "-"
 			if r, ok := rep.result(t.Name, n); ok {
 				cell = fmt.Sprintf("%.1f", r.MBps)
 			}
-			fmt.Fprintf(w, " %12s", cell)
+			row = append(row, cell)
 		}
-		fmt.Fprintln(w)
+		mbps.Add(row...)
 	}
+	_ = mbps.Write(w)
+
+	// Three columns per stream count under one heading: the heading line
+	// is printed here, the table's titles are total, user and sys.
 	fmt.Fprintf(w, "\n%-*s", nameWidth, "CPU s/GB")
 	for _, n := range streams {
 		fmt.Fprintf(w, "   %-20s", fmt.Sprintf("%d stream(s)", n))
 	}
 	fmt.Fprintln(w, "   (the tool's processes and children, per 10^9 bytes)")
-	fmt.Fprintf(w, "%-*s", nameWidth, "")
+	cpu := benchmethod.Table{Sep: " ", Columns: []benchmethod.Column{{Min: nameWidth}}}
 	for range streams {
-		fmt.Fprintf(w, "   %6s %6s %6s", "total", "user", "sys")
+		cpu.Columns = append(cpu.Columns, benchmethod.Column{Title: "total", Right: true, Min: 6, Sep: "   "},
+			benchmethod.Column{Title: "user", Right: true, Min: 6}, benchmethod.Column{Title: "sys", Right: true, Min: 6})
 	}
-	fmt.Fprintln(w)
 	for _, t := range rep.Tools {
-		var b strings.Builder
-		fmt.Fprintf(&b, "%-*s", nameWidth, t.Name)
+		row := []string{t.Name}
 		for _, n := range streams {
 			r, ok := rep.result(t.Name, n)
 			if !ok || r.CPU.Total() <= 0 {
-				fmt.Fprintf(&b, "   %6s %6s %6s", "-", "", "")
+				row = append(row, "-", "", "")
 				continue
 			}
-			fmt.Fprintf(&b, "   %6.2f %6.2f %6.2f", r.CPU.Total(), r.CPU.User, r.CPU.Sys)
+			row = append(row, fmt.Sprintf("%.2f", r.CPU.Total()), fmt.Sprintf("%.2f", r.CPU.User), fmt.Sprintf("%.2f", r.CPU.Sys))
 		}
-		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+		cpu.Add(row...)
 	}
+	_ = cpu.Write(w)
 }
 
 // wrap breaks text into lines of at most width bytes, at spaces (a longer

@@ -1,0 +1,253 @@
+package main
+
+// How bench measures one row once: a tunnel (both ends in-process, or the
+// client against a server), a load through it, and what each engine did.
+// Which rows run when, and how the runs become the report, is
+// internal/benchmethod's.
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/internal/bench"
+	"github.com/offload-dev/offload/internal/benchmethod"
+	"github.com/offload-dev/offload/tunnel"
+	"github.com/offload-dev/offload/tunnel/record"
+	"github.com/offload-dev/offload/tunnel/suite"
+)
+
+// benchRunner runs one measurement at a time.
+type benchRunner struct {
+	o        benchOpts
+	env      *runEnv
+	log      *zap.Logger
+	suite    suite.Suite
+	psk      []byte
+	maxFrame int
+	write    int
+	window   int
+	bytes    int64
+	sinkAddr string // in-process only
+}
+
+// handedCounter is the selector's hybrid policy: it counts the frames it
+// gave the CPU instead of a device.
+type handedCounter interface{ HandedToCPU() uint64 }
+
+// end is one tunnel end whose record counters a run reads.
+type end struct {
+	name  string
+	stats *record.Stats
+}
+
+// run measures one policy with n streams on a fresh link: the tunnel is
+// started, warmed up with one small verified stream (handshake and link
+// up are not part of the figure), measured, and stopped.
+func (b *benchRunner) run(ctx context.Context, spec string, engines []engine.Engine, policy record.Policy, n int) benchRun {
+	r := benchRun{Policy: spec, Streams: n}
+	opt := tunnel.Options{
+		Suite: b.suite, PSK: b.psk, Engines: engines, Policy: policy,
+		MaxFrame: b.maxFrame, YamuxWindow: b.window, StatusInterval: -1,
+		DialTimeout: 10 * time.Second, Logger: b.log,
+		// The load's last streams may still be closing inside the tunnel
+		// when it stops: let them end instead of cutting them.
+		DrainTimeout: 10 * time.Second,
+		// The bench measures throughput, not the link budget: give the
+		// link room for all n streams (link_buffer caps them otherwise).
+		LinkBuffer: max(tunnel.DefaultLinkBuffer, n*(cmp.Or(b.window, tunnel.DefaultYamuxWindow)+256<<10)),
+	}
+	tctx, stop := context.WithCancel(ctx)
+	var waits []chan error
+	defer func() {
+		stop()
+		for _, w := range waits {
+			if err := waitEnd(w); err != nil && r.Error == "" {
+				r.Error = err.Error()
+			}
+		}
+	}()
+	var ends []end
+	server := b.o.server
+	if server == "" {
+		srv, err := tunnel.NewServer(tunnel.ServerConfig{Options: opt, Services: map[string]string{benchService: b.sinkAddr}})
+		if err != nil {
+			r.Error = err.Error()
+			return r
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			r.Error = err.Error()
+			return r
+		}
+		server = ln.Addr().String()
+		w := make(chan error, 1)
+		go func() { w <- srv.Serve(tctx, ln) }()
+		waits = append(waits, w)
+		ends = append(ends, end{"server", srv.Stats()})
+	}
+	fwd, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	service := benchService
+	if b.o.server != "" {
+		service = b.o.service
+	}
+	cli, err := tunnel.NewClient(tunnel.ClientConfig{Options: opt, Server: server, Forwards: []tunnel.Forward{{Listener: fwd, Service: service}}})
+	if err != nil {
+		_ = fwd.Close()
+		r.Error = err.Error()
+		return r
+	}
+	w := make(chan error, 1)
+	go func() { w <- cli.Run(tctx) }()
+	waits = append(waits, w)
+	ends = append(ends, end{"client", cli.Stats()})
+
+	load := bench.Load{Addr: fwd.Addr().String(), Streams: 1, Bytes: 1, WriteSize: b.write, AllowUnverified: b.o.unverified}
+	if _, err := bench.Run(tctx, load); err != nil {
+		r.Error = fmt.Sprintf("warm-up stream: %v", err)
+		return r
+	}
+	before := snapshot(ends)
+	hp, _ := policy.(handedCounter)
+	var handed0 uint64
+	if hp != nil {
+		handed0 = hp.HandedToCPU()
+	}
+	var irq0 engine.Interrupts
+	if b.o.irq {
+		if irq0, err = engine.ReadInterrupts(); err != nil {
+			r.Error = fmt.Sprintf("-irq: %v", err)
+			return r
+		}
+	}
+	load.Streams, load.Bytes = n, b.bytes
+	if b.o.seconds > 0 {
+		load.Duration = time.Duration(b.o.seconds * float64(time.Second))
+	}
+	var sent atomic.Int64
+	load.Sent = &sent
+	stopProgress := progressDots(b.env.Stderr, &sent)
+	res, err := bench.Run(tctx, load)
+	stopProgress()
+	if b.o.irq {
+		if irq1, ierr := engine.ReadInterrupts(); ierr == nil {
+			r.IRQ = irqDelta(irq0, irq1)
+		}
+	}
+	r.Bytes, r.Seconds, r.MBps, r.CPUPerGB, r.Verified = res.Bytes, res.Elapsed.Seconds(), res.MBps(), res.CPUPerGB(), res.Verified
+	r.Engines = engineCounts(engines, b.suite.Cipher, ends, before, snapshot(ends))
+	if hp != nil {
+		r.HandedToCPU = hp.HandedToCPU() - handed0
+	}
+	if err != nil {
+		r.Error = err.Error()
+	}
+	return r
+}
+
+// waitEnd waits for a tunnel end to stop after its context was cancelled.
+func waitEnd(w chan error) error {
+	select {
+	case err := <-w:
+		return err
+	case <-time.After(30 * time.Second):
+		return errors.New("a tunnel end did not stop within 30s")
+	}
+}
+
+// progressDots prints the bytes sent so far to w once a second while a
+// run goes on; the returned func stops it.
+func progressDots(w io.Writer, sent *atomic.Int64) func() {
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				fmt.Fprintf(w, "%s.. ", benchmethod.Size(sent.Load()))
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
+}
+
+// counts are the record counters of every end: [end][dir][engine].
+type counts [][2][record.MaxEngines]frameCount
+
+func snapshot(ends []end) counts {
+	c := make(counts, len(ends))
+	for i, e := range ends {
+		for d := range 2 {
+			for k := range record.MaxEngines {
+				c[i][d][k] = frameCount{e.stats.Frames[d][k].Load(), e.stats.Bytes[d][k].Load()}
+			}
+		}
+	}
+	return c
+}
+
+// engineCounts is what each engine did between two snapshots.
+func engineCounts(engines []engine.Engine, c engine.Cipher, ends []end, before, after counts) []benchEngine {
+	out := make([]benchEngine, 0, len(engines))
+	for k, e := range engines {
+		be := benchEngine{Engine: e.Name(), By: map[string]frameCount{}}
+		if d, err := e.Driver(c); err == nil {
+			be.Driver = d.String()
+		}
+		for i, en := range ends {
+			for d := range 2 {
+				f := after[i][d][k].Frames - before[i][d][k].Frames
+				by := after[i][d][k].Bytes - before[i][d][k].Bytes
+				be.Frames += f
+				be.Bytes += by
+				be.By[en.name+"/"+engine.Direction(d).String()] = frameCount{f, by}
+			}
+			be.Fallbacks += en.stats.Fallbacks[k].Load()
+		}
+		out = append(out, be)
+	}
+	return out
+}
+
+// policySetup is a policy's engines and record policy, set up once for
+// all its runs.
+type policySetup struct {
+	engines []engine.Engine
+	policy  record.Policy
+}
+
+// measure runs a cell once, with its progress line on stderr.
+func (b *benchRunner) measure(ctx context.Context, c *benchCell, p policySetup, t benchmethod.Turn) benchRun {
+	fmt.Fprintf(b.env.Stderr, "bench: %s, %s%s: ", c.Name, plural(c.Streams, "stream"), repeatNote(t.N, t.Of))
+	r := b.run(ctx, c.Name, p.engines, p.policy, c.Streams)
+	if r.Error != "" {
+		fmt.Fprintf(b.env.Stderr, "failed: %s\n", r.Error)
+	} else {
+		fmt.Fprintf(b.env.Stderr, "%s in %.2fs, %.1f MB/s\n", benchmethod.Size(r.Bytes), r.Seconds, r.MBps)
+	}
+	return r
+}
+
+func repeatNote(i, n int) string {
+	if n == 1 {
+		return ""
+	}
+	return fmt.Sprintf(" (run %d of %d)", i+1, n)
+}
