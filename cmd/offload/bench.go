@@ -70,7 +70,8 @@ func benchFlags(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int,
 	fs.IntVar(&o.repeat, "repeat", 3, "rounds, each running every policy and stream count once, each starting one cell later than the one before; "+
 		"the median run (by MB/s) is reported, and gains as medians of per-round ratios (single runs on a busy machine vary by tens of percent)")
 	fs.BoolVar(&o.check, "check", false, "fail (exit 1) unless auto reaches the best single-engine policy and hybrid reaches auto, within -tolerance, "+
-		"as medians of paired per-round ratios (a hybrid that handed no frame to the CPU routed as auto: within twice -tolerance); "+
+		"as medians of paired per-round ratios (a hybrid that handed no frame to the CPU routed as auto, an auto that sent 99% of its bytes to the "+
+		"best single engine routed as it: within twice -tolerance); "+
 		"a failing comparison is measured once more first")
 	fs.Float64Var(&o.tolerance, "tolerance", 0.10, "with -check: how far below 1.00x a median ratio may be and still pass (0.10: 0.90x passes)")
 	fs.StringVar(&o.maxFrame, "max-frame", "64KiB", "record layer's largest frame (the tunnel cuts frames from the traffic up to this)")

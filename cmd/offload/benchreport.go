@@ -112,9 +112,25 @@ func summarize(cells []*benchCell) []benchRun {
 func checkRows(runs []benchRun) []benchmethod.CheckRow {
 	out := make([]benchmethod.CheckRow, len(runs))
 	for i, r := range runs {
-		out[i] = benchmethod.CheckRow{Name: r.Policy, Streams: r.Streams, Ratios: r.Ratios, Failed: r.Error != "", RoutedAsAuto: r.HandedToCPU == 0}
+		out[i] = benchmethod.CheckRow{Name: r.Policy, Streams: r.Streams, Ratios: r.Ratios, Failed: r.Error != "",
+			RoutedAsAuto: r.HandedToCPU == 0, RoutedAs: routedAs(r.Engines)}
 	}
 	return out
+}
+
+// routedAs is the engine that carried at least benchmethod.RoutedShare of
+// a run's bytes, or "".
+func routedAs(engines []benchEngine) string {
+	var total uint64
+	for _, e := range engines {
+		total += e.Bytes
+	}
+	for _, e := range engines {
+		if total > 0 && float64(e.Bytes) >= benchmethod.RoutedShare*float64(total) {
+			return e.Engine
+		}
+	}
+	return ""
 }
 
 // rangeString prints the lowest and highest MB/s of the successful runs

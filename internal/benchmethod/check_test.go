@@ -257,3 +257,34 @@ func TestCheckNoRemeasureAfterFailedRun(t *testing.T) {
 		t.Errorf("output:\n%s", f.out.String())
 	}
 }
+
+// Auto that sent its bytes to the best single row's engine routed as that
+// row: only a gross loss fails it; routed elsewhere (or mixed), the usual
+// bound holds.
+func TestEvalRoutedAsBest(t *testing.T) {
+	row := func(vs float64, routedAs string) []CheckRow {
+		return []CheckRow{{Name: "auto", Streams: 4, RoutedAs: routedAs,
+			Ratios: Ratios{VsBestSingle: vs, VsBestSinglePolicy: "afalg:dev"}}}
+	}
+	for _, tc := range []struct {
+		vs       float64
+		routedAs string
+		best     bool
+		want     float64
+		ok       bool
+	}{
+		{0.85, "afalg:dev", true, 0.8, true},
+		{0.79, "afalg:dev", true, 0.8, false},
+		{0.85, "software", false, 0.9, false},
+		{0.85, "", false, 0.9, false},
+		{0.95, "", false, 0.9, true},
+	} {
+		c := Checker{Roles: roles, Tolerance: 0.1}.Eval(row(tc.vs, tc.routedAs))[0]
+		if c.RoutedAsBest != tc.best || c.Want != tc.want || c.OK != tc.ok {
+			t.Errorf("auto at %.2fx routed as %q: check %+v; want routed as best %v, want %.2f, ok %v", tc.vs, tc.routedAs, c, tc.best, tc.want, tc.ok)
+		}
+		if strings.Contains(c.Line(), "routed as it") != tc.best {
+			t.Errorf("check line %q: says routed as the best engine: %v, want %v", c.Line(), !tc.best, tc.best)
+		}
+	}
+}
