@@ -119,8 +119,8 @@ func Copies(d engine.Direction) int {
 
 // FrameCost measures, for each frame size, the parts of a frame's work:
 // one memmove of the frame, the cipher on each engine, the tag with each
-// MAC. Engines that cannot serve the cipher get a Part with Error set and
-// no operations; so does an engine that fails during its run. It returns
+// MAC. Engines that cannot serve the cipher, and frame engines (see
+// engine.WhyNoCipherFigures), get a Part with Error set and no operations; so does an engine that fails during its run. It returns
 // early, with the parts so far, when ctx ends.
 func FrameCost(ctx context.Context, cfg FrameConfig) ([]Part, error) {
 	if cfg.Duration <= 0 {
@@ -165,6 +165,12 @@ func FrameCost(ctx context.Context, cfg FrameConfig) ([]Part, error) {
 		}
 	}()
 	for i, e := range cfg.Engines {
+		// A frame engine's cipher part would be another engine's figure
+		// under its name; it gets a part that says why instead.
+		if why := engine.WhyNoCipherFigures(e.Name()); why != "" {
+			cerrs[i] = errors.New("not measured: " + why)
+			continue
+		}
 		if _, err := e.Driver(cfg.Cipher); err != nil {
 			cerrs[i] = err
 			continue
