@@ -33,17 +33,6 @@ func CheckSpec(spec string) error {
 	return nil
 }
 
-// DescribeSpec says what a spec does, for help texts and listings.
-func DescribeSpec(spec string) string {
-	switch spec {
-	case SpecAuto:
-		return "each frame to the engine measured fastest at its size (a calibration profile)"
-	case SpecHybrid:
-		return "auto, and a loaded device's frames to the CPU where calibration's trial kept that"
-	}
-	return engine.Describe(spec)
-}
-
 // AllPolicies is what "all" means for a list of policies to run (bench
 // -policy all): software, every engine engine.All lists for c (frame
 // engines included), auto and hybrid, each once.
