@@ -82,7 +82,8 @@ var families = []Family{
 		// the same request, which only a whole frame shows.
 		whyNoCipherFigures: "a frame engine: its cipher alone is the afalg engine's skcipher sockets (measured as afalg); " +
 			"what it adds is HMAC-SHA256 in the same kernel request, which only whole frames show: " +
-			"measure it with offload bench -suite aes-256-cbc-hmac-sha256 -policy afalg-aead (or another *-hmac-sha256 suite)",
+			"offload frame-cost -engine afalg-aead -mac hmac-sha256 measures them, " +
+			"offload bench -suite aes-256-cbc-hmac-sha256 -policy afalg-aead the tunnel with them",
 	},
 	{
 		Name: CryptodevName, Arg: HardwareArg, Kind: KindCipher,
