@@ -160,10 +160,17 @@ func FrameCost(ctx context.Context, cfg FrameConfig) ([]Part, error) {
 
 	crypters := make([]engine.Crypter, len(cfg.Engines))
 	cerrs := make([]error, len(cfg.Engines))
+	// Frame engines seal whole frames with HMAC-SHA256 (the record's
+	// tag for *-hmac-sha256 suites), which is the figure they add.
+	sealers := make([]engine.FrameSealer, len(cfg.Engines))
+	serrs := make([]error, len(cfg.Engines))
 	defer func() {
-		for _, c := range crypters {
-			if c != nil {
-				c.Close()
+		for i := range cfg.Engines {
+			if crypters[i] != nil {
+				crypters[i].Close()
+			}
+			if sealers[i] != nil {
+				sealers[i].Close()
 			}
 		}
 	}()
@@ -180,17 +187,6 @@ func FrameCost(ctx context.Context, cfg FrameConfig) ([]Part, error) {
 		}
 		crypters[i], cerrs[i] = e.NewCrypter(cfg.Cipher, encKey)
 	}
-	// Frame engines seal whole frames with HMAC-SHA256 (the record's
-	// tag for *-hmac-sha256 suites), which is the figure they add.
-	sealers := make([]engine.FrameSealer, len(cfg.Engines))
-	serrs := make([]error, len(cfg.Engines))
-	defer func() {
-		for _, s := range sealers {
-			if s != nil {
-				s.Close()
-			}
-		}
-	}()
 	if slices.Contains(cfg.MACs, suite.HMACSHA256) {
 		for i, e := range cfg.Engines {
 			fe, ok := e.(engine.FrameEngine)
@@ -232,6 +228,20 @@ func FrameCost(ctx context.Context, cfg FrameConfig) ([]Part, error) {
 			p.Kind, p.Name, p.Size = kind, name, size
 			return p, err
 		}
+		// runEngine is run for an engine's part: an engine that fails
+		// gets the error in its part and the measurement goes on; only
+		// the end of ctx stops it.
+		runEngine := func(kind, name, driver string, op func(seq uint64) error, count SyscallCounter) (Part, error) {
+			p, err := run(kind, name, op, count)
+			p.Driver = driver
+			if err != nil {
+				if ctx.Err() != nil {
+					return p, ctx.Err()
+				}
+				p.Error = err.Error()
+			}
+			return p, nil
+		}
 		p, err := run(PartCopy, "memmove", func(uint64) error { copy(body, src[:size]); return nil }, nil)
 		if err != nil {
 			return out, err
@@ -244,15 +254,11 @@ func FrameCost(ctx context.Context, cfg FrameConfig) ([]Part, error) {
 			}
 			cr := crypters[i]
 			count, _ := cr.(SyscallCounter)
-			p, err := run(PartCipher, e.Name(), func(uint64) error {
+			p, err := runEngine(PartCipher, e.Name(), cr.Driver().Name, func(uint64) error {
 				return engine.Crypt(cr, cfg.Direction, body, body, iv)
 			}, count)
-			p.Driver = cr.Driver().Name
 			if err != nil {
-				if ctx.Err() != nil {
-					return out, ctx.Err()
-				}
-				p.Error = err.Error()
+				return out, err
 			}
 			out = append(out, p)
 		}
@@ -283,13 +289,9 @@ func FrameCost(ctx context.Context, cfg FrameConfig) ([]Part, error) {
 				}
 				op = func(uint64) error { return fs.Open(opened[:size], aad[:], sealed[:size+engine.FrameTagSize], iv) }
 			}
-			p, err := run(PartFrame, e.Name(), op, count)
-			p.Driver = fs.Driver().Name
+			p, err := runEngine(PartFrame, e.Name(), fs.Driver().Name, op, count)
 			if err != nil {
-				if ctx.Err() != nil {
-					return out, ctx.Err()
-				}
-				p.Error = err.Error()
+				return out, err
 			}
 			out = append(out, p)
 		}
