@@ -115,9 +115,9 @@ type Common struct {
 	KeyFile string
 	// Suite is the cipher suite; both ends must use the same one.
 	Suite suite.Suite
-	// Engine is an engine spec: EngineSoftware (default), EngineAFALG,
-	// "afalg:DRIVER", EngineCryptodev or EngineAuto. Only its syntax is
-	// checked here.
+	// Engine is an engine spec (selector.Specs: the engine registry's
+	// specs, auto and hybrid; default EngineSoftware). Only its syntax is
+	// checked here, by selector.CheckSpec, as the tunnel checks it.
 	Engine string
 	// MaxFrame is the largest record frame payload in bytes, for both
 	// sending and the reader's length check.

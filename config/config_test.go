@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -13,7 +14,9 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/selector"
 	"github.com/offload-dev/offload/tunnel"
+	"github.com/offload-dev/offload/tunnel/record"
 	"github.com/offload-dev/offload/tunnel/suite"
 )
 
@@ -454,6 +457,35 @@ func TestCheckEngineCryptodev(t *testing.T) {
 	for _, bad := range []string{"cryptodev:", "cryptodev:cbc-aes-aesni", "cryptodev:HW"} {
 		if err := CheckEngine(bad); err == nil {
 			t.Errorf("CheckEngine(%q) = nil, want an error", bad)
+		}
+	}
+}
+
+// Config validation and the runtime accept exactly the same engine specs:
+// CheckEngine passes a spec if and only if selector.Engines, which the
+// tunnel's start calls, gets past the spec and on to the engine (here it
+// then stops: the context is cancelled, or the engine is unavailable in
+// this container). Every registry spec, auto and hybrid, and near misses.
+func TestCheckEngineIsTheRuntimeCheck(t *testing.T) {
+	specs := []string{"", ":", "auto", "hybrid", "auto:x", "hybrid:", "AUTO", " auto", "all", "openssl",
+		"cryptodev:", "cryptodev:HW", "cryptodev:cbc-aes-aesni", "software:", "software:x",
+		"afalg:", "afalg::", "afalg:a b", "afalg:" + strings.Repeat("d", 127), "afalg:" + strings.Repeat("d", 128),
+		"afalg:cbc(aes-generic)", "afalg:x:y", "afalg-aead:", "afalg-aead:virtio_crypto", "afalg-aead:é"}
+	for _, f := range engine.Families() {
+		specs = append(specs, f.Name, f.Name+":hw", f.Name+":virtio_crypto_aes_cbc", f.Name+":", f.Name+" ", strings.ToUpper(f.Name))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, spec := range specs {
+		cfgErr := CheckEngine(spec)
+		_, _, runErr := selector.Engines(ctx, spec, engine.Cipher{Mode: engine.CTR, KeyBits: 256},
+			selector.EngineOptions{Profile: filepath.Join(t.TempDir(), "profile.json"), Stats: new(record.Stats)})
+		runRefused := errors.Is(runErr, engine.ErrUnknownEngine)
+		if (cfgErr != nil) != runRefused {
+			t.Errorf("%q: config says %v, the runtime %v", spec, cfgErr, runErr)
+		}
+		if cfgErr != nil && !errors.Is(cfgErr, engine.ErrUnknownEngine) {
+			t.Errorf("%q: %v does not wrap ErrUnknownEngine", spec, cfgErr)
 		}
 	}
 }

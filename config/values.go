@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/selector"
 )
 
 // ParseSize reads a byte count: a plain integer ("16384") or an integer with
@@ -161,47 +162,23 @@ func CheckServiceName(name string) error {
 	return nil
 }
 
-// Engine specs a config accepts. The engine package opens them; config
-// only checks their syntax.
+// Engine specs a config accepts are the selector's (selector.CheckSpec:
+// auto, hybrid and the engine registry's specs, engine.Specs). These names
+// are the owners' values under config's names, for callers of config.
 const (
-	EngineSoftware  = "software"
-	EngineAFALG     = "afalg"      // also "afalg:DRIVER", e.g. afalg:safexcel-cbc-aes
-	EngineCryptodev = "cryptodev"  // /dev/crypto; also "cryptodev:hw", only a kernel-driver-only driver
-	EngineAFALGAEAD = "afalg-aead" // AF_ALG authenc: cipher and HMAC in one request
-	EngineAuto      = "auto"       // measured choice per frame size (the selector)
-	EngineHybrid    = "hybrid"     // auto; the CPU also takes a loaded device's frames where calibration's trial kept that
+	EngineSoftware  = engine.SoftwareName
+	EngineAFALG     = engine.AFALGName     // also "afalg:DRIVER", e.g. afalg:safexcel-cbc-aes
+	EngineCryptodev = engine.CryptodevName // /dev/crypto; also "cryptodev:hw", only a kernel-driver-only driver
+	EngineAFALGAEAD = engine.AFALGAEADName // AF_ALG authenc: cipher and HMAC in one request
+	EngineAuto      = selector.SpecAuto    // measured choice per frame size (the selector)
+	EngineHybrid    = selector.SpecHybrid  // auto; the CPU also takes a loaded device's frames where calibration's trial kept that
 )
 
-// CheckEngine validates the syntax of an engine spec: software, afalg,
-// afalg:DRIVER, cryptodev, cryptodev:hw, auto or hybrid. DRIVER is a kernel
-// cra_driver_name such as "cbc-aes-aesni" or "cbc(aes-generic)".
+// CheckEngine validates the syntax of an engine spec with the check
+// selector.Engines makes before it builds anything (selector.CheckSpec),
+// so a config that validates names an engine the tunnel knows and one
+// that does not is refused here, not at start. Whether the engine is
+// available is only known on the machine that runs it.
 func CheckEngine(spec string) error {
-	name, driver, hasDriver := strings.Cut(spec, ":")
-	switch name {
-	case EngineCryptodev:
-		if hasDriver && driver != "hw" {
-			return fmt.Errorf("engine %q: cryptodev takes only :hw (cryptodev-linux cannot bind a driver by name; use afalg:DRIVER)", spec)
-		}
-		return nil
-	case EngineSoftware, EngineAuto, EngineHybrid:
-		if hasDriver {
-			return fmt.Errorf("engine %q: only afalg takes a :DRIVER", spec)
-		}
-		return nil
-	case EngineAFALG, EngineAFALGAEAD:
-		if !hasDriver {
-			return nil
-		}
-		if driver == "" || len(driver) > 127 {
-			return fmt.Errorf("engine %q: driver name must be 1-127 characters", spec)
-		}
-		for i := 0; i < len(driver); i++ {
-			c := driver[i]
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-_.()", c) >= 0) {
-				return fmt.Errorf("engine %q: driver name has %q", spec, c)
-			}
-		}
-		return nil
-	}
-	return fmt.Errorf("%w %q (want software, afalg, afalg:DRIVER, afalg-aead, afalg-aead:DRIVER, cryptodev, cryptodev:hw, auto or hybrid)", engine.ErrUnknownEngine, spec)
+	return selector.CheckSpec(spec)
 }

@@ -189,7 +189,8 @@ type run struct {
 func (cal *calibration) table(ctx context.Context, c engine.Cipher, d engine.Direction, g []int) (Table, error) {
 	cfg := cal.cfg
 	log := cfg.Logger.With(zap.Stringer("cipher", c), zap.Stringer("direction", d))
-	t := Table{Cipher: c.String(), Direction: d.String(), Margin: cfg.Margin, Seconds: cfg.Duration.Seconds()}
+	t := Table{Cipher: c.String(), Direction: d.String(), Margin: cfg.Margin, Seconds: cfg.Duration.Seconds(),
+		NotMeasured: notMeasured()}
 	engines := cfg.Engines(c)
 	t.Engines = make([]EngineInfo, len(engines))
 	var live []run

@@ -52,9 +52,11 @@ type EngineOptions struct {
 }
 
 // Engines maps an engine spec (a config's engine:, bench's -policy) to the
-// record layer's Engines and Policy, the one place that builds them: "software" is software alone; "afalg",
-// "afalg:DRIVER" and "cryptodev" are [software, that engine] with every
-// frame sent to the engine; "auto" and "hybrid" are the selector's
+// record layer's Engines and Policy, the one place that builds them. The
+// spec is checked by CheckSpec, as config validation checks it. "software"
+// is software alone; every other engine of the registry (engine.Specs:
+// afalg[:DRIVER], afalg-aead[:DRIVER], cryptodev[:hw]) is [software, that
+// engine] with every frame sent to the engine; "auto" and "hybrid" are the selector's
 // per-frame-size choice from a calibration profile (measured now if it is
 // missing or stale). A named engine must serve s's cipher now: if it
 // can't, Engines returns the engine's reason (wrapping
@@ -65,7 +67,12 @@ func Engines(ctx context.Context, spec string, c engine.Cipher, o EngineOptions)
 	if log == nil {
 		log = zap.NewNop()
 	}
-	if spec == "auto" || spec == "hybrid" {
+	// The same check config validation makes, so a spec that validated
+	// never fails here for its syntax, and one that did not never runs.
+	if err := CheckSpec(spec); err != nil {
+		return nil, nil, err
+	}
+	if IsPolicy(spec) {
 		maxFrame := o.MaxFrame
 		if maxFrame == 0 {
 			maxFrame = record.DefaultMaxFrame

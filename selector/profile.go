@@ -54,8 +54,14 @@ type Table struct {
 	// Seconds is the measuring time of one run at one point.
 	Seconds float64      `json:"seconds_per_point"`
 	Engines []EngineInfo `json:"engines"`
-	Points  []Point      `json:"points"` // ascending sizes
-	Bands   []Band       `json:"bands"`  // cover 1..MaxFrame, ascending
+	// NotMeasured are the registry's engines a cipher table cannot hold,
+	// each with why (engine.WhyNoCipherFigures: a frame engine's cipher
+	// is another engine's). They are listed so that no engine goes
+	// missing silently; they win no band and a profile's checks ignore
+	// them.
+	NotMeasured []NotMeasured `json:"not_measured,omitempty"`
+	Points      []Point       `json:"points"` // ascending sizes
+	Bands       []Band        `json:"bands"`  // cover 1..MaxFrame, ascending
 	// Hybrid is calibration's trial of the hybrid policy where a device
 	// wins the largest frames; nil where none does. Hybrid hands a
 	// device's frames to the CPU in this table only if the trial kept it.
@@ -103,6 +109,24 @@ type EngineInfo struct {
 	// Failed is the error that stopped the engine during calibration; a
 	// failed engine wins no band.
 	Failed string `json:"failed,omitempty"`
+}
+
+// NotMeasured is an engine calibration leaves out, and why.
+type NotMeasured struct {
+	Name string `json:"name"`
+	Why  string `json:"why"`
+}
+
+// notMeasured lists the engine registry's engines that cipher tables do
+// not measure.
+func notMeasured() []NotMeasured {
+	var out []NotMeasured
+	for _, f := range engine.Families() {
+		if why := engine.WhyNoCipherFigures(f.Name); why != "" {
+			out = append(out, NotMeasured{Name: f.Name, Why: why})
+		}
+	}
+	return out
 }
 
 // Usable reports whether the engine was measured without failing.

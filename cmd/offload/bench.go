@@ -308,12 +308,9 @@ func expandPolicies(list string, c engine.Cipher) []string {
 			add(p)
 			continue
 		}
-		add(engine.SoftwareName)
-		for _, e := range engine.Discover(c, engine.Options{}) {
-			add(e.Name())
+		for _, spec := range selector.AllPolicies(c) {
+			add(spec)
 		}
-		add("auto")
-		add("hybrid")
 	}
 	return out
 }

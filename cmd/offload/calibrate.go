@@ -140,6 +140,9 @@ func printProfile(w io.Writer, p *selector.Profile) {
 		for _, e := range t.Engines {
 			width = max(width, len(e.Name))
 		}
+		for _, e := range t.NotMeasured {
+			width = max(width, len(e.Name))
+		}
 		fmt.Fprintln(w, "  engines:")
 		for _, e := range t.Engines {
 			switch {
@@ -150,6 +153,9 @@ func printProfile(w io.Writer, p *selector.Profile) {
 			default:
 				fmt.Fprintf(w, "    %-*s %s\n", width, e.Name, describeDriver(*e.Driver))
 			}
+		}
+		for _, e := range t.NotMeasured {
+			fmt.Fprintf(w, "    %-*s [not measured: %s]\n", width, e.Name, e.Why)
 		}
 	}
 }

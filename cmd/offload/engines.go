@@ -70,13 +70,15 @@ type cipherStatus struct {
 	Unavailable string         `json:"unavailable,omitempty"`
 }
 
-// listEngines is every engine Discover finds for any cipher, each with the
-// driver that serves every cipher or the reason it cannot.
+// listEngines is every engine engine.All finds for any cipher (the
+// registry's engines and each kernel driver), each described by the
+// registry, with the driver that serves every cipher or the reason it
+// cannot.
 func listEngines() []engineInfo {
 	var names []string
 	seen := map[string]engine.Engine{}
 	for _, c := range engine.Ciphers {
-		for _, e := range engine.Discover(c, engine.Options{}) {
+		for _, e := range engine.All(c, engine.Options{}) {
 			if _, ok := seen[e.Name()]; !ok {
 				seen[e.Name()] = e
 				names = append(names, e.Name())
@@ -86,7 +88,7 @@ func listEngines() []engineInfo {
 	var out []engineInfo
 	for _, n := range names {
 		e := seen[n]
-		info := engineInfo{Engine: n, Description: describeEngine(n)}
+		info := engineInfo{Engine: n, Description: engine.Describe(n)}
 		for _, c := range engine.Ciphers {
 			st := cipherStatus{Cipher: c.String()}
 			if d, err := e.Driver(c); err != nil {
@@ -99,20 +101,4 @@ func listEngines() []engineInfo {
 		out = append(out, info)
 	}
 	return out
-}
-
-func describeEngine(name string) string {
-	switch {
-	case name == engine.SoftwareName:
-		return "Go crypto/aes on the CPU"
-	case name == "afalg":
-		return "Linux AF_ALG skcipher sockets, the kernel's highest-priority driver"
-	case strings.HasPrefix(name, "afalg:"):
-		return "Linux AF_ALG skcipher sockets bound to driver " + strings.TrimPrefix(name, "afalg:")
-	case name == engine.CryptodevName:
-		return "/dev/crypto (cryptodev-linux) ioctls"
-	case name == engine.CryptodevHardwareName:
-		return "/dev/crypto (cryptodev-linux) ioctls, only where the driver it binds is kernel-driver-only (a device)"
-	}
-	return name
 }

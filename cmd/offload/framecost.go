@@ -20,7 +20,7 @@ func init() {
 	register(&command{
 		Name:  "frame-cost",
 		Short: "show where a frame's time goes: cipher per engine, MAC per MAC, copies, system calls",
-		Usage: "[-evp CIPHER] [-engine software|afalg[:DRIVER]|cryptodev|all] [-mac hmac-sha256|gmac|poly1305|all] [-time D] [-bytes N] [-decrypt] [-json]",
+		Usage: "[-evp CIPHER] [-engine SPEC|all] [-mac hmac-sha256|gmac|poly1305|all] [-time D] [-bytes N] [-decrypt] [-json]",
 		Flags: frameCostFlags,
 	})
 }

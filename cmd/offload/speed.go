@@ -23,7 +23,7 @@ func init() {
 	register(&command{
 		Name:  "speed",
 		Short: "measure engines like 'openssl speed [-evp CIPHER] -elapsed [CIPHER...]' or, with -tcrypt, the kernel's 'modprobe tcrypt mode=200'",
-		Usage: "[-evp CIPHER] [-engine software|afalg[:DRIVER]|cryptodev[:hw]|all] [-elapsed] [-seconds N] [-bytes N] [-decrypt] [-multi N] [-irq] [-json] [CIPHER...]\n" +
+		Usage: "[-evp CIPHER] [-engine SPEC|all] [-elapsed] [-seconds N] [-bytes N] [-decrypt] [-multi N] [-irq] [-json] [CIPHER...]\n" +
 			"       offload speed -tcrypt [-engine ...] [-seconds N] [-bytes N] [ecb|cbc|ctr...]",
 		Flags: speedFlags,
 	})
@@ -129,9 +129,12 @@ type speedReport struct {
 }
 
 type engineRun struct {
-	Engine      string            `json:"engine"`
-	Available   bool              `json:"available"`
-	Unavailable string            `json:"unavailable,omitempty"`
+	Engine      string `json:"engine"`
+	Available   bool   `json:"available"`
+	Unavailable string `json:"unavailable,omitempty"`
+	// NotMeasured is why a cipher-only measurement does not apply to
+	// the engine (engine.WhyNoCipherFigures: a frame engine).
+	NotMeasured string            `json:"not_measured,omitempty"`
 	Error       string            `json:"error,omitempty"`
 	Driver      *engine.Driver    `json:"driver,omitempty"`
 	Results     []speed.Result    `json:"results,omitempty"`
@@ -268,7 +271,10 @@ func speedCipherRun(ctx context.Context, progress io.Writer, o speedOpts, sc spe
 	var live []int // indexes into rep.Engines of the engines that serve c
 	for _, e := range engines {
 		run := engineRun{Engine: e.Name()}
-		if _, err := e.Driver(c); err != nil {
+		if why := engine.WhyNoCipherFigures(e.Name()); why != "" {
+			run.NotMeasured = why
+			fmt.Fprintf(progress, "engine %s: not measured for %s: %s\n", e.Name(), sc.label, why)
+		} else if _, err := e.Driver(c); err != nil {
 			run.Unavailable = err.Error()
 			fmt.Fprintf(progress, "engine %s: unavailable for %s: %v\n", e.Name(), sc.label, err)
 		} else {
@@ -442,6 +448,8 @@ func printSpeedTable(w io.Writer, reps []*speedReport) {
 		for _, r := range rep.Engines {
 			n := name(rep, r)
 			switch {
+			case r.NotMeasured != "":
+				fmt.Fprintf(w, "  %-*s [not measured: %s]\n", width, n, r.NotMeasured)
 			case r.Driver != nil:
 				fmt.Fprintf(w, "  %-*s %s\n", width, n, describeDriver(*r.Driver))
 				if r.Error != "" {
@@ -544,12 +552,12 @@ func yesNo(b bool) string {
 }
 
 // pickEngines is the -engine flag of speed and frame-cost: "all" is every
-// engine and driver engine.Discover finds for c (unavailable ones
-// included, to be reported), anything else one engine, which must serve c
-// (exit code 2 for a bad spec, 1 for an unavailable engine).
+// engine and driver engine.All finds for c (unavailable ones and frame
+// engines included, to be reported), anything else one engine, which must
+// serve c (exit code 2 for a bad spec, 1 for an unavailable engine).
 func pickEngines(spec string, c engine.Cipher) ([]engine.Engine, int, error) {
 	if spec == "all" {
-		return engine.Discover(c, engine.Options{}), 0, nil
+		return engine.All(c, engine.Options{}), 0, nil
 	}
 	e, err := engine.Open(spec, engine.Options{})
 	if err != nil {

@@ -92,9 +92,13 @@ func runTcrypt(ctx context.Context, env *runEnv, o speedOpts, names []string) (i
 	for _, m := range modes {
 		engines := []engine.Engine{named}
 		if named == nil {
-			engines = engine.Discover(engine.Cipher{Mode: m, KeyBits: 128}, engine.Options{})
+			engines = engine.All(engine.Cipher{Mode: m, KeyBits: 128}, engine.Options{})
 		}
 		for _, e := range engines {
+			if why := engine.WhyNoCipherFigures(e.Name()); why != "" {
+				fmt.Fprintf(env.Stderr, "engine %s: not measured: %s\n", e.Name(), why)
+				continue
+			}
 			if len(engines) > 1 {
 				fmt.Fprintf(env.Stderr, "engine %s:\n", e.Name())
 			}

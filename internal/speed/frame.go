@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -23,6 +24,7 @@ const (
 	PartCopy   = "copy"   // one memmove of the frame in user space
 	PartCipher = "cipher" // the cipher on one engine (Crypter.Encrypt/Decrypt)
 	PartMAC    = "mac"    // the tag of one frame (record.MAC.Sum)
+	PartFrame  = "frame"  // a whole frame on a frame engine: cipher and HMAC-SHA256 in one request (FrameSealer)
 )
 
 // FrameConfig configures FrameCost.
@@ -118,9 +120,10 @@ func Copies(d engine.Direction) int {
 }
 
 // FrameCost measures, for each frame size, the parts of a frame's work:
-// one memmove of the frame, the cipher on each engine, the tag with each
-// MAC. Engines that cannot serve the cipher get a Part with Error set and
-// no operations; so does an engine that fails during its run. It returns
+// one memmove of the frame, the cipher on each engine, the whole frame on
+// each frame engine (engine.FrameEngine, when hmac-sha256 is among the
+// MACs: the only MAC it computes), the tag with each MAC. Engines that cannot serve the cipher, and frame engines (see
+// engine.WhyNoCipherFigures), get a Part with Error set and no operations; so does an engine that fails during its run. It returns
 // early, with the parts so far, when ctx ends.
 func FrameCost(ctx context.Context, cfg FrameConfig) ([]Part, error) {
 	if cfg.Duration <= 0 {
@@ -157,20 +160,54 @@ func FrameCost(ctx context.Context, cfg FrameConfig) ([]Part, error) {
 
 	crypters := make([]engine.Crypter, len(cfg.Engines))
 	cerrs := make([]error, len(cfg.Engines))
+	// Frame engines seal whole frames with HMAC-SHA256 (the record's
+	// tag for *-hmac-sha256 suites), which is the figure they add.
+	sealers := make([]engine.FrameSealer, len(cfg.Engines))
+	serrs := make([]error, len(cfg.Engines))
 	defer func() {
-		for _, c := range crypters {
-			if c != nil {
-				c.Close()
+		for i := range cfg.Engines {
+			if crypters[i] != nil {
+				crypters[i].Close()
+			}
+			if sealers[i] != nil {
+				sealers[i].Close()
 			}
 		}
 	}()
 	for i, e := range cfg.Engines {
+		// A frame engine's cipher part would be another engine's figure
+		// under its name; it gets a part that says why instead.
+		if why := engine.WhyNoCipherFigures(e.Name()); why != "" {
+			cerrs[i] = errors.New("not measured: " + why)
+			continue
+		}
 		if _, err := e.Driver(cfg.Cipher); err != nil {
 			cerrs[i] = err
 			continue
 		}
 		crypters[i], cerrs[i] = e.NewCrypter(cfg.Cipher, encKey)
 	}
+	if slices.Contains(cfg.MACs, suite.HMACSHA256) {
+		for i, e := range cfg.Engines {
+			fe, ok := e.(engine.FrameEngine)
+			if !ok {
+				continue
+			}
+			if _, err := e.Driver(cfg.Cipher); err != nil {
+				serrs[i] = err
+				continue
+			}
+			if sealers[i], serrs[i] = fe.NewFrameSealer(cfg.Cipher, encKey, macKey); serrs[i] != nil {
+				serrs[i] = fmt.Errorf("frame sealer: %w", serrs[i])
+			}
+		}
+	}
+	// Opening needs a sealed frame that stays intact (an in-place Open
+	// would leave plaintext for the next run), so it opens out of place.
+	sealed := make([]byte, maxSize+engine.FrameTagSize)
+	opened := make([]byte, maxSize)
+	var aad [12]byte // seq | len, as the record's
+
 	macs := make([]record.MAC, len(cfg.MACs))
 	for i, m := range cfg.MACs {
 		var err error
@@ -191,6 +228,20 @@ func FrameCost(ctx context.Context, cfg FrameConfig) ([]Part, error) {
 			p.Kind, p.Name, p.Size = kind, name, size
 			return p, err
 		}
+		// runEngine is run for an engine's part: an engine that fails
+		// gets the error in its part and the measurement goes on; only
+		// the end of ctx stops it.
+		runEngine := func(kind, name, driver string, op func(seq uint64) error, count SyscallCounter) (Part, error) {
+			p, err := run(kind, name, op, count)
+			p.Driver = driver
+			if err != nil {
+				if ctx.Err() != nil {
+					return p, ctx.Err()
+				}
+				p.Error = err.Error()
+			}
+			return p, nil
+		}
 		p, err := run(PartCopy, "memmove", func(uint64) error { copy(body, src[:size]); return nil }, nil)
 		if err != nil {
 			return out, err
@@ -203,15 +254,44 @@ func FrameCost(ctx context.Context, cfg FrameConfig) ([]Part, error) {
 			}
 			cr := crypters[i]
 			count, _ := cr.(SyscallCounter)
-			p, err := run(PartCipher, e.Name(), func(uint64) error {
+			p, err := runEngine(PartCipher, e.Name(), cr.Driver().Name, func(uint64) error {
 				return engine.Crypt(cr, cfg.Direction, body, body, iv)
 			}, count)
-			p.Driver = cr.Driver().Name
 			if err != nil {
-				if ctx.Err() != nil {
-					return out, ctx.Err()
+				return out, err
+			}
+			out = append(out, p)
+		}
+		for i, e := range cfg.Engines {
+			if sealers[i] == nil && serrs[i] == nil {
+				continue
+			}
+			part := Part{Kind: PartFrame, Name: e.Name(), Size: size, Syscalls: -1}
+			switch {
+			case serrs[i] != nil:
+				part.Error = serrs[i].Error()
+			case size > engine.MaxFrameRequest:
+				part.Error = fmt.Sprintf("not measured: frames over %d bytes go to its Crypters and the record's MAC", engine.MaxFrameRequest)
+			}
+			if part.Error != "" {
+				out = append(out, part)
+				continue
+			}
+			fs := sealers[i]
+			count, _ := fs.(SyscallCounter)
+			op := func(uint64) error {
+				return fs.Seal(buf[record.HeaderSize:record.HeaderSize+size+engine.FrameTagSize], aad[:], body, iv)
+			}
+			if cfg.Direction == engine.Decrypt {
+				if err := fs.Seal(sealed[:size+engine.FrameTagSize], aad[:], src[:size], iv); err != nil {
+					out = append(out, Part{Kind: PartFrame, Name: e.Name(), Size: size, Syscalls: -1, Error: err.Error()})
+					continue
 				}
-				p.Error = err.Error()
+				op = func(uint64) error { return fs.Open(opened[:size], aad[:], sealed[:size+engine.FrameTagSize], iv) }
+			}
+			p, err := runEngine(PartFrame, e.Name(), fs.Driver().Name, op, count)
+			if err != nil {
+				return out, err
 			}
 			out = append(out, p)
 		}
@@ -271,7 +351,7 @@ type Estimate struct {
 	Size   int     `json:"size"`
 	Engine string  `json:"engine"`
 	MAC    string  `json:"mac"`
-	Cipher float64 `json:"cipher_ns"`
+	Cipher float64 `json:"cipher_ns"` // a frame engine's: cipher and MAC together (Tag is 0)
 	Tag    float64 `json:"mac_ns"`
 	Copy   float64 `json:"copy_ns"`
 	// Bottleneck is the part with the largest share: "cipher", "mac" or
@@ -308,6 +388,17 @@ func (e Estimate) Share(kind string) float64 {
 	return 0
 }
 
+// withBottleneck sets Bottleneck to the part with the largest share.
+func (e Estimate) withBottleneck() Estimate {
+	e.Bottleneck = PartCipher
+	if e.Tag > e.Cipher && e.Tag >= e.Copy {
+		e.Bottleneck = PartMAC
+	} else if e.Copy > e.Cipher && e.Copy > e.Tag {
+		e.Bottleneck = PartCopy
+	}
+	return e
+}
+
 // ErrNoParts means Estimates found nothing to combine at a size.
 var ErrNoParts = errors.New("speed: no measured parts to combine")
 
@@ -320,7 +411,7 @@ func Estimates(parts []Part, d engine.Direction) ([]Estimate, error) {
 	}
 	by := map[key]Part{}
 	var sizes []int
-	var engines, macs []string
+	var engines, macs, frames []string
 	seen := map[key]bool{}
 	for _, p := range parts {
 		if p.Error != "" || p.Ops == 0 {
@@ -338,10 +429,12 @@ func Estimates(parts []Part, d engine.Direction) ([]Estimate, error) {
 				engines = append(engines, p.Name)
 			case PartMAC:
 				macs = append(macs, p.Name)
+			case PartFrame:
+				frames = append(frames, p.Name)
 			}
 		}
 	}
-	if len(engines) == 0 || len(macs) == 0 {
+	if (len(engines) == 0 || len(macs) == 0) && len(frames) == 0 {
 		return nil, ErrNoParts
 	}
 	var out []Estimate
@@ -362,14 +455,18 @@ func Estimates(parts []Part, d engine.Direction) ([]Estimate, error) {
 				}
 				e := Estimate{Size: s, Engine: en, MAC: mn, Cipher: c.NsPerFrame(), Tag: m.NsPerFrame(),
 					Copy: float64(Copies(d)) * cp.NsPerFrame()}
-				e.Bottleneck = PartCipher
-				if e.Tag > e.Cipher && e.Tag >= e.Copy {
-					e.Bottleneck = PartMAC
-				} else if e.Copy > e.Cipher && e.Copy > e.Tag {
-					e.Bottleneck = PartCopy
-				}
-				out = append(out, e)
+				out = append(out, e.withBottleneck())
 			}
+		}
+		// A frame engine's frame is cipher and tag in one part.
+		for _, fn := range frames {
+			f, ok := by[key{PartFrame, fn, s}]
+			if !ok {
+				continue
+			}
+			e := Estimate{Size: s, Engine: fn, MAC: suite.HMACSHA256.String(), Cipher: f.NsPerFrame(),
+				Copy: float64(Copies(d)) * cp.NsPerFrame()}
+			out = append(out, e.withBottleneck())
 		}
 	}
 	return out, nil

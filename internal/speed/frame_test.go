@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,5 +139,68 @@ func TestEstimates(t *testing.T) {
 	}
 	if _, err := Estimates(nil, engine.Encrypt); !errors.Is(err, ErrNoParts) {
 		t.Errorf("nothing: %v", err)
+	}
+}
+
+// fakeFrameEngine is a frame engine under afalg-aead's name whose sealer
+// copies and appends a zero tag: enough to see FrameCost measure whole
+// frames for a frame engine and no cipher part under its name.
+type fakeFrameEngine struct{ engine.Software }
+
+func (fakeFrameEngine) Name() string { return engine.AFALGAEADName }
+func (fakeFrameEngine) NewFrameSealer(c engine.Cipher, _, _ []byte) (engine.FrameSealer, error) {
+	return fakeSealer{c}, nil
+}
+
+type fakeSealer struct{ c engine.Cipher }
+
+func (s fakeSealer) Seal(dst, _, pt, _ []byte) error {
+	copy(dst, pt)
+	clear(dst[len(pt) : len(pt)+engine.FrameTagSize])
+	return nil
+}
+func (s fakeSealer) Open(dst, _, sealed, _ []byte) error {
+	copy(dst, sealed[:len(sealed)-engine.FrameTagSize])
+	return nil
+}
+func (s fakeSealer) Cipher() engine.Cipher { return s.c }
+func (s fakeSealer) Driver() engine.Driver { return engine.Driver{Name: "fake-authenc"} }
+func (s fakeSealer) Close() error          { return nil }
+
+func TestFrameCostFrameEngine(t *testing.T) {
+	c := engine.Cipher{Mode: engine.CTR, KeyBits: 128}
+	for _, d := range []engine.Direction{engine.Encrypt, engine.Decrypt} {
+		parts, err := FrameCost(context.Background(), FrameConfig{
+			Cipher: c, Direction: d, Sizes: []int{100, 1 << 17}, Duration: 5 * time.Millisecond,
+			Engines: []engine.Engine{fakeFrameEngine{}}, MACs: []suite.MAC{suite.HMACSHA256},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var frames int
+		for _, p := range parts {
+			switch {
+			case p.Kind == PartCipher && p.Name == engine.AFALGAEADName:
+				if p.Ops != 0 || !strings.Contains(p.Error, "not measured") {
+					t.Errorf("%v: a frame engine's cipher part: %+v", d, p)
+				}
+			case p.Kind == PartFrame && p.Size == 100:
+				frames++
+				if p.Error != "" || p.Ops == 0 || p.Driver != "fake-authenc" {
+					t.Errorf("%v: frame part not measured: %+v", d, p)
+				}
+			case p.Kind == PartFrame:
+				if p.Ops != 0 || p.Error == "" {
+					t.Errorf("%v: a frame over MaxFrameRequest measured: %+v", d, p)
+				}
+			}
+		}
+		if frames != 1 {
+			t.Fatalf("%v: %d frame parts at 100 bytes: %+v", d, frames, parts)
+		}
+		est, err := Estimates(parts, d)
+		if err != nil || len(est) != 1 || est[0].Engine != engine.AFALGAEADName || est[0].MAC != "hmac-sha256" || est[0].Tag != 0 {
+			t.Errorf("%v: estimates %+v, %v", d, est, err)
+		}
 	}
 }
