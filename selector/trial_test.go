@@ -136,9 +136,19 @@ func TestPushFrames(t *testing.T) {
 			t.Fatal(err)
 		}
 		calls := dev.calls.Load()
-		bps, err := pushFrames(context.Background(), pol, 16384, engine.Encrypt, 6, 200*time.Millisecond)
-		if err != nil {
-			t.Fatal(err)
+		var bps float64
+		// Frames queue at the device only while the workers run at
+		// once; on a loaded machine the scheduler can serialize them
+		// for a whole push, so hybrid gets up to three pushes to hand
+		// one over.
+		for try := 0; try < 3; try++ {
+			bps, err = pushFrames(context.Background(), pol, 16384, engine.Encrypt, 6, 200*time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !hybrid || pol.HandedToCPU() > 0 {
+				break
+			}
 		}
 		n := dev.calls.Load() - calls
 		t.Logf("hybrid %v: %.1f MB/s, %d device frames, %d handed to the CPU", hybrid, bps/1e6, n, pol.HandedToCPU())

@@ -61,7 +61,7 @@ type benchOpts struct {
 
 func benchFlags(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int, error) {
 	var o benchOpts
-	fs.StringVar(&o.policy, "policy", "all", "engine policies, comma separated: "+engine.Specs+", auto, hybrid; "+
+	fs.StringVar(&o.policy, "policy", "all", "engine policies, comma separated: "+selector.Specs()+"; "+
 		"all = software, every engine found for the suite's cipher, auto and hybrid")
 	fs.StringVar(&o.suite, "suite", suite.Default.String(), "cipher suite")
 	fs.StringVar(&o.streams, "streams", "1,8", "parallel streams per run, comma separated")
@@ -291,8 +291,8 @@ func runBench(ctx context.Context, env *runEnv, o benchOpts) (int, error) {
 }
 
 // expandPolicies turns the -policy list into engine specs, "all" into
-// software, every engine Discover finds for c, auto and hybrid. Duplicates
-// are dropped, order kept.
+// selector.AllPolicies (software, every engine engine.All finds for c,
+// auto and hybrid). Duplicates are dropped, order kept.
 func expandPolicies(list string, c engine.Cipher) []string {
 	var out []string
 	seen := map[string]bool{}

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/offload-dev/offload/config"
 	"github.com/offload-dev/offload/engine"
 	"github.com/offload-dev/offload/internal/benchmethod"
 	"github.com/offload-dev/offload/selector"
@@ -87,7 +86,7 @@ type frameCount struct {
 }
 
 // benchRoles are the policies bench compares the others with.
-var benchRoles = benchmethod.Roles{Baseline: engine.SoftwareName, Auto: config.EngineAuto, Hybrid: config.EngineHybrid}
+var benchRoles = benchmethod.Roles{Baseline: engine.SoftwareName, Auto: selector.SpecAuto, Hybrid: selector.SpecHybrid}
 
 // benchCell is a policy at a stream count with its runs.
 type benchCell = benchmethod.Cell[benchRun]
