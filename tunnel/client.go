@@ -69,6 +69,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if err := cfg.Options.setDefaults(); err != nil {
 		return nil, err
 	}
+	if len(cfg.PSK) != handshake.PSKSize {
+		return nil, fmt.Errorf("%w: pre-shared key is %d bytes, want %d", ErrConfig, len(cfg.PSK), handshake.PSKSize)
+	}
 	if _, _, err := net.SplitHostPort(cfg.Server); err != nil {
 		return nil, fmt.Errorf("%w: server %q: %w", ErrConfig, cfg.Server, err)
 	}
