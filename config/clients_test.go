@@ -141,3 +141,27 @@ func TestLoadClientKeys(t *testing.T) {
 		t.Errorf("missing key file: got %v", err)
 	}
 }
+
+func TestChanged(t *testing.T) {
+	a, err := ParseServer("/etc/offload/s.yaml", []byte(clientsServer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := strings.Replace(clientsServer, "listen: :7000", "listen: :7001\nmax_frame: 16KiB\nlog: {level: debug}\nmax_handshakes_per_source: 4", 1)
+	src = strings.Replace(src, "services: [web]", "services: [web, ssh]", 1)
+	b, err := ParseServer("/etc/offload/s.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Changed(a, b, "services", "clients", "key_file")
+	want := []string{"max_frame", "log", "listen", "max_handshakes_per_source"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Changed = %q, want %q", got, want)
+	}
+	if got := Changed(a, b); !reflect.DeepEqual(got, append(want, "clients")) {
+		t.Errorf("Changed with nothing live = %q", got)
+	}
+	if got := Changed(a, a); len(got) != 0 {
+		t.Errorf("Changed(a, a) = %q", got)
+	}
+}

@@ -56,13 +56,21 @@ func validateFile(stdout, stderr io.Writer, path string) bool {
 	case *config.Server:
 		common = &c.Common
 		summary = "server: " + plural(len(c.Services), "service")
+		if len(c.Clients) > 0 {
+			// Every client's keys, as a start would read them.
+			if _, err := c.LoadClientKeys(); err != nil {
+				fmt.Fprintln(stderr, err)
+				return false
+			}
+			summary += ", " + plural(len(c.Clients), "client")
+		}
 	case *config.Client:
 		common = &c.Common
 		summary = "client: " + plural(len(c.Forwards), "forward")
 	default:
 		panic(fmt.Sprintf("config.Load returned %T", cfg))
 	}
-	key, err := common.LoadKey()
+	key, err := loadKey(common)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return false
