@@ -108,12 +108,13 @@ func TestLoadClientKeys(t *testing.T) {
 	src := "listen: :7000\nservices: {web: 'a:1'}\nclients:\n  a: {key_file: a.key, services: [web]}\n  b:\n    key_files: [b.key, a.key]\n"
 	// a.key in two clients is a config error already; the copy is found
 	// only when the keys are read.
-	s, err := ParseServer(filepath.Join(dir, "s.yaml"), []byte(src))
+	_, err := ParseServer(filepath.Join(dir, "s.yaml"), []byte(src))
 	if err == nil || !strings.Contains(err.Error(), "clients.b.key_files[1]") {
 		t.Fatalf("shared key file: %v", err)
 	}
 	src = strings.Replace(src, "[b.key, a.key]", "[b.key, copy.key]", 1)
-	if s, err = ParseServer(filepath.Join(dir, "s.yaml"), []byte(src)); err != nil {
+	s, err := ParseServer(filepath.Join(dir, "s.yaml"), []byte(src))
+	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = s.LoadClientKeys()
