@@ -481,17 +481,7 @@ func (d *decoder) common(c *Common) []fieldSpec {
 		// client check (finishClients, client).
 		{name: "key_file", decode: func(v value) {
 			c.fields[v.field] = v.at
-			var kf string
-			d.str(v, &kf, func(s string) error {
-				if s == "" {
-					return errors.New("is empty")
-				}
-				return nil
-			})
-			if kf != "" && !filepath.IsAbs(kf) {
-				kf = filepath.Join(filepath.Dir(c.File), kf)
-			}
-			c.KeyFile = kf
+			c.KeyFile = d.path(v, c.File)
 		}},
 		track("suite", func(v value) {
 			var name string

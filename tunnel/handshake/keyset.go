@@ -73,7 +73,7 @@ func NewKeySet(s suite.Suite, psks ...[]byte) (*KeySet, error) {
 		ck := k.h
 		k.h = mixHash(&k.h, prologue(s))
 		var tempH, tempK [32]byte
-		ck, tempH, tempK = hkdf3(&ck, psk)
+		ck, tempH, tempK = noiseHKDF(&ck, psk, 3)
 		clear(tempK[:]) // replaced by MixKey(e) before it encrypts anything
 		k.ck = ck
 		k.h = mixHash(&k.h, tempH[:])
@@ -103,7 +103,7 @@ func (ks *KeySet) find(msg []byte) int {
 	for i := range ks.keys {
 		k := &ks.keys[i]
 		h := mixHash(&k.h, e)
-		ck, key := hkdf2(&k.ck, e)
+		ck, key, _ := noiseHKDF(&k.ck, e, 2)
 		clear(ck[:])
 		aead, err := chacha20poly1305.New(key[:])
 		clear(key[:])
@@ -130,51 +130,41 @@ func mixHash(h *[32]byte, data []byte) [32]byte {
 // find runs up to MaxKeys of these for every unauthenticated first flight.
 func hmac32(key *[32]byte, msg []byte) [32]byte {
 	var inner [64 + 64]byte
-	for i := range 64 {
-		var b byte
-		if i < 32 {
-			b = key[i]
-		}
-		inner[i] = b ^ 0x36
-	}
+	padKey(inner[:64], key, 0x36)
 	n := 64 + copy(inner[64:], msg)
 	ih := sha256.Sum256(inner[:n])
-	var outer [64 + 32]byte
-	for i := range 64 {
-		var b byte
-		if i < 32 {
-			b = key[i]
-		}
-		outer[i] = b ^ 0x5c
-	}
-	copy(outer[64:], ih[:])
 	clear(inner[:])
+	var outer [64 + 32]byte
+	padKey(outer[:64], key, 0x5c)
+	copy(outer[64:], ih[:])
 	return sha256.Sum256(outer[:])
 }
 
-// hkdf2 and hkdf3 are Noise's HKDF (not RFC 5869's expand with info: the
-// outputs chain through the counter byte alone).
-func hkdf2(ck *[32]byte, ikm []byte) (out1, out2 [32]byte) {
-	temp := hmac32(ck, ikm)
-	out1 = hmac32(&temp, []byte{1})
-	var m [33]byte
-	copy(m[:], out1[:])
-	m[32] = 2
-	out2 = hmac32(&temp, m[:])
-	clear(temp[:])
-	return out1, out2
+// padKey writes HMAC's key block: the key, zero-padded to 64 bytes, XOR pad.
+func padKey(dst []byte, key *[32]byte, pad byte) {
+	for i := range dst {
+		var b byte
+		if i < len(key) {
+			b = key[i]
+		}
+		dst[i] = b ^ pad
+	}
 }
 
-func hkdf3(ck *[32]byte, ikm []byte) (out1, out2, out3 [32]byte) {
+// noiseHKDF is Noise's HKDF (not RFC 5869's expand with info: the outputs chain
+// through the counter byte alone), with two outputs or three (n = 3).
+func noiseHKDF(ck *[32]byte, ikm []byte, n int) (out1, out2, out3 [32]byte) {
 	temp := hmac32(ck, ikm)
+	defer clear(temp[:])
 	out1 = hmac32(&temp, []byte{1})
 	var m [33]byte
 	copy(m[:], out1[:])
 	m[32] = 2
 	out2 = hmac32(&temp, m[:])
-	copy(m[:], out2[:])
-	m[32] = 3
-	out3 = hmac32(&temp, m[:])
-	clear(temp[:])
+	if n == 3 {
+		copy(m[:], out2[:])
+		m[32] = 3
+		out3 = hmac32(&temp, m[:])
+	}
 	return out1, out2, out3
 }
