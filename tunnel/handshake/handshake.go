@@ -27,6 +27,11 @@
 //
 // Both sides then derive K_enc, K_mac and S_iv per direction with HKDF-SHA256
 // from the final Noise cipher keys, salted with the handshake hash.
+//
+// A server with several clients holds a KeySet: it finds the key the first
+// message was made with by trying each (keyset.go; at most MaxKeys), and
+// ServerKey says which, so the tunnel knows the client without anything on
+// the wire naming it.
 package handshake
 
 import (
