@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -34,7 +35,8 @@ func TestE2EClientsReload(t *testing.T) {
 			t.Fatalf("keygen: %v\n%s", err, out)
 		}
 	}
-	tgA := startE2ETarget(t, testutil.Echo)
+	var dialledA atomic.Int64 // connections a's target accepted
+	tgA := startE2ETarget(t, func(c net.Conn) { dialledA.Add(1); testutil.Echo(c) })
 	tgB := startE2ETarget(t, testutil.Echo)
 	srvAddr, srvMetrics, fA, fB, fC := freePort(t), freePort(t), freePort(t), freePort(t), freePort(t)
 	serverCfg, clientCfg := filepath.Join(dir, "server.yaml"), filepath.Join(dir, "client.yaml")
@@ -101,6 +103,43 @@ clients:
 			return nil
 		})
 	}
+
+	t.Run("own keys", func(t *testing.T) {
+		// bob's client, with his key, asks for alice's a and his b.
+		bobA, bobB := freePort(t), freePort(t)
+		bobCfg := filepath.Join(dir, "bob.yaml")
+		body := fmt.Sprintf("server: %s\nkey_file: bob.key\ndrain_timeout: 1s\nforwards:\n  - {listen: '%s', service: a}\n  - {listen: '%s', service: b}\n",
+			srvAddr, bobA, bobB)
+		if err := os.WriteFile(bobCfg, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		bob := startProc(t, "bob", bin, "client", "-c", bobCfg)
+		waitFor(t, 15*time.Second, "bob's round trip to b", func() error { return testutil.EchoRoundTrip(bobB, 1000, 5) })
+		before := dialledA.Load()
+		c, err := net.Dial("tcp", bobA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := readAll(c); !isReset(err) {
+			t.Errorf("bob asking for alice's a: %v, want a reset", err)
+		}
+		c.Close()
+		if dialledA.Load() != before {
+			t.Errorf("bob's key opened alice's service: a's target dialled")
+		}
+		waitFor(t, 5*time.Second, "the reasons in both logs", func() error {
+			if !strings.Contains(bob.out.String(), "unknown service: no such service for this client") {
+				return errors.New("bob's client does not say why")
+			}
+			if n := strings.Count(srv.out.String(), `stream refused	{"remote": `); n != 1 || !strings.Contains(srv.out.String(), `"client": "bob", "service": "\"a\"", "error": "service not allowed for this client"`) {
+				return fmt.Errorf("%d stream refused lines on the server, want 1 naming bob", n)
+			}
+			return nil
+		})
+		if code := bob.stop(t); code != 0 {
+			t.Errorf("bob's client exit %d", code)
+		}
+	})
 
 	t.Run("service taken away", func(t *testing.T) {
 		server("    key_file: alice.key\n    services: [a]", "max_frame: 16KiB\n")
