@@ -164,6 +164,17 @@ func newServerState(cfg *ServerConfig) (*serverState, error) {
 	return st, nil
 }
 
+// Check reports whether NewServer would accept c's options, services and
+// clients, without starting anything: offload validate runs it, so that a
+// config that validates also starts (and reloads).
+func (c ServerConfig) Check() error {
+	if err := c.Options.setDefaults(); err != nil {
+		return err
+	}
+	_, err := newServerState(&c)
+	return err
+}
+
 // link is one client's link on the server.
 type link struct {
 	client string

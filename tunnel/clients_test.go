@@ -354,3 +354,40 @@ func TestClientReload(t *testing.T) {
 		t.Errorf("forward a re-pointed at b did not reach b")
 	}
 }
+
+// ServerConfig.Check and NewServer refuse clients that can't work, and
+// accept a single PSK or clients without one.
+func TestServerConfigCheck(t *testing.T) {
+	opt := testOptions(zap.NewNop())
+	opt.PSK = nil
+	svc := map[string]string{"a": "127.0.0.1:1"}
+	many := make([]ServerClient, handshake.MaxKeys/2+1)
+	for i := range many {
+		many[i] = ServerClient{Name: string(rune('a'+i/26)) + string(rune('a'+i%26)), Keys: [][]byte{testPSK(byte(2 * i)), testPSK(byte(2*i + 1))}}
+	}
+	for name, clients := range map[string][]ServerClient{
+		"no psk, no clients": nil,
+		"unknown service":    {{Name: "x", Keys: [][]byte{testPSK(1)}, Access: Access{Services: []string{"b"}}}},
+		"no key":             {{Name: "x"}},
+		"short key":          {{Name: "x", Keys: [][]byte{testPSK(1)[:16]}}},
+		"same key twice":     {{Name: "x", Keys: [][]byte{testPSK(1)}}, {Name: "y", Keys: [][]byte{testPSK(1)}}},
+		"same name twice":    {{Name: "x", Keys: [][]byte{testPSK(1)}}, {Name: "x", Keys: [][]byte{testPSK(2)}}},
+		"too many keys":      many,
+	} {
+		cfg := ServerConfig{Options: opt, Services: svc, Clients: clients}
+		if err := cfg.Check(); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: Check: %v, want ErrConfig", name, err)
+		}
+		if _, err := NewServer(cfg); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: NewServer: %v, want ErrConfig", name, err)
+		}
+	}
+	ok := ServerConfig{Options: opt, Services: svc, Clients: many[:handshake.MaxKeys/2]}
+	if err := ok.Check(); err != nil {
+		t.Errorf("%d clients with 2 keys each: %v", handshake.MaxKeys/2, err)
+	}
+	ok = ServerConfig{Options: testOptions(zap.NewNop()), Services: svc}
+	if err := ok.Check(); err != nil {
+		t.Errorf("a single PSK: %v", err)
+	}
+}
