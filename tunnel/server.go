@@ -220,8 +220,8 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 	hc.Replay = s.replay
 	hc.Admit = s.admit
 	hc.FlightRead = func() { s.slots.flightRead(sl) }
-	st := s.state.Load()
-	hc.Keys = st.keys
+	state := s.state.Load() // the keys this handshake tries, and their clients
+	hc.Keys = state.keys
 	keys, keyIdx, err := handshake.ServerKey(ctx, slotConn{Conn: conn, slots: s.slots, sl: sl}, hc)
 	evicted := s.slots.release(sl)
 	if err != nil {
@@ -252,7 +252,7 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 		resetConn(conn)
 		s.ctr.handshakes[hsBusy].Add(1)
 		if ok, n := s.linkLog.allow(); ok {
-			s.log.Warn("links full: refused a client", zap.Stringer("remote", remote), zap.String("client", st.owner[keyIdx].name), zap.Int("max_links", s.maxLinks),
+			s.log.Warn("links full: refused a client", zap.Stringer("remote", remote), zap.String("client", state.owner[keyIdx].name), zap.Int("max_links", s.maxLinks),
 				zap.Uint64("refusals_not_logged", n))
 		}
 		return
@@ -273,7 +273,7 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 		s.log.Error("yamux", zap.Error(err))
 		return
 	}
-	l := s.newLink(sess, st, keyIdx, remote)
+	l := s.newLink(sess, state, keyIdx, remote)
 	s.mu.Lock()
 	if s.closing || !s.addLinkLocked(l) {
 		s.mu.Unlock()
