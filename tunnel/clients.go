@@ -204,9 +204,9 @@ var errReloaded = errors.New("closed by a reload")
 // service names; the server's log says which.
 var errNotAllowed = errors.New("service not allowed for this client")
 
-// addLink registers l, made with key keyIdx of state st, unless the server
-// is closing (false) or a reload since the handshake removed its client
-// or key (the link is closed and false returned). Called with s.mu held.
+// addLinkLocked registers l unless a reload since its handshake removed
+// its client or key: then it returns false (recheckLocked logged why) and
+// the caller closes the session. s.mu is held.
 func (s *Server) addLinkLocked(l *link) bool {
 	if s.links == nil {
 		s.links = map[*link]struct{}{}
