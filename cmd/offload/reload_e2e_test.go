@@ -170,6 +170,31 @@ clients:
 	})
 
 	t.Run("forwards", func(t *testing.T) {
+		// A forward on a port something else holds: the reload is
+		// refused at that forward, and nothing changes.
+		taken, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer taken.Close()
+		client("alice.key", map[string]string{fA: "a", fC: "a", taken.Addr().String(): "a"})
+		hup(cli, "reload refused")
+		if !strings.Contains(cli.out.String(), "client.yaml:") || !strings.Contains(cli.out.String(), "address already in use") {
+			t.Errorf("the refusal does not name the file and the cause")
+		}
+		if err := testutil.EchoRoundTrip(fA, 1000, 6); err != nil {
+			t.Errorf("the forward to a after a refused reload: %v", err)
+		}
+		if c, err := net.DialTimeout("tcp", fB, time.Second); err != nil {
+			t.Errorf("a refused reload closed the forward to b: %v", err)
+		} else {
+			c.Close()
+		}
+		if c, err := net.DialTimeout("tcp", fC, time.Second); err == nil {
+			c.Close()
+			t.Errorf("a refused reload opened a forward")
+		}
+
 		client("alice.key", map[string]string{fA: "a", fC: "a"})
 		hup(cli, "reloaded")
 		if err := testutil.EchoRoundTrip(fC, 1000, 2); err != nil {
