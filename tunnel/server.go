@@ -230,7 +230,9 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 		if evicted {
 			res = hsDropped
 		}
-		s.ctr.handshakes[res].Add(1)
+		if res != hsBusy { // admit counted it
+			s.ctr.handshakes[res].Add(1)
+		}
 		switch {
 		case res == hsDropped:
 			if ok, n := s.dropLog.allow(); ok {
@@ -330,6 +332,9 @@ accept:
 // confirmed the keys.
 func (s *Server) admit() error {
 	if n := s.ctr.links.Load(); n >= int64(s.maxLinks) {
+		// Counted here, before the busy alert goes out, so that the
+		// count is there by the time the client has its answer.
+		s.ctr.handshakes[hsBusy].Add(1)
 		return fmt.Errorf("%d links up, max_links %d", n, s.maxLinks)
 	}
 	return nil
