@@ -183,6 +183,12 @@ type Server struct {
 	// MaxHandshakesPerSource those from one IPv4 address or IPv6 /64.
 	MaxHandshakes          int
 	MaxHandshakesPerSource int
+	// Clients are the clients the server accepts, each with its own keys
+	// and services (clients.go); empty when the top-level KeyFile is the
+	// one key, which may use every service.
+	Clients []ServerClient
+
+	clientsSet bool // clients was in the file
 }
 
 // Forward is one client listener: connections to Listen go through the
@@ -471,19 +477,11 @@ func (d *decoder) common(c *Common) []fieldSpec {
 		}}
 	}
 	return []fieldSpec{
-		{name: "key_file", required: true, decode: func(v value) {
+		// Required, but a server may have clients instead: server and
+		// client check (finishClients, client).
+		{name: "key_file", decode: func(v value) {
 			c.fields[v.field] = v.at
-			var kf string
-			d.str(v, &kf, func(s string) error {
-				if s == "" {
-					return errors.New("is empty")
-				}
-				return nil
-			})
-			if kf != "" && !filepath.IsAbs(kf) {
-				kf = filepath.Join(filepath.Dir(c.File), kf)
-			}
-			c.KeyFile = kf
+			c.KeyFile = d.path(v, c.File)
 		}},
 		track("suite", func(v value) {
 			var name string
@@ -665,9 +663,11 @@ func (d *decoder) server(body ast.Node) *Server {
 			s.fields[v.field] = v.at
 			d.count(v, &s.MaxHandshakesPerSource, MaxMaxHandshakes)
 		}},
+		d.clientsSpec(s),
 	)
 	d.object(top, specs)
 	d.finishCommon(&s.Common)
+	d.finishClients(s, top)
 	if s.Metrics != "" && s.Metrics == s.Listen {
 		d.errorf(s.fields["metrics"], "metrics", "same address as listen")
 	}
@@ -707,6 +707,9 @@ func (d *decoder) client(body ast.Node) *Client {
 		}},
 	)
 	d.object(top, specs)
+	if _, ok := c.fields["key_file"]; !ok && isMapping(top) {
+		d.errorf(top.at, "key_file", "missing (required)")
+	}
 	d.finishCommon(&c.Common)
 	d.checkLinkBuffer(&c.Common)
 	return c

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -57,6 +58,10 @@ type Client struct {
 
 	refuseLog rateLimit
 
+	psk  atomic.Pointer[[]byte] // the key of the next handshake; Reload replaces it
+	roll chan struct{}          // Reload changed the key: move new streams to a new link
+	fwd  forwardSet             // the running forwards (clientreload.go)
+
 	mu   sync.Mutex
 	sess *yamux.Session // nil while the link is down; only linkLoop sets it
 	up   chan struct{}  // closed when sess is set
@@ -68,6 +73,9 @@ type Client struct {
 func NewClient(cfg ClientConfig) (*Client, error) {
 	if err := cfg.Options.setDefaults(); err != nil {
 		return nil, err
+	}
+	if len(cfg.PSK) != handshake.PSKSize {
+		return nil, fmt.Errorf("%w: pre-shared key is %d bytes, want %d", ErrConfig, len(cfg.PSK), handshake.PSKSize)
 	}
 	if _, _, err := net.SplitHostPort(cfg.Server); err != nil {
 		return nil, fmt.Errorf("%w: server %q: %w", ErrConfig, cfg.Server, err)
@@ -111,7 +119,10 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		up:        make(chan struct{}),
 		down:      make(chan struct{}),
 		gone:      make(chan *yamux.Session, 1),
+		roll:      make(chan struct{}, 1),
 	}
+	psk := cfg.PSK
+	c.psk.Store(&psk)
 	c.ctr.limits = []limit{
 		{"link_streams", cfg.Options.LinkStreams()},
 		{"link_buffer_bytes", cfg.Options.LinkBuffer},
@@ -138,22 +149,11 @@ func (c *Client) Run(ctx context.Context) error {
 		c.ctr.statusLoop(ctx, c.opt.StatusInterval, c.log)
 	}()
 	c.guard.start(ctx, c.opt.EngineCheckInterval, &wg)
-	stop := context.AfterFunc(ctx, func() {
-		for _, f := range c.forwards {
-			_ = f.Listener.Close()
-		}
-	})
+	stop := context.AfterFunc(ctx, c.fwd.closeAll)
 	defer stop()
-	for _, f := range c.forwards {
-		c.log.Info("forwarding", zap.Stringer("listen", f.Listener.Addr()), zap.String("service", f.Service), zap.String("server", c.server))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.acceptLoop(ctx, f, &wg)
-		}()
-	}
+	c.fwd.start(ctx, &wg, c.forwards, c.startForward)
 
-	old := c.linkLoop(ctx)
+	old := c.linkLoop(ctx, &wg)
 
 	// Shutdown: the listeners are closed (ctx ended); drain.
 	c.log.Info("shutting down", zap.Int64("streams_active", c.ctr.active.Load()), zap.Duration("drain_timeout", c.opt.DrainTimeout))
@@ -176,7 +176,7 @@ func (c *Client) Run(ctx context.Context) error {
 // linkLoop dials, runs and redials the link until ctx ends. It returns the
 // sessions still open (the current one stays in c.sess) for Run to close
 // after the drain.
-func (c *Client) linkLoop(ctx context.Context) (old []*yamux.Session) {
+func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*yamux.Session) {
 	for ctx.Err() == nil {
 		sess, rc, err := c.connect(ctx)
 		if err != nil {
@@ -212,6 +212,16 @@ func (c *Client) linkLoop(ctx context.Context) (old []*yamux.Session) {
 					reason = "server going away"
 					break loop
 				}
+			case <-c.roll:
+				// A new key: new streams go to a link made with it,
+				// this one finishes its streams (retire).
+				reason = "the key changed (reload)"
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					retire(ctx, sess)
+				}()
+				break loop
 			case <-ctx.Done():
 				return old
 			}
@@ -259,7 +269,9 @@ func (c *Client) connect(ctx context.Context) (*yamux.Session, *record.Conn, err
 	if err != nil {
 		return nil, nil, fmt.Errorf("dial: %w", err)
 	}
-	keys, err := handshake.Client(ctx, conn, c.opt.handshakeConfig())
+	hc := c.opt.handshakeConfig()
+	hc.PSK = *c.psk.Load()
+	keys, err := handshake.Client(ctx, conn, hc)
 	if err != nil {
 		_ = conn.Close()
 		c.ctr.handshakes[handshakeResult(err)].Add(1)
@@ -292,28 +304,29 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-func (c *Client) acceptLoop(ctx context.Context, f Forward, wg *sync.WaitGroup) {
+func (c *Client) acceptLoop(ctx context.Context, f *forwardRun, wg *sync.WaitGroup) {
 	var delay time.Duration
 	for {
-		conn, err := f.Listener.Accept()
+		conn, err := f.ln.Accept()
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return
 			}
 			delay = acceptBackoff(delay)
-			c.log.Warn("accept failed; retrying", zap.Stringer("listen", f.Listener.Addr()), zap.Error(err), zap.Duration("in", delay))
+			c.log.Warn("accept failed; retrying", zap.Stringer("listen", f.ln.Addr()), zap.Error(err), zap.Duration("in", delay))
 			if !sleep(ctx, delay) {
 				return
 			}
 			continue
 		}
 		delay = 0
+		service := *f.service.Load()
 		// LinkStreams, not MaxStreams: the server accepts no more streams
 		// per link than its buffer budget holds, and a stream refused here
 		// is a clean reset rather than one that waits in its backlog.
 		if c.ctr.active.Load() >= int64(c.opt.LinkStreams()) {
 			resetConn(conn)
-			c.refused(f.Service, ErrBusy)
+			c.refused(service, ErrBusy)
 			continue
 		}
 		c.ctr.active.Add(1)
@@ -323,7 +336,7 @@ func (c *Client) acceptLoop(ctx context.Context, f Forward, wg *sync.WaitGroup) 
 			defer wg.Done()
 			defer c.streams.done()
 			defer c.ctr.active.Add(-1)
-			c.serveLocal(ctx, conn, f.Service)
+			c.serveLocal(ctx, conn, service)
 		}()
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -33,13 +34,17 @@ type ServerConfig struct {
 	// MaxLinks caps the links up at once (0: DefaultMaxLinks). A client
 	// with the PSK beyond it is refused with a busy alert and redials.
 	MaxLinks int
+	// Clients are the clients the server accepts, each with its own keys
+	// and Access (clients.go). Empty means one client, DefaultClient,
+	// with Options.PSK and every service.
+	Clients []ServerClient
 }
 
 // Server is the tunnel's server end: it accepts links from clients and
 // forwards their streams to its services.
 type Server struct {
 	opt      Options
-	services map[string]string
+	state    atomic.Pointer[serverState] // services and clients; Reload swaps it
 	log      *zap.Logger
 	ctr      *counters
 	pool     *bufPool
@@ -52,8 +57,11 @@ type Server struct {
 
 	dropLog, failLog, refuseLog, linkLog rateLimit
 
+	clientCtr clientMetrics
+
 	mu       sync.Mutex
 	sessions map[*yamux.Session]struct{}
+	links    map[*link]struct{}
 	closing  bool
 }
 
@@ -62,18 +70,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if err := cfg.Options.setDefaults(); err != nil {
 		return nil, err
 	}
-	if len(cfg.Services) == 0 {
-		return nil, fmt.Errorf("%w: no services", ErrConfig)
-	}
-	services := make(map[string]string, len(cfg.Services))
-	for name, target := range cfg.Services {
-		if len(name) == 0 || len(name) > 255 {
-			return nil, fmt.Errorf("%w: service name %q: want 1..255 bytes", ErrConfig, name)
-		}
-		if _, _, err := net.SplitHostPort(target); err != nil {
-			return nil, fmt.Errorf("%w: service %q: target %q: %w", ErrConfig, name, target, err)
-		}
-		services[name] = target
+	st, err := newServerState(&cfg)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.MaxHandshakes <= 0 {
 		cfg.MaxHandshakes = DefaultMaxHandshakes
@@ -89,7 +88,6 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	s := &Server{
 		opt:       cfg.Options,
-		services:  services,
 		log:       cfg.Logger.Named("server"),
 		ctr:       newCounters("server", cfg.Engines, cfg.Stats, cfg.Policy),
 		pool:      newBufPool(),
@@ -113,13 +111,17 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		{"replay_cache_entries", handshake.DefaultReplayCache},
 	}
 	s.ctr.pending = s.slots.len
+	s.state.Store(st)
 	s.guard = newEngineGuard(&s.opt, s.log)
 	s.ctr.guard, s.opt.verifier = s.guard, s.guard.verifier
 	return s, nil
 }
 
 // RegisterMetrics adds the server's metrics to set.
-func (s *Server) RegisterMetrics(set *metrics.Set) { set.RegisterMetricsWriter(s.ctr.writePrometheus) }
+func (s *Server) RegisterMetrics(set *metrics.Set) {
+	set.RegisterMetricsWriter(s.ctr.writePrometheus)
+	set.RegisterMetricsWriter(s.clientCtr.writePrometheus)
+}
 
 // Stats returns the record layer's counters of all links.
 func (s *Server) Stats() *record.Stats { return s.ctr.stats }
@@ -130,7 +132,8 @@ func (s *Server) Stats() *record.Stats { return s.ctr.stats }
 // and returns nil. It returns an error if ln fails otherwise. Serve closes
 // ln.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	s.log.Info("listening", zap.Stringer("addr", ln.Addr()), zap.Stringer("suite", s.opt.Suite), zap.Int("services", len(s.services)))
+	s.log.Info("listening", zap.Stringer("addr", ln.Addr()), zap.Stringer("suite", s.opt.Suite), zap.Int("services", len(s.state.Load().services)),
+		zap.Int("clients", len(s.state.Load().clients)))
 	// hard ends dials and handshakes once the drain is over.
 	hard, hardCancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer hardCancel()
@@ -217,7 +220,9 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 	hc.Replay = s.replay
 	hc.Admit = s.admit
 	hc.FlightRead = func() { s.slots.flightRead(sl) }
-	keys, err := handshake.Server(ctx, slotConn{Conn: conn, slots: s.slots, sl: sl}, hc)
+	state := s.state.Load() // the keys this handshake tries, and their clients
+	hc.Keys = state.keys
+	keys, keyIdx, err := handshake.ServerKey(ctx, slotConn{Conn: conn, slots: s.slots, sl: sl}, hc)
 	evicted := s.slots.release(sl)
 	if err != nil {
 		_ = conn.Close()
@@ -225,7 +230,9 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 		if evicted {
 			res = hsDropped
 		}
-		s.ctr.handshakes[res].Add(1)
+		if res != hsBusy { // admit counted it
+			s.ctr.handshakes[res].Add(1)
+		}
 		switch {
 		case res == hsDropped:
 			if ok, n := s.dropLog.allow(); ok {
@@ -247,7 +254,7 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 		resetConn(conn)
 		s.ctr.handshakes[hsBusy].Add(1)
 		if ok, n := s.linkLog.allow(); ok {
-			s.log.Warn("links full: refused a client", zap.Stringer("remote", remote), zap.Int("max_links", s.maxLinks),
+			s.log.Warn("links full: refused a client", zap.Stringer("remote", remote), zap.String("client", state.owner[keyIdx].name), zap.Int("max_links", s.maxLinks),
 				zap.Uint64("refusals_not_logged", n))
 		}
 		return
@@ -268,15 +275,17 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 		s.log.Error("yamux", zap.Error(err))
 		return
 	}
+	l := s.newLink(sess, state, keyIdx, remote)
 	s.mu.Lock()
-	if s.closing {
+	if s.closing || !s.addLinkLocked(l) {
 		s.mu.Unlock()
 		_ = sess.Close()
 		return
 	}
 	s.sessions[sess] = struct{}{}
 	s.mu.Unlock()
-	log := s.log.With(zap.Stringer("remote", remote))
+	defer s.removeLink(l)
+	log := l.log
 	log.Info("link up")
 	start := time.Now()
 
@@ -305,7 +314,7 @@ accept:
 		go func() {
 			defer wg.Done()
 			defer func() { <-units }()
-			s.serveStream(hard, st, log)
+			s.serveStream(hard, st, l)
 			s.streams.done()
 			drain(st)
 		}()
@@ -314,7 +323,7 @@ accept:
 	s.mu.Lock()
 	delete(s.sessions, sess)
 	s.mu.Unlock()
-	s.linkDown(log, rc, time.Since(start))
+	s.linkDown(l, rc, time.Since(start))
 }
 
 // admit is the handshake's Admit: an authenticated client is refused with
@@ -323,6 +332,9 @@ accept:
 // confirmed the keys.
 func (s *Server) admit() error {
 	if n := s.ctr.links.Load(); n >= int64(s.maxLinks) {
+		// Counted here, before the busy alert goes out, so that the
+		// count is there by the time the client has its answer.
+		s.ctr.handshakes[hsBusy].Add(1)
 		return fmt.Errorf("%d links up, max_links %d", n, s.maxLinks)
 	}
 	return nil
@@ -352,64 +364,77 @@ func drain(st *yamux.Stream) {
 
 // linkDown logs why a link ended: a record-layer failure (tampering, a
 // broken peer) is a warning; a peer that hung up or our own close is info.
-func (s *Server) linkDown(log *zap.Logger, rc *record.Conn, up time.Duration) {
+func (s *Server) linkDown(l *link, rc *record.Conn, up time.Duration) {
 	err := rc.Err()
 	if err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) {
 		s.ctr.linkErrors.Add(1)
-		log.Warn("link failed", zap.Error(err), zap.Duration("up", up))
+		l.ctr.linkErrors.Add(1)
+		l.log.Warn("link failed", zap.Error(err), zap.Duration("up", up))
 		return
 	}
-	log.Info("link down", zap.Duration("up", up))
+	l.log.Info("link down", zap.Duration("up", up))
 }
 
-// serveStream reads a stream's request, dials the service's target and
-// splices the two.
-func (s *Server) serveStream(ctx context.Context, st *yamux.Stream, log *zap.Logger) {
+// serveStream reads a stream's request, checks it against the link's
+// Access, dials the service's target and splices the two. A reload that
+// takes the service away cancels ctx: the dial stops, or the target
+// connection is reset, which aborts the stream at both ends.
+func (s *Server) serveStream(ctx context.Context, st *yamux.Stream, l *link) {
 	_ = st.SetReadDeadline(time.Now().Add(s.opt.DialTimeout))
 	name, err := readRequest(st)
 	if err != nil {
-		s.refuse(st, statusBadRequest, "", log, "", err)
+		s.refuse(st, statusBadRequest, "", l, "", err)
 		return
 	}
 	_ = st.SetReadDeadline(time.Time{})
-	target, ok := s.services[name]
-	if !ok {
-		s.refuse(st, statusUnknownService, "", log, name, ErrUnknownService)
+	ctx, target, done, msg, err := s.open(ctx, l, name)
+	if err != nil {
+		s.refuse(st, statusUnknownService, msg, l, name, err)
 		return
 	}
+	defer done()
 	conn, err := s.dialer.DialContext(ctx, "tcp", target)
 	if err != nil {
-		s.refuse(st, statusDialFailed, err.Error(), log, name, err)
+		if cause := context.Cause(ctx); errors.Is(cause, errReloaded) {
+			err = cause
+		}
+		s.refuse(st, statusDialFailed, err.Error(), l, name, err)
 		return
 	}
+	stop := context.AfterFunc(ctx, func() { resetConn(conn) })
+	defer stop()
 	if _, err := st.Write(appendResponse(nil, statusOK, "")); err != nil {
 		// The link died while we dialled: the target must see a reset, as
 		// on every other cut, not a clean end after 0 bytes.
 		resetConn(conn)
 		_ = st.Close()
-		s.ctr.streams[streamAborted].Add(1)
+		s.stream(l, streamAborted)
 		return
 	}
 	s.ctr.active.Add(1)
+	l.ctr.active.Add(1)
 	up, down, err := splice(conn, st, s.pool, nil)
 	s.ctr.active.Add(-1)
+	l.ctr.active.Add(-1)
+	l.ctr.fromTarget.Add(uint64(up))
+	l.ctr.toTarget.Add(uint64(down))
 	if err != nil {
-		s.ctr.streams[streamAborted].Add(1)
-		if ce := log.Check(zap.DebugLevel, "stream aborted"); ce != nil {
+		s.stream(l, streamAborted)
+		if ce := l.log.Check(zap.DebugLevel, "stream aborted"); ce != nil {
 			ce.Write(zap.String("service", name), zap.Int64("to_target", down), zap.Int64("from_target", up), zap.Error(err))
 		}
 		return
 	}
-	s.ctr.streams[streamOK].Add(1)
+	s.stream(l, streamOK)
 }
 
 // refuse answers a stream with a non-OK status and closes it.
-func (s *Server) refuse(st *yamux.Stream, status byte, msg string, log *zap.Logger, service string, err error) {
-	s.ctr.streams[streamRefused].Add(1)
+func (s *Server) refuse(st *yamux.Stream, status byte, msg string, l *link, service string, err error) {
+	s.stream(l, streamRefused)
 	_ = st.SetWriteDeadline(time.Now().Add(s.opt.DialTimeout))
 	_, _ = st.Write(appendResponse(nil, status, msg))
 	_ = st.Close()
 	if ok, n := s.refuseLog.allow(); ok {
-		log.Warn("stream refused", zap.String("service", strconv.Quote(service)), zap.Error(err), zap.Uint64("refusals_not_logged", n))
+		l.log.Warn("stream refused", zap.String("service", strconv.Quote(service)), zap.Error(err), zap.Uint64("refusals_not_logged", n))
 	}
 }

@@ -119,7 +119,9 @@ type Options struct {
 func (o Options) Check() error { return o.setDefaults() }
 
 func (o *Options) setDefaults() error {
-	if len(o.PSK) != handshake.PSKSize {
+	// A server with Clients has no PSK of its own (newServerState
+	// checks the keys it has); a client needs one (NewClient).
+	if o.PSK != nil && len(o.PSK) != handshake.PSKSize {
 		return fmt.Errorf("%w: pre-shared key is %d bytes, want %d", ErrConfig, len(o.PSK), handshake.PSKSize)
 	}
 	if !o.Suite.Cipher.Valid() {

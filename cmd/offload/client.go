@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net"
 	"strconv"
 
 	"github.com/offload-dev/offload/config"
@@ -28,19 +27,14 @@ func runClient(ctx context.Context, env *runEnv, file string) (int, error) {
 		return 1, err
 	}
 	defer func() { _ = log.Sync() }()
-	var forwards []tunnel.Forward
+	forwards, lns, _, err := clientForwards(cfg, nil)
+	if err != nil {
+		return 1, err
+	}
 	closeAll := func() {
 		for _, f := range forwards {
 			_ = f.Listener.Close()
 		}
-	}
-	for i, f := range cfg.Forwards {
-		ln, err := net.Listen("tcp", f.Listen)
-		if err != nil {
-			closeAll()
-			return 1, cfg.FieldError(forwardField(i), err)
-		}
-		forwards = append(forwards, tunnel.Forward{Listener: ln, Service: f.Service})
 	}
 	cli, err := tunnel.NewClient(tunnel.ClientConfig{
 		Options:   opt,
@@ -58,7 +52,10 @@ func runClient(ctx context.Context, env *runEnv, file string) (int, error) {
 		closeAll()
 		return 1, err
 	}
+	r := &clientReloader{cli: cli, start: cfg, file: file, lns: lns, log: log}
+	stopHangup := onHangup(ctx, func() { logReload(log, file, r.reload) })
 	err = cli.Run(ctx)
+	stopHangup()
 	stopMetrics()
 	if err != nil {
 		return 1, err

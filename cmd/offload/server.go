@@ -37,13 +37,11 @@ func runServer(ctx context.Context, env *runEnv, file string) (int, error) {
 		return 1, err
 	}
 	defer func() { _ = log.Sync() }()
-	srv, err := tunnel.NewServer(tunnel.ServerConfig{
-		Options:                opt,
-		Services:               cfg.Services,
-		MaxLinks:               cfg.MaxLinks,
-		MaxHandshakes:          cfg.MaxHandshakes,
-		MaxHandshakesPerSource: cfg.MaxHandshakesPerSource,
-	})
+	sc, err := serverConfig(cfg, opt, opt.PSK)
+	if err != nil {
+		return 1, err
+	}
+	srv, err := tunnel.NewServer(sc)
 	if err != nil {
 		return 1, err
 	}
@@ -56,7 +54,11 @@ func runServer(ctx context.Context, env *runEnv, file string) (int, error) {
 		_ = ln.Close()
 		return 1, err
 	}
+	stopHangup := onHangup(ctx, func() {
+		logReload(log, file, func() error { return reloadServer(srv, cfg, opt, file, log) })
+	})
 	err = srv.Serve(ctx, ln)
+	stopHangup()
 	stopMetrics()
 	if err != nil {
 		return 1, err
@@ -69,7 +71,7 @@ func runServer(ctx context.Context, env *runEnv, file string) (int, error) {
 // part before they start: the pre-shared key, the logger and the tunnel
 // options. The caller syncs the logger.
 func endOptions(ctx context.Context, env *runEnv, c *config.Common) (tunnel.Options, *zap.Logger, error) {
-	key, err := c.LoadKey()
+	key, err := loadKey(c)
 	if err != nil {
 		return tunnel.Options{}, nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/offload-dev/offload/config"
+	"github.com/offload-dev/offload/tunnel"
 )
 
 func init() {
@@ -56,13 +57,29 @@ func validateFile(stdout, stderr io.Writer, path string) bool {
 	case *config.Server:
 		common = &c.Common
 		summary = "server: " + plural(len(c.Services), "service")
+		if len(c.Clients) > 0 {
+			// Every client's keys, as a start would read them, and the
+			// tunnel's checks on them (tunnel.ServerConfig.Check).
+			key, err := loadKey(common)
+			if err == nil {
+				var sc tunnel.ServerConfig
+				if sc, err = serverConfig(c, configOptions(common, key, zap.NewNop()), key); err == nil {
+					err = sc.Check()
+				}
+			}
+			if err != nil {
+				fmt.Fprintln(stderr, err)
+				return false
+			}
+			summary += ", " + plural(len(c.Clients), "client")
+		}
 	case *config.Client:
 		common = &c.Common
 		summary = "client: " + plural(len(c.Forwards), "forward")
 	default:
 		panic(fmt.Sprintf("config.Load returned %T", cfg))
 	}
-	key, err := common.LoadKey()
+	key, err := loadKey(common)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return false

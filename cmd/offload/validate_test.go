@@ -215,3 +215,46 @@ func TestValidatedConfigStarts(t *testing.T) {
 		t.Fatal("config accepted none of the samples")
 	}
 }
+
+// The clients example validates with its key files, and each client gets
+// the services it lists.
+func TestValidateClientsExample(t *testing.T) {
+	dir := t.TempDir()
+	data, err := os.ReadFile(filepath.Join("..", "..", "examples", "server-clients.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "server-clients.yaml")
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCmd(t, "validate", file)
+	if code == 0 || !strings.Contains(stderr, "clients.alice.key_file") {
+		t.Fatalf("without key files: exit %d, stderr %s; want alice's key_file blamed", code, stderr)
+	}
+	for _, k := range []string{"alice.key", "bob-2.key", "bob.key", "admin.key"} {
+		if code, _, stderr := runCmd(t, "keygen", "-o", filepath.Join(dir, k)); code != 0 {
+			t.Fatalf("keygen: %s", stderr)
+		}
+	}
+	code, stdout, stderr := runCmd(t, "validate", file)
+	if code != 0 || !strings.Contains(stdout, "server: 3 services, 3 clients") {
+		t.Fatalf("exit %d, stdout %s, stderr %s", code, stdout, stderr)
+	}
+	s, err := config.LoadServer(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := s.LoadClientKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := serverConfig(s, configOptions(&s.Common, nil, zap.NewNop()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 3 || len(sc.Clients) != 3 || len(sc.Clients[1].Keys) != 2 || !sc.Clients[2].Access.AllServices ||
+		strings.Join(sc.Clients[0].Access.Services, ",") != "web,ssh" {
+		t.Errorf("clients: %+v", sc.Clients)
+	}
+}

@@ -27,6 +27,11 @@
 //
 // Both sides then derive K_enc, K_mac and S_iv per direction with HKDF-SHA256
 // from the final Noise cipher keys, salted with the handshake hash.
+//
+// A server with several clients holds a KeySet: it finds the key the first
+// message was made with by trying each (keyset.go; at most MaxKeys), and
+// ServerKey says which, so the tunnel knows the client without anything on
+// the wire naming it.
 package handshake
 
 import (
@@ -132,6 +137,12 @@ type Config struct {
 	// has been read, before it is checked: from then on the handshake
 	// waits on the network only for the confirmation. nil means none.
 	FlightRead func()
+	// Keys, on the server, are the keys it accepts (one per client, two
+	// while a client's key is rotated); PSK is then unused. ServerKey
+	// says which one the client holds. nil means PSK alone.
+	Keys *KeySet
+
+	keyIndex int // the index in Keys of the client's key, set by server
 }
 
 // FlightHeader returns the first bytes of the first flight a client of
@@ -149,20 +160,39 @@ func FlightHeader(s suite.Suite) (prefix []byte, size int) {
 // record keys of this end. It returns early with ErrTimeout when ctx ends.
 // On success conn's deadlines are cleared; on error the caller closes conn.
 func Client(ctx context.Context, conn net.Conn, cfg Config) (record.Keys, error) {
-	return run(ctx, conn, cfg, true)
+	keys, _, err := run(ctx, conn, cfg, true)
+	return keys, err
 }
 
 // Server runs the responder's side of the handshake on conn. A client with
 // another version, suite or key gets an alert that says so before Server
 // returns the matching error.
 func Server(ctx context.Context, conn net.Conn, cfg Config) (record.Keys, error) {
+	keys, _, err := run(ctx, conn, cfg, false)
+	return keys, err
+}
+
+// ServerKey is Server that also returns the index in cfg.Keys of the key
+// the client holds (0 without cfg.Keys): which client it is. The index is
+// known only once the client's first message authenticated; a failed
+// handshake returns -1.
+func ServerKey(ctx context.Context, conn net.Conn, cfg Config) (record.Keys, int, error) {
 	return run(ctx, conn, cfg, false)
 }
 
 // aLongTimeAgo is a deadline in the past, to interrupt blocked I/O.
 var aLongTimeAgo = time.Unix(1, 0)
 
-func run(ctx context.Context, conn net.Conn, cfg Config, initiator bool) (record.Keys, error) {
+func run(ctx context.Context, conn net.Conn, cfg Config, initiator bool) (record.Keys, int, error) {
+	keys, err := runState(ctx, conn, &cfg, initiator)
+	if err != nil {
+		return keys, -1, err
+	}
+	return keys, cfg.keyIndex, nil
+}
+
+func runState(ctx context.Context, conn net.Conn, cfgp *Config, initiator bool) (record.Keys, error) {
+	cfg := *cfgp
 	log := cfg.Logger
 	if log == nil {
 		log = zap.NewNop()
@@ -172,7 +202,12 @@ func run(ctx context.Context, conn net.Conn, cfg Config, initiator bool) (record
 		role = "client"
 	}
 	log = log.Named("handshake").With(zap.String("role", role), zap.Stringer("remote", addrOf(conn)))
-	if len(cfg.PSK) != PSKSize {
+	switch {
+	case !initiator && cfg.Keys != nil:
+		if cfg.Keys.suite != cfg.Suite {
+			return record.Keys{}, fmt.Errorf("%w: made for suite %v, the handshake uses %v", ErrKeySet, cfg.Keys.suite, cfg.Suite)
+		}
+	case len(cfg.PSK) != PSKSize:
 		return record.Keys{}, fmt.Errorf("handshake: %w (got %d)", ErrPSK, len(cfg.PSK))
 	}
 	if !cfg.Suite.Valid() {
@@ -199,6 +234,7 @@ func run(ctx context.Context, conn net.Conn, cfg Config, initiator bool) (record
 		keys, err = h.client()
 	} else {
 		keys, err = h.server()
+		cfgp.keyIndex = h.cfg.keyIndex
 	}
 
 	if !stop() {
@@ -354,6 +390,17 @@ func (h *state) server() (record.Keys, error) {
 		h.alert(alertProtocol, "")
 		return record.Keys{}, fmt.Errorf("handshake failed: %w: client message type %#x of %d bytes, want type %#x of %d",
 			ErrProtocol, typ, len(body), msgNoise, noiseMsgLen)
+	}
+	if ks := h.cfg.Keys; ks != nil {
+		// Which client: the one key the message authenticates under. A
+		// message that fits none is tried against every key, so the
+		// alert and its timing say nothing about which keys exist.
+		i := ks.find(body)
+		if i < 0 {
+			h.alert(alertAuth, "")
+			return record.Keys{}, fmt.Errorf("handshake failed: %w (client holds none of our %d keys, or the hello was altered)", ErrAuth, ks.Len())
+		}
+		h.cfg.PSK, h.cfg.keyIndex = ks.psk(i), i
 	}
 	hs, err := h.noise(false)
 	if err != nil {

@@ -1,0 +1,283 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/offload-dev/offload/internal/testutil"
+)
+
+// TestE2EClientsReload runs the built server and client with a clients:
+// config and changes both with SIGHUP: a long stream survives reloads
+// that keep its service and a key rotation; a stream of a service taken
+// from the client is reset, with a log line; a bad config is refused with
+// file:line and the old one keeps serving; a setting that can't change is
+// reported as needing a restart; forwards come and go.
+func TestE2EClientsReload(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	bin := buildOffload(t)
+	dir := t.TempDir()
+	for _, k := range []string{"alice.key", "alice2.key", "bob.key"} {
+		if out, err := exec.Command(bin, "keygen", "-o", filepath.Join(dir, k)).CombinedOutput(); err != nil {
+			t.Fatalf("keygen: %v\n%s", err, out)
+		}
+	}
+	var dialledA atomic.Int64 // connections a's target accepted
+	tgA := startE2ETarget(t, func(c net.Conn) { dialledA.Add(1); testutil.Echo(c) })
+	tgB := startE2ETarget(t, testutil.Echo)
+	srvAddr, srvMetrics, fA, fB, fC := freePort(t), freePort(t), freePort(t), freePort(t), freePort(t)
+	serverCfg, clientCfg := filepath.Join(dir, "server.yaml"), filepath.Join(dir, "client.yaml")
+	server := func(alice, extra string) {
+		t.Helper()
+		body := fmt.Sprintf(`listen: %s
+metrics: %s
+drain_timeout: 1s
+services:
+  a: %s
+  b: %s
+clients:
+  alice:
+%s
+  bob:
+    key_file: bob.key
+    services: [b]
+%s`, srvAddr, srvMetrics, tgA.ln.Addr(), tgB.ln.Addr(), alice, extra)
+		if err := os.WriteFile(serverCfg, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	client := func(key string, forwards map[string]string) {
+		t.Helper()
+		var b strings.Builder
+		fmt.Fprintf(&b, "server: %s\nkey_file: %s\ndrain_timeout: 1s\nredial: {min: 100ms, max: 1s}\nforwards:\n", srvAddr, key)
+		for listen, svc := range forwards {
+			fmt.Fprintf(&b, "  - {listen: '%s', service: %s}\n", listen, svc)
+		}
+		if err := os.WriteFile(clientCfg, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	server("    key_file: alice.key\n    services: [a, b]", "")
+	client("alice.key", map[string]string{fA: "a", fB: "b"})
+	if out, err := exec.Command(bin, "validate", serverCfg, clientCfg).CombinedOutput(); err != nil || !strings.Contains(string(out), "2 clients") {
+		t.Fatalf("validate: %v\n%s", err, out)
+	}
+	srv := startProc(t, "server", bin, "server", "-c", serverCfg)
+	cli := startProc(t, "client", bin, "client", "-c", clientCfg)
+	waitFor(t, 15*time.Second, "first round trip", func() error { return testutil.EchoRoundTrip(fA, 1000, 0) })
+
+	dial := func(addr string) net.Conn {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		echo(t, c, "hello")
+		return c
+	}
+	long, viaB := dial(fA), dial(fB)
+	hup := func(p *proc, want string) {
+		t.Helper()
+		before := len(p.out.String())
+		if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, p.name+" to log "+want, func() error {
+			if !strings.Contains(p.out.String()[before:], want) {
+				return errors.New("not yet")
+			}
+			return nil
+		})
+	}
+
+	t.Run("own keys", func(t *testing.T) {
+		// bob's client, with his key, asks for alice's a and his b.
+		bobA, bobB := freePort(t), freePort(t)
+		bobCfg := filepath.Join(dir, "bob.yaml")
+		body := fmt.Sprintf("server: %s\nkey_file: bob.key\ndrain_timeout: 1s\nforwards:\n  - {listen: '%s', service: a}\n  - {listen: '%s', service: b}\n",
+			srvAddr, bobA, bobB)
+		if err := os.WriteFile(bobCfg, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		bob := startProc(t, "bob", bin, "client", "-c", bobCfg)
+		waitFor(t, 15*time.Second, "bob's round trip to b", func() error { return testutil.EchoRoundTrip(bobB, 1000, 5) })
+		before := dialledA.Load()
+		c, err := net.Dial("tcp", bobA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := readAll(c); !isReset(err) {
+			t.Errorf("bob asking for alice's a: %v, want a reset", err)
+		}
+		c.Close()
+		if dialledA.Load() != before {
+			t.Errorf("bob's key opened alice's service: a's target dialled")
+		}
+		waitFor(t, 5*time.Second, "the reasons in both logs", func() error {
+			if !strings.Contains(bob.out.String(), "unknown service: no such service for this client") {
+				return errors.New("bob's client does not say why")
+			}
+			if n := strings.Count(srv.out.String(), `stream refused	{"remote": `); n != 1 || !strings.Contains(srv.out.String(), `"client": "bob", "service": "\"a\"", "error": "service not allowed for this client"`) {
+				return fmt.Errorf("%d stream refused lines on the server, want 1 naming bob", n)
+			}
+			return nil
+		})
+		if code := bob.stop(t); code != 0 {
+			t.Errorf("bob's client exit %d", code)
+		}
+	})
+
+	t.Run("service taken away", func(t *testing.T) {
+		server("    key_file: alice.key\n    services: [a]", "max_frame: 16KiB\n")
+		hup(srv, "reloaded")
+		echo(t, long, "kept")
+		if err := readAll(viaB); !isReset(err) {
+			t.Errorf("alice's stream to b after b was taken from her: %v, want a reset", err)
+		}
+		out := srv.out.String()
+		for _, want := range []string{`"client": "alice", "service": "b", "reason": "service no longer allowed for this client"`,
+			`setting needs a restart; the running value is kept	{"setting": "max_frame"}`} {
+			if !strings.Contains(out, want) {
+				t.Errorf("server output lacks %s", want)
+			}
+		}
+	})
+
+	t.Run("bad config", func(t *testing.T) {
+		server("    key_file: alice.key\n    services: [a, c]", "")
+		hup(srv, "reload refused")
+		if !strings.Contains(srv.out.String(), `server.yaml:10: clients.alice.services[1]: \"c\" is not one of the server's services`) {
+			t.Errorf("the refusal does not name file:line and field")
+		}
+		echo(t, long, "still kept")
+		if err := testutil.EchoRoundTrip(fA, 1000, 1); err != nil {
+			t.Errorf("a new stream after a refused reload: %v", err)
+		}
+	})
+
+	t.Run("forwards", func(t *testing.T) {
+		// A forward on a port something else holds: the reload is
+		// refused at that forward, and nothing changes.
+		taken, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer taken.Close()
+		client("alice.key", map[string]string{fA: "a", fC: "a", taken.Addr().String(): "a"})
+		hup(cli, "reload refused")
+		if !strings.Contains(cli.out.String(), "client.yaml:") || !strings.Contains(cli.out.String(), "address already in use") {
+			t.Errorf("the refusal does not name the file and the cause")
+		}
+		if err := testutil.EchoRoundTrip(fA, 1000, 6); err != nil {
+			t.Errorf("the forward to a after a refused reload: %v", err)
+		}
+		// Still listening: b is refused (alice lost it), so the client
+		// may reset the connection before the dial returns.
+		if c, err := net.DialTimeout("tcp", fB, time.Second); errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("a refused reload closed the forward to b: %v", err)
+		} else if err == nil {
+			c.Close()
+		}
+		if c, err := net.DialTimeout("tcp", fC, time.Second); err == nil {
+			c.Close()
+			t.Errorf("a refused reload opened a forward")
+		}
+
+		client("alice.key", map[string]string{fA: "a", fC: "a"})
+		hup(cli, "reloaded")
+		if err := testutil.EchoRoundTrip(fC, 1000, 2); err != nil {
+			t.Errorf("the added forward: %v", err)
+		}
+		if c, err := net.DialTimeout("tcp", fB, time.Second); err == nil {
+			c.Close()
+			t.Errorf("the removed forward still accepts")
+		}
+		echo(t, long, "the link stays")
+	})
+
+	t.Run("key rotation", func(t *testing.T) {
+		server("    key_files: [alice2.key, alice.key]\n    services: [a]", "")
+		hup(srv, "reloaded")
+		client("alice2.key", map[string]string{fA: "a", fC: "a"})
+		hup(cli, "reloaded")
+		waitFor(t, 10*time.Second, "a link made with the new key", func() error {
+			if err := testutil.EchoRoundTrip(fC, 1000, 3); err != nil {
+				return err
+			}
+			m, err := scrape(srvMetrics)
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(m, `offload_client_links_active{client="alice"} 2`) {
+				return errors.New("not two links")
+			}
+			return nil
+		})
+		echo(t, long, "across the key change")
+		long.Close()
+		waitFor(t, 10*time.Second, "the old link to retire", func() error {
+			m, err := scrape(srvMetrics)
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(m, `offload_client_links_active{client="alice"} 1`) {
+				return errors.New("not one link")
+			}
+			return nil
+		})
+		server("    key_file: alice2.key\n    services: [a]", "")
+		hup(srv, "reloaded")
+		if strings.Contains(srv.out.String(), "closing link") {
+			t.Errorf("dropping the old key closed a link; none was left on it")
+		}
+		if err := testutil.EchoRoundTrip(fA, 100000, 4); err != nil {
+			t.Errorf("after the rotation: %v", err)
+		}
+	})
+
+	if code := cli.stop(t); code != 0 {
+		t.Errorf("client exit %d", code)
+	}
+	if code := srv.stop(t); code != 0 {
+		t.Errorf("server exit %d", code)
+	}
+}
+
+func echo(t *testing.T, c net.Conn, msg string) {
+	t.Helper()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write([]byte(msg)); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(c, got); err != nil {
+		t.Fatalf("echo of %q: %v", msg, err)
+	}
+	if !bytes.Equal(got, []byte(msg)) {
+		t.Fatalf("echo of %q: got %q", msg, got)
+	}
+}
+
+func readAll(c net.Conn) error {
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err := io.Copy(io.Discard, c)
+	return err
+}
+
+func isReset(err error) bool {
+	return err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded)
+}

@@ -1,0 +1,168 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+const clientsServer = `listen: :7000
+services:
+  web: 127.0.0.1:80
+  ssh: 127.0.0.1:22
+clients:
+  alice:
+    key_file: alice.key
+    services: [web]
+  bob:
+    key_files: [bob-2.key, /etc/offload/bob.key]
+    services: ["*"]
+  carol:
+    key_file: carol.key
+`
+
+func TestParseClients(t *testing.T) {
+	s, err := ParseServer("/etc/offload/server.yaml", []byte(clientsServer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.KeyFile != "" {
+		t.Errorf("KeyFile = %q, want none", s.KeyFile)
+	}
+	want := []ServerClient{
+		{Name: "alice", KeyFiles: []string{"/etc/offload/alice.key"}, Services: []string{"web"}},
+		{Name: "bob", KeyFiles: []string{"/etc/offload/bob-2.key", "/etc/offload/bob.key"}, Services: []string{AllServices}},
+		// Deny by default: no services listed, none granted.
+		{Name: "carol", KeyFiles: []string{"/etc/offload/carol.key"}},
+	}
+	if len(s.Clients) != len(want) {
+		t.Fatalf("got %d clients, want %d", len(s.Clients), len(want))
+	}
+	for i, c := range s.Clients {
+		c.keyFields = nil
+		if !reflect.DeepEqual(c, want[i]) {
+			t.Errorf("client %d: got %+v, want %+v", i, c, want[i])
+		}
+	}
+}
+
+func TestClientsErrors(t *testing.T) {
+	const head = "listen: :7000\nservices:\n  web: 127.0.0.1:80\n" // 3 lines
+	tests := []struct {
+		name, src string
+		want      []string
+	}{
+		{"neither", head, []string{"1:key_file"}},
+		{"both", "key_file: k\n" + head + "clients:\n  a: {key_file: a.key}\n", []string{"1:key_file"}},
+		{"empty", head + "clients: {}\n", []string{"4:clients"}},
+		{"bad name", head + "clients:\n  -a: {key_file: a.key}\n", []string{"5:clients.-a"}},
+		{"no key", head + "clients:\n  a:\n    services: [web]\n", []string{"5:clients.a.key_file"}},
+		{"key_file and key_files", head + "clients:\n  a:\n    key_file: a.key\n    key_files: [b.key]\n", []string{"7:clients.a.key_files"}},
+		{"three keys", head + "clients:\n  a:\n    key_files: [a.key, b.key, c.key]\n", []string{"6:clients.a.key_files"}},
+		{"same file twice", head + "clients:\n  a:\n    key_files: [a.key, a.key]\n", []string{"6:clients.a.key_files[1]"}},
+		{"shared file", head + "clients:\n  a: {key_file: k}\n  b: {key_file: k}\n", []string{"6:clients.b.key_file"}},
+		{"unknown service", head + "clients:\n  a:\n    key_file: a.key\n    services: [web, mail]\n", []string{"7:clients.a.services[1]"}},
+		{"service twice", head + "clients:\n  a:\n    key_file: a.key\n    services: [web, web]\n", []string{"7:clients.a.services[1]"}},
+		{"star and more", head + "clients:\n  a:\n    key_file: a.key\n    services: ['*', web]\n", []string{"7:clients.a.services"}},
+		{"unknown field", head + "clients:\n  a:\n    key_file: a.key\n    forwards: [web]\n", []string{"7:clients.a.forwards"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseServer("f.yaml", []byte(tt.src))
+			if err == nil {
+				t.Fatalf("no error for\n%s", tt.src)
+			}
+			if got := positions(t, err); !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("errors at %q, want %q:\n%v", got, tt.want, err)
+			}
+		})
+	}
+
+	var b strings.Builder
+	b.WriteString(head + "clients:\n")
+	for i := range 33 {
+		b.WriteString("  c" + string(rune('a'+i/26)) + string(rune('a'+i%26)) + ":\n    key_files: [" +
+			string(rune('a'+i/26)) + string(rune('a'+i%26)) + "1, " + string(rune('a'+i/26)) + string(rune('a'+i%26)) + "2]\n")
+	}
+	_, err := ParseServer("f.yaml", []byte(b.String()))
+	if got := positions(t, err); !reflect.DeepEqual(got, []string{"4:clients"}) {
+		t.Errorf("66 keys: errors at %q, want [4:clients]:\n%v", got, err)
+	}
+}
+
+func TestLoadClientKeys(t *testing.T) {
+	dir := t.TempDir()
+	key := func(name string, k []byte) {
+		if err := os.WriteFile(filepath.Join(dir, name), EncodeKey(k), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ka, kb := testKey(), testKey()
+	kb[0] ^= 0xff
+	key("a.key", ka)
+	key("b.key", kb)
+	key("copy.key", ka)
+	src := "listen: :7000\nservices: {web: 'a:1'}\nclients:\n  a: {key_file: a.key, services: [web]}\n  b:\n    key_files: [b.key, a.key]\n"
+	// a.key in two clients is a config error already; the copy is found
+	// only when the keys are read.
+	_, err := ParseServer(filepath.Join(dir, "s.yaml"), []byte(src))
+	if err == nil || !strings.Contains(err.Error(), "clients.b.key_files[1]") {
+		t.Fatalf("shared key file: %v", err)
+	}
+	src = strings.Replace(src, "[b.key, a.key]", "[b.key, copy.key]", 1)
+	s, err := ParseServer(filepath.Join(dir, "s.yaml"), []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.LoadClientKeys()
+	var ce *Error
+	if !errors.Is(err, ErrKeyReused) || !errors.As(err, &ce) || ce.Field != "clients.b.key_files[1]" || ce.Line != 6 {
+		t.Fatalf("the same key in two files: got %v, want ErrKeyReused at 6:clients.b.key_files[1]", err)
+	}
+	src = strings.Replace(src, "[b.key, copy.key]", "[b.key]", 1)
+	if s, err = ParseServer(filepath.Join(dir, "s.yaml"), []byte(src)); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := s.LoadClientKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 2 || string(keys[0].Keys[0]) != string(ka) || string(keys[1].Keys[0]) != string(kb) || keys[1].Name != "b" {
+		t.Errorf("got %+v", keys)
+	}
+	// A missing file is reported at its field.
+	if err := os.Remove(filepath.Join(dir, "b.key")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.LoadClientKeys()
+	if !errors.As(err, &ce) || ce.Field != "clients.b.key_files[0]" || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing key file: got %v", err)
+	}
+}
+
+func TestChanged(t *testing.T) {
+	a, err := ParseServer("/etc/offload/s.yaml", []byte(clientsServer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := strings.Replace(clientsServer, "listen: :7000", "listen: :7001\nmax_frame: 16KiB\nlog: {level: debug}\nmax_handshakes_per_source: 4", 1)
+	src = strings.Replace(src, "services: [web]", "services: [web, ssh]", 1)
+	b, err := ParseServer("/etc/offload/s.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Changed(a, b, "services", "clients", "key_file")
+	want := []string{"max_frame", "log", "listen", "max_handshakes_per_source"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Changed = %q, want %q", got, want)
+	}
+	if got := Changed(a, b); !reflect.DeepEqual(got, append(want, "clients")) {
+		t.Errorf("Changed with nothing live = %q", got)
+	}
+	if got := Changed(a, a); len(got) != 0 {
+		t.Errorf("Changed(a, a) = %q", got)
+	}
+}

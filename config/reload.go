@@ -1,0 +1,64 @@
+package config
+
+import (
+	"reflect"
+	"strings"
+	"unicode"
+)
+
+// Changed returns the settings, by their names in the file ("max_frame",
+// "log"), whose values differ between two configs of the same kind (two
+// *Server or two *Client), leaving out those in live: what a reload can
+// not apply without a restart. Every exported field counts, those of
+// Common included, so a setting added later is reported as needing a
+// restart until its reload is written and it is named live.
+func Changed(old, new any, live ...string) []string {
+	a, b := reflect.ValueOf(old), reflect.ValueOf(new)
+	if a.Type() != b.Type() {
+		panic("config.Changed: configs of different kinds")
+	}
+	skip := map[string]bool{"file": true} // where it was read from, not a setting
+	for _, l := range live {
+		skip[l] = true
+	}
+	var out []string
+	changed(reflect.Indirect(a), reflect.Indirect(b), skip, &out)
+	return out
+}
+
+func changed(a, b reflect.Value, skip map[string]bool, out *[]string) {
+	t := a.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		if f.Anonymous && f.Type.Kind() == reflect.Struct {
+			changed(a.Field(i), b.Field(i), skip, out)
+			continue
+		}
+		name := snake(f.Name)
+		if skip[name] {
+			continue
+		}
+		if !reflect.DeepEqual(a.Field(i).Interface(), b.Field(i).Interface()) {
+			*out = append(*out, name)
+		}
+	}
+}
+
+// snake turns a Go field name into its config name: MaxHandshakesPerSource
+// → max_handshakes_per_source.
+func snake(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if unicode.IsUpper(r) {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

@@ -1,0 +1,413 @@
+package tunnel
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/hashicorp/yamux"
+	"go.uber.org/zap"
+
+	"github.com/offload-dev/offload/tunnel/handshake"
+)
+
+// Clients of a server, and what reload changes.
+//
+// A server knows its clients by their keys: the handshake tells which key
+// a client holds (handshake.KeySet), and the link made with it belongs to
+// that key's client for its whole life. The link carries the client's
+// Access, which serveStream consults for every stream. Everything a reload
+// may change (services, clients, their keys and access) is one immutable
+// serverState, made by newServerState from a ServerConfig at start and at
+// every Reload, and swapped in whole:
+//
+//	Reload(cfg) ─> newServerState(cfg) ─(error: the old state stays)
+//	            └> under Server.mu: store it, then per link (recheck):
+//	                 client gone or its key no longer accepted ─> close the link
+//	                 else new Access; per stream (under link.mu):
+//	                   service removed or no longer allowed   ─> reset the stream
+//
+// Locking: Server.mu orders Reload against links coming up (addLink), so a
+// link made with a key that a reload removed during its handshake is
+// closed when it registers; link.mu orders a stream's check (open) against
+// a reload's, so every stream is checked by at least one of them against
+// the access that is current when it ends its check.
+
+// DefaultClient is the name of a server's one client when it has no
+// Clients: whoever holds Options.PSK, with every service.
+const DefaultClient = "default"
+
+// Access is what one client may do on the server. Its link carries it and
+// serveStream consults it for every stream; Reload replaces it on the
+// links of that client. Zero value: nothing.
+type Access struct {
+	// AllServices allows every service the server has, now and after a
+	// reload; Services is then unused.
+	AllServices bool
+	// Services are the names of the services the client may open.
+	Services []string
+}
+
+// ServerClient is one client a server accepts.
+type ServerClient struct {
+	// Name is the client's name in logs (field "client") and metrics
+	// (label "client"); it never goes on the wire.
+	Name string
+	// Keys are its pre-shared keys: one, or two while it moves from one
+	// to the other. A link made with any of them is this client's.
+	Keys [][]byte
+	// Access is what it may use.
+	Access Access
+}
+
+// access is an Access made ready for lookups.
+type access struct {
+	all      bool
+	services map[string]bool
+}
+
+func newAccess(a Access) *access {
+	acc := &access{all: a.AllServices, services: make(map[string]bool, len(a.Services))}
+	for _, s := range a.Services {
+		acc.services[s] = true
+	}
+	return acc
+}
+
+func (a *access) allows(service string) bool { return a.all || a.services[service] }
+
+// serverState is what a reload replaces: services and clients.
+type serverState struct {
+	services map[string]string
+	clients  map[string]*clientEntry
+	keys     *handshake.KeySet
+	owner    []*clientEntry // by key index in keys
+	keyIDs   [][32]byte     // by key index: which key, without holding it
+}
+
+type clientEntry struct {
+	name   string
+	access *access
+	keyIDs [][32]byte
+}
+
+func (c *clientEntry) hasKey(id [32]byte) bool { return slices.Contains(c.keyIDs, id) }
+
+// keyID names a key in memory that outlives the handshake (a link's),
+// without keeping the key itself there.
+func keyID(psk []byte) [32]byte { return sha256.Sum256(append([]byte("offload key id "), psk...)) }
+
+// newServerState checks the services and clients of cfg (whose Options
+// have their defaults) and makes the state the server runs on.
+func newServerState(cfg *ServerConfig) (*serverState, error) {
+	if len(cfg.Services) == 0 {
+		return nil, fmt.Errorf("%w: no services", ErrConfig)
+	}
+	st := &serverState{services: make(map[string]string, len(cfg.Services)), clients: map[string]*clientEntry{}}
+	for name, target := range cfg.Services {
+		if len(name) == 0 || len(name) > 255 {
+			return nil, fmt.Errorf("%w: service name %q: want 1..255 bytes", ErrConfig, name)
+		}
+		if _, _, err := net.SplitHostPort(target); err != nil {
+			return nil, fmt.Errorf("%w: service %q: target %q: %w", ErrConfig, name, target, err)
+		}
+		st.services[name] = target
+	}
+	clients := cfg.Clients
+	if len(clients) == 0 {
+		if len(cfg.PSK) != handshake.PSKSize {
+			return nil, fmt.Errorf("%w: pre-shared key is %d bytes, want %d", ErrConfig, len(cfg.PSK), handshake.PSKSize)
+		}
+		clients = []ServerClient{{Name: DefaultClient, Keys: [][]byte{cfg.PSK}, Access: Access{AllServices: true}}}
+	}
+	var psks [][]byte
+	for _, c := range clients {
+		if c.Name == "" || len(c.Name) > 255 {
+			return nil, fmt.Errorf("%w: client name %q: want 1..255 bytes", ErrConfig, c.Name)
+		}
+		if _, dup := st.clients[c.Name]; dup {
+			return nil, fmt.Errorf("%w: client %q twice", ErrConfig, c.Name)
+		}
+		if len(c.Keys) == 0 {
+			return nil, fmt.Errorf("%w: client %q has no key", ErrConfig, c.Name)
+		}
+		if !c.Access.AllServices {
+			for _, s := range c.Access.Services {
+				if _, ok := st.services[s]; !ok {
+					return nil, fmt.Errorf("%w: client %q: service %q is not one of the server's", ErrConfig, c.Name, s)
+				}
+			}
+		}
+		e := &clientEntry{name: c.Name, access: newAccess(c.Access)}
+		for _, k := range c.Keys {
+			id := keyID(k)
+			e.keyIDs = append(e.keyIDs, id)
+			st.owner = append(st.owner, e)
+			st.keyIDs = append(st.keyIDs, id)
+			psks = append(psks, k)
+		}
+		st.clients[c.Name] = e
+	}
+	ks, err := handshake.NewKeySet(cfg.Suite, psks...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: client keys: %w", ErrConfig, err)
+	}
+	st.keys = ks
+	return st, nil
+}
+
+// Check reports whether NewServer would accept c's options, services and
+// clients, without starting anything: offload validate runs it, so that a
+// config that validates also starts (and reloads).
+func (c ServerConfig) Check() error {
+	if err := c.Options.setDefaults(); err != nil {
+		return err
+	}
+	_, err := newServerState(&c)
+	return err
+}
+
+// link is one client's link on the server.
+type link struct {
+	client string
+	keyID  [32]byte
+	sess   *yamux.Session
+	log    *zap.Logger // with the remote address and the client
+	ctr    *clientCounters
+
+	mu      sync.Mutex
+	access  *access
+	streams map[*linkStream]struct{}
+	closed  string // why a reload closed the link, if it did
+}
+
+// linkStream is an open stream of a link, for a reload to reset.
+type linkStream struct {
+	service string
+	cancel  context.CancelCauseFunc
+}
+
+// errReloaded is the cause of a stream or link a reload ended.
+var errReloaded = errors.New("closed by a reload")
+
+// errNotAllowed means a client asked for a service it may not use, or one
+// the server does not have: the client is told the same in both cases
+// (status unknown service), so a client can't learn other clients'
+// service names; the server's log says which.
+var errNotAllowed = errors.New("service not allowed for this client")
+
+// addLinkLocked registers l unless a reload since its handshake removed
+// its client or key: then it returns false (recheckLocked logged why) and
+// the caller closes the session. s.mu is held.
+func (s *Server) addLinkLocked(l *link) bool {
+	if s.links == nil {
+		s.links = map[*link]struct{}{}
+	}
+	if why := s.recheckLocked(l, s.state.Load()); why != "" {
+		return false
+	}
+	s.links[l] = struct{}{}
+	l.ctr.links.Add(1)
+	return true
+}
+
+func (s *Server) removeLink(l *link) {
+	s.mu.Lock()
+	_, ok := s.links[l]
+	delete(s.links, l)
+	s.mu.Unlock()
+	if ok {
+		l.ctr.links.Add(-1)
+	}
+}
+
+// recheckLocked applies st to l: if its client or key is gone it marks l
+// closed and returns why, for the caller to close its session; else it
+// gives l its client's new access, resets the streams that lost theirs
+// and returns "". s.mu is held.
+func (s *Server) recheckLocked(l *link, st *serverState) string {
+	e := st.clients[l.client]
+	why := ""
+	switch {
+	case e == nil:
+		why = "client removed from the config"
+	case !e.hasKey(l.keyID):
+		why = "the key this link was made with is no longer accepted (rotated out)"
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if why != "" {
+		// The caller closes the session, outside s.mu: closing flushes
+		// the record layer, which may wait on the peer.
+		l.closed = why
+		l.log.Warn("closing link", zap.String("reason", why), zap.Int("streams", len(l.streams)))
+		return why
+	}
+	l.access = e.access
+	for ls := range l.streams {
+		reason := ""
+		if _, ok := st.services[ls.service]; !ok {
+			reason = "service removed from the config"
+		} else if !e.access.allows(ls.service) {
+			reason = "service no longer allowed for this client"
+		}
+		if reason != "" {
+			l.log.Warn("closing stream", zap.String("service", ls.service), zap.String("reason", reason))
+			ls.cancel(fmt.Errorf("%w: %s", errReloaded, reason))
+			delete(l.streams, ls)
+		}
+	}
+	return ""
+}
+
+// open checks that l's client may use service now and registers the
+// stream for reloads; ctx is then cancelled if a reload takes the service
+// away. done unregisters it. A refusal comes with the message for the
+// client: a client limited to some services hears the same for a service
+// that does not exist and one it may not use.
+func (s *Server) open(parent context.Context, l *link, service string) (ctx context.Context, target string, done func(), refusal string, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st := s.state.Load()
+	target, ok := st.services[service]
+	const hidden = "no such service for this client"
+	switch {
+	case l.closed != "":
+		return nil, "", nil, hidden, fmt.Errorf("%w: %s", errReloaded, l.closed)
+	case !ok && l.access.all:
+		return nil, "", nil, "", ErrUnknownService
+	case !ok:
+		return nil, "", nil, hidden, ErrUnknownService
+	case !l.access.allows(service):
+		return nil, "", nil, hidden, errNotAllowed
+	}
+	ctx, cancel := context.WithCancelCause(parent)
+	ls := &linkStream{service: service, cancel: cancel}
+	l.streams[ls] = struct{}{}
+	return ctx, target, func() {
+		l.mu.Lock()
+		delete(l.streams, ls)
+		l.mu.Unlock()
+		cancel(nil)
+	}, "", nil
+}
+
+// Reload makes cfg's services and clients (everything newServerState
+// reads) the server's, without a restart: streams and links that remain
+// allowed carry on; links of a removed client or made with a key no longer
+// accepted are closed, and streams of a removed service or one their
+// client may no longer use are reset, each with a log line that says why.
+// cfg's other settings are not read: they need a restart (the caller
+// compares them). If cfg is not valid, nothing changes and the error says
+// why.
+func (s *Server) Reload(cfg ServerConfig) error {
+	cfg.Suite = s.opt.Suite // the key set is made for the running suite
+	st, err := newServerState(&cfg)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.state.Store(st)
+	var closed []*link
+	for l := range s.links {
+		if s.recheckLocked(l, st) != "" {
+			closed = append(closed, l)
+		}
+	}
+	n := len(s.links)
+	s.mu.Unlock()
+	for _, l := range closed {
+		_ = l.sess.Close()
+	}
+	s.log.Info("reloaded", zap.Int("services", len(st.services)), zap.Int("clients", len(st.clients)),
+		zap.Int("links_kept", n-len(closed)), zap.Int("links_closed", len(closed)))
+	return nil
+}
+
+// newLink makes the link of a session made with key keyIdx of st.
+func (s *Server) newLink(sess *yamux.Session, st *serverState, keyIdx int, remote net.Addr) *link {
+	owner := st.owner[keyIdx]
+	return &link{
+		client:  owner.name,
+		keyID:   st.keyIDs[keyIdx],
+		sess:    sess,
+		log:     s.log.With(zap.Stringer("remote", remote), zap.String("client", owner.name)),
+		ctr:     s.clientCounters(owner.name),
+		access:  owner.access,
+		streams: map[*linkStream]struct{}{},
+	}
+}
+
+// clientCounters are one client's share of the server's link and stream
+// counters: offload_client_* in /metrics. They outlive the client's links
+// and a reload that removes it (counters never go back).
+type clientCounters struct {
+	links      atomic.Int64
+	active     atomic.Int64
+	streams    [numStreamResults]atomic.Uint64
+	linkErrors atomic.Uint64
+	toTarget   atomic.Uint64 // stream bytes the server wrote to targets
+	fromTarget atomic.Uint64 // and read from them
+}
+
+type clientMetrics struct {
+	mu sync.Mutex
+	m  map[string]*clientCounters
+}
+
+func (s *Server) clientCounters(name string) *clientCounters {
+	s.clientCtr.mu.Lock()
+	defer s.clientCtr.mu.Unlock()
+	if s.clientCtr.m == nil {
+		s.clientCtr.m = map[string]*clientCounters{}
+	}
+	c := s.clientCtr.m[name]
+	if c == nil {
+		c = new(clientCounters)
+		s.clientCtr.m[name] = c
+	}
+	return c
+}
+
+// writePrometheus writes every client's counters, by name. They are
+// separate metrics from the server's totals (offload_streams_total and
+// the rest keep their labels), so that a sum over them does not count a
+// stream twice.
+func (m *clientMetrics) writePrometheus(w io.Writer) {
+	m.mu.Lock()
+	names := make([]string, 0, len(m.m))
+	for n := range m.m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	ctrs := make([]*clientCounters, len(names))
+	for i, n := range names {
+		ctrs[i] = m.m[n]
+	}
+	m.mu.Unlock()
+	for i, name := range names {
+		c, label := ctrs[i], promLabel(name)
+		metrics.WriteGaugeUint64(w, fmt.Sprintf(`offload_client_links_active{client=%s}`, label), uint64(max(c.links.Load(), 0)))
+		metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_client_link_errors_total{client=%s}`, label), c.linkErrors.Load())
+		metrics.WriteGaugeUint64(w, fmt.Sprintf(`offload_client_streams_active{client=%s}`, label), uint64(max(c.active.Load(), 0)))
+		for r, result := range streamResultNames {
+			metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_client_streams_total{client=%s,result=%q}`, label, result), c.streams[r].Load())
+		}
+		metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_client_stream_bytes_total{client=%s,dir="to_target"}`, label), c.toTarget.Load())
+		metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_client_stream_bytes_total{client=%s,dir="from_target"}`, label), c.fromTarget.Load())
+	}
+}
+
+// stream counts a stream's result for the server and the link's client.
+func (s *Server) stream(l *link, result int) {
+	s.ctr.streams[result].Add(1)
+	l.ctr.streams[result].Add(1)
+}
