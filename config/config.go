@@ -183,6 +183,8 @@ type Server struct {
 	// MaxHandshakesPerSource those from one IPv4 address or IPv6 /64.
 	MaxHandshakes          int
 	MaxHandshakesPerSource int
+	// ServerRules: socks_allow, udp_services, reverse_allow (socks.go).
+	ServerRules
 }
 
 // Forward is one client listener: connections to Listen go through the
@@ -205,6 +207,11 @@ type Client struct {
 	Server   string
 	Forwards []Forward
 	Redial   Redial
+	// ClientDynamic: socks, udp_forwards, reverse (socks.go).
+	ClientDynamic
+
+	// listenAddrs are the forwards' listen addresses, for socks's check.
+	listenAddrs []listenAddr
 }
 
 // FieldError returns err as an *Error at field's place in the config file,
@@ -638,7 +645,8 @@ func (d *decoder) server(body ast.Node) *Server {
 			s.fields[v.field] = v.at
 			d.str(v, &s.Listen, func(a string) error { return checkHostPort(a, addrListen, "address") })
 		}},
-		fieldSpec{name: "services", required: true, decode: func(v value) {
+		fieldSpec{name: "services", decode: func(v value) {
+			s.fields[v.field] = v.at
 			entries, ok := d.mapping(v)
 			if !ok {
 				return
@@ -666,8 +674,9 @@ func (d *decoder) server(body ast.Node) *Server {
 			d.count(v, &s.MaxHandshakesPerSource, MaxMaxHandshakes)
 		}},
 	)
-	d.object(top, specs)
+	d.object(top, append(specs, d.serverRuleSpecs(s)...))
 	d.finishCommon(&s.Common)
+	d.finishServerRules(s)
 	if s.Metrics != "" && s.Metrics == s.Listen {
 		d.errorf(s.fields["metrics"], "metrics", "same address as listen")
 	}
@@ -690,7 +699,7 @@ func (d *decoder) client(body ast.Node) *Client {
 			c.fields[v.field] = v.at
 			d.str(v, &c.Server, func(a string) error { return checkHostPort(a, addrDial, "address") })
 		}},
-		fieldSpec{name: "forwards", required: true, decode: func(v value) { d.forwards(c, v) }},
+		fieldSpec{name: "forwards", decode: func(v value) { d.forwards(c, v) }},
 		fieldSpec{name: "redial", decode: func(v value) {
 			c.fields[v.field] = v.at
 			var minAt at
@@ -706,8 +715,9 @@ func (d *decoder) client(body ast.Node) *Client {
 			}
 		}},
 	)
-	d.object(top, specs)
+	d.object(top, append(specs, d.clientDynamicSpecs(c)...))
 	d.finishCommon(&c.Common)
+	d.finishClientDynamic(c, c.listenAddrs)
 	d.checkLinkBuffer(&c.Common)
 	return c
 }
@@ -746,6 +756,7 @@ func (d *decoder) forwards(c *Client, v value) {
 		prev = append(prev, la)
 		c.Forwards = append(c.Forwards, f)
 	}
+	c.listenAddrs = prev
 }
 
 // listenAddr is a forward's listen address, normalized to find two forwards

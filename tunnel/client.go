@@ -26,6 +26,9 @@ const stableLink = 10 * time.Second
 type Forward struct {
 	Listener net.Listener
 	Service  string
+
+	// handle, if set, serves the connection instead (the SOCKS listener).
+	handle func(context.Context, net.Conn)
 }
 
 // ClientConfig configures a Client.
@@ -35,6 +38,8 @@ type ClientConfig struct {
 	Server string
 	// Forwards are the local listeners; Run closes them.
 	Forwards []Forward
+	// Socks, if not nil, is a SOCKS5 listener (socks.go); Run closes it.
+	Socks *Socks
 	// RedialMin and RedialMax bound the redial backoff (0: defaults).
 	RedialMin, RedialMax time.Duration
 	// Dial dials the server; nil means a TCP dial.
@@ -72,8 +77,11 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if _, _, err := net.SplitHostPort(cfg.Server); err != nil {
 		return nil, fmt.Errorf("%w: server %q: %w", ErrConfig, cfg.Server, err)
 	}
-	if len(cfg.Forwards) == 0 {
-		return nil, fmt.Errorf("%w: no forwards", ErrConfig)
+	if len(cfg.Forwards) == 0 && cfg.Socks == nil {
+		return nil, fmt.Errorf("%w: no forwards or socks", ErrConfig)
+	}
+	if cfg.Socks != nil && cfg.Socks.Listener == nil {
+		return nil, fmt.Errorf("%w: socks without a listener", ErrConfig)
 	}
 	for _, f := range cfg.Forwards {
 		if f.Listener == nil || len(f.Service) == 0 || len(f.Service) > 255 {
@@ -100,7 +108,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	c := &Client{
 		opt:       cfg.Options,
 		server:    cfg.Server,
-		forwards:  cfg.Forwards,
+		forwards:  append([]Forward(nil), cfg.Forwards...),
 		redial:    backoff{min: cfg.RedialMin, max: cfg.RedialMax},
 		dial:      dial,
 		log:       cfg.Logger.Named("client"),
@@ -118,6 +126,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	c.guard = newEngineGuard(&c.opt, c.log)
 	c.ctr.guard, c.opt.verifier = c.guard, c.guard.verifier
+	if cfg.Socks != nil {
+		c.forwards = append(c.forwards, c.socksForward(cfg.Socks))
+	}
 	return c, nil
 }
 
@@ -323,6 +334,10 @@ func (c *Client) acceptLoop(ctx context.Context, f Forward, wg *sync.WaitGroup) 
 			defer wg.Done()
 			defer c.streams.done()
 			defer c.ctr.active.Add(-1)
+			if f.handle != nil {
+				f.handle(ctx, conn)
+				return
+			}
 			c.serveLocal(ctx, conn, f.Service)
 		}()
 	}
@@ -337,7 +352,13 @@ func (c *Client) refused(service string, err error) {
 
 // serveLocal carries one local connection over a stream.
 func (c *Client) serveLocal(ctx context.Context, conn net.Conn, service string) {
-	st, err := c.openStream(ctx, service)
+	req, err := appendRequest(nil, kindService, service)
+	if err != nil {
+		resetConn(conn)
+		c.refused(service, err)
+		return
+	}
+	st, err := c.openStream(ctx, req)
 	if err != nil {
 		resetConn(conn)
 		c.refused(service, err)
@@ -351,6 +372,11 @@ func (c *Client) serveLocal(ctx context.Context, conn net.Conn, service string) 
 		_ = st.SetReadDeadline(time.Time{})
 		return nil
 	})
+	c.streamEnded(service, up, down, err)
+}
+
+// streamEnded counts and logs how a spliced stream ended; what names it.
+func (c *Client) streamEnded(service string, up, down int64, err error) {
 	var se *StatusError
 	switch {
 	case errors.As(err, &se):
@@ -366,12 +392,8 @@ func (c *Client) serveLocal(ctx context.Context, conn net.Conn, service string) 
 }
 
 // openStream waits (up to DialTimeout) for the link, opens a stream and
-// sends the request.
-func (c *Client) openStream(ctx context.Context, service string) (*yamux.Stream, error) {
-	req, err := appendRequest(nil, service)
-	if err != nil {
-		return nil, err
-	}
+// sends the request req (appendRequest).
+func (c *Client) openStream(ctx context.Context, req []byte) (*yamux.Stream, error) {
 	deadline := time.NewTimer(c.opt.DialTimeout)
 	defer deadline.Stop()
 	for {

@@ -33,6 +33,9 @@ type ServerConfig struct {
 	// MaxLinks caps the links up at once (0: DefaultMaxLinks). A client
 	// with the PSK beyond it is refused with a busy alert and redials.
 	MaxLinks int
+	// Rules decide SOCKS destinations, UDP services and reverse listen
+	// addresses (rules.go); nil allows none of them.
+	Rules *Rules
 }
 
 // Server is the tunnel's server end: it accepts links from clients and
@@ -49,6 +52,7 @@ type Server struct {
 	streams  *tracker
 	dialer   net.Dialer
 	guard    *engineGuard
+	rules    *Rules
 
 	dropLog, failLog, refuseLog, linkLog rateLimit
 
@@ -62,8 +66,11 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if err := cfg.Options.setDefaults(); err != nil {
 		return nil, err
 	}
-	if len(cfg.Services) == 0 {
-		return nil, fmt.Errorf("%w: no services", ErrConfig)
+	if cfg.Rules == nil {
+		cfg.Rules = &Rules{}
+	}
+	if len(cfg.Services) == 0 && cfg.Rules.empty() {
+		return nil, fmt.Errorf("%w: no services, socks_allow, udp_services or reverse_allow", ErrConfig)
 	}
 	services := make(map[string]string, len(cfg.Services))
 	for name, target := range cfg.Services {
@@ -90,6 +97,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	s := &Server{
 		opt:       cfg.Options,
 		services:  services,
+		rules:     cfg.Rules,
 		log:       cfg.Logger.Named("server"),
 		ctr:       newCounters("server", cfg.Engines, cfg.Stats, cfg.Policy),
 		pool:      newBufPool(),
@@ -362,16 +370,29 @@ func (s *Server) linkDown(log *zap.Logger, rc *record.Conn, up time.Duration) {
 	log.Info("link down", zap.Duration("up", up))
 }
 
-// serveStream reads a stream's request, dials the service's target and
-// splices the two.
+// serveStream reads a stream's request and serves it by kind: a service's
+// target is dialled and spliced here, the other kinds in socks.go, udp.go
+// and reverse.go.
 func (s *Server) serveStream(ctx context.Context, st *yamux.Stream, log *zap.Logger) {
 	_ = st.SetReadDeadline(time.Now().Add(s.opt.DialTimeout))
-	name, err := readRequest(st)
+	req, err := readRequest(st)
 	if err != nil {
-		s.refuse(st, statusBadRequest, "", log, "", err)
+		// The reason goes back: a peer of another version learns which.
+		s.refuse(st, statusBadRequest, err.Error(), log, "", err)
 		return
 	}
 	_ = st.SetReadDeadline(time.Time{})
+	switch req.kind {
+	case kindService:
+	case kindSocks:
+		s.serveSocks(ctx, st, req.arg, log)
+		return
+	default:
+		err := fmt.Errorf("%w: kind %s is not served by the server", ErrBadRequest, kindNames[req.kind])
+		s.refuse(st, statusBadRequest, err.Error(), log, "", err)
+		return
+	}
+	name := req.arg
 	target, ok := s.services[name]
 	if !ok {
 		s.refuse(st, statusUnknownService, "", log, name, ErrUnknownService)
@@ -382,6 +403,12 @@ func (s *Server) serveStream(ctx context.Context, st *yamux.Stream, log *zap.Log
 		s.refuse(st, statusDialFailed, err.Error(), log, name, err)
 		return
 	}
+	s.serveDialled(st, conn, name, log)
+}
+
+// serveDialled answers OK on st and splices it with conn, the target just
+// dialled for it; what names it in the log.
+func (s *Server) serveDialled(st *yamux.Stream, conn net.Conn, what string, log *zap.Logger) {
 	if _, err := st.Write(appendResponse(nil, statusOK, "")); err != nil {
 		// The link died while we dialled: the target must see a reset, as
 		// on every other cut, not a clean end after 0 bytes.
@@ -396,7 +423,7 @@ func (s *Server) serveStream(ctx context.Context, st *yamux.Stream, log *zap.Log
 	if err != nil {
 		s.ctr.streams[streamAborted].Add(1)
 		if ce := log.Check(zap.DebugLevel, "stream aborted"); ce != nil {
-			ce.Write(zap.String("service", name), zap.Int64("to_target", down), zap.Int64("from_target", up), zap.Error(err))
+			ce.Write(zap.String("service", what), zap.Int64("to_target", down), zap.Int64("from_target", up), zap.Error(err))
 		}
 		return
 	}

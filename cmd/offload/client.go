@@ -42,10 +42,20 @@ func runClient(ctx context.Context, env *runEnv, file string) (int, error) {
 		}
 		forwards = append(forwards, tunnel.Forward{Listener: ln, Service: f.Service})
 	}
+	socks, err := listenSocks(cfg)
+	if err != nil {
+		closeAll()
+		return 1, err
+	}
+	if socks != nil {
+		closeForwards := closeAll
+		closeAll = func() { closeForwards(); _ = socks.Listener.Close() }
+	}
 	cli, err := tunnel.NewClient(tunnel.ClientConfig{
 		Options:   opt,
 		Server:    cfg.Server,
 		Forwards:  forwards,
+		Socks:     socks,
 		RedialMin: cfg.Redial.Min,
 		RedialMax: cfg.Redial.Max,
 	})
@@ -69,3 +79,20 @@ func runClient(ctx context.Context, env *runEnv, file string) (int, error) {
 
 // forwardField is the config field path of forward i.
 func forwardField(i int) string { return "forwards[" + strconv.Itoa(i) + "]" }
+
+// listenSocks opens the SOCKS5 listener and reads its users file, if the
+// config has socks.
+func listenSocks(cfg *config.Client) (*tunnel.Socks, error) {
+	if cfg.Socks == "" {
+		return nil, nil
+	}
+	users, err := cfg.LoadSocksUsers()
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Socks)
+	if err != nil {
+		return nil, cfg.FieldError("socks", err)
+	}
+	return &tunnel.Socks{Listener: ln, Users: users}, nil
+}

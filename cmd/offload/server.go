@@ -37,7 +37,12 @@ func runServer(ctx context.Context, env *runEnv, file string) (int, error) {
 		return 1, err
 	}
 	defer func() { _ = log.Sync() }()
+	rules, err := tunnel.NewRules(cfg.SocksAllow, cfg.UDPServices, cfg.ReverseAllow)
+	if err != nil {
+		return 1, err
+	}
 	srv, err := tunnel.NewServer(tunnel.ServerConfig{
+		Rules:                  rules,
 		Options:                opt,
 		Services:               cfg.Services,
 		MaxLinks:               cfg.MaxLinks,
