@@ -40,6 +40,8 @@ type ClientConfig struct {
 	Forwards []Forward
 	// Socks, if not nil, is a SOCKS5 listener (socks.go); Run closes it.
 	Socks *Socks
+	// UDPForwards are the UDP listeners (udp.go); Run closes them.
+	UDPForwards []UDPForward
 	// RedialMin and RedialMax bound the redial backoff (0: defaults).
 	RedialMin, RedialMax time.Duration
 	// Dial dials the server; nil means a TCP dial.
@@ -60,6 +62,9 @@ type Client struct {
 	streams  *tracker
 	guard    *engineGuard
 
+	udpForwards []UDPForward
+	udp         udpCounters
+
 	refuseLog rateLimit
 
 	mu   sync.Mutex
@@ -77,8 +82,13 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if _, _, err := net.SplitHostPort(cfg.Server); err != nil {
 		return nil, fmt.Errorf("%w: server %q: %w", ErrConfig, cfg.Server, err)
 	}
-	if len(cfg.Forwards) == 0 && cfg.Socks == nil {
-		return nil, fmt.Errorf("%w: no forwards or socks", ErrConfig)
+	if len(cfg.Forwards) == 0 && cfg.Socks == nil && len(cfg.UDPForwards) == 0 {
+		return nil, fmt.Errorf("%w: no forwards, socks or UDP forwards", ErrConfig)
+	}
+	for _, f := range cfg.UDPForwards {
+		if f.Conn == nil || len(f.Service) == 0 || len(f.Service) > 255 || f.IdleTimeout < 0 || f.MaxFlows < 0 {
+			return nil, fmt.Errorf("%w: UDP forward %q: want a socket, a service name of 1..255 bytes, and no negative limits", ErrConfig, f.Service)
+		}
 	}
 	if cfg.Socks != nil && cfg.Socks.Listener == nil {
 		return nil, fmt.Errorf("%w: socks without a listener", ErrConfig)
@@ -106,19 +116,21 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		dial = d.DialContext
 	}
 	c := &Client{
-		opt:       cfg.Options,
-		server:    cfg.Server,
-		forwards:  append([]Forward(nil), cfg.Forwards...),
-		redial:    backoff{min: cfg.RedialMin, max: cfg.RedialMax},
-		dial:      dial,
-		log:       cfg.Logger.Named("client"),
-		ctr:       newCounters("client", cfg.Engines, cfg.Stats, cfg.Policy),
-		pool:      newBufPool(),
-		streams:   newTracker(),
-		refuseLog: rateLimit{every: 10 * time.Second},
-		up:        make(chan struct{}),
-		down:      make(chan struct{}),
-		gone:      make(chan *yamux.Session, 1),
+		opt:         cfg.Options,
+		server:      cfg.Server,
+		forwards:    append([]Forward(nil), cfg.Forwards...),
+		udpForwards: cfg.UDPForwards,
+		udp:         udpCounters{role: "client"},
+		redial:      backoff{min: cfg.RedialMin, max: cfg.RedialMax},
+		dial:        dial,
+		log:         cfg.Logger.Named("client"),
+		ctr:         newCounters("client", cfg.Engines, cfg.Stats, cfg.Policy),
+		pool:        newBufPool(),
+		streams:     newTracker(),
+		refuseLog:   rateLimit{every: 10 * time.Second},
+		up:          make(chan struct{}),
+		down:        make(chan struct{}),
+		gone:        make(chan *yamux.Session, 1),
 	}
 	c.ctr.limits = []limit{
 		{"link_streams", cfg.Options.LinkStreams()},
@@ -133,7 +145,10 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 }
 
 // RegisterMetrics adds the client's metrics to set.
-func (c *Client) RegisterMetrics(set *metrics.Set) { set.RegisterMetricsWriter(c.ctr.writePrometheus) }
+func (c *Client) RegisterMetrics(set *metrics.Set) {
+	set.RegisterMetricsWriter(c.ctr.writePrometheus)
+	set.RegisterMetricsWriter(c.udp.writePrometheus)
+}
 
 // Stats returns the record layer's counters of all links.
 func (c *Client) Stats() *record.Stats { return c.ctr.stats }
@@ -163,6 +178,8 @@ func (c *Client) Run(ctx context.Context) error {
 			c.acceptLoop(ctx, f, &wg)
 		}()
 	}
+
+	c.runUDP(ctx, &wg)
 
 	old := c.linkLoop(ctx)
 

@@ -53,6 +53,7 @@ type Server struct {
 	dialer   net.Dialer
 	guard    *engineGuard
 	rules    *Rules
+	udp      udpCounters
 
 	dropLog, failLog, refuseLog, linkLog rateLimit
 
@@ -98,6 +99,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		opt:       cfg.Options,
 		services:  services,
 		rules:     cfg.Rules,
+		udp:       udpCounters{role: "server"},
 		log:       cfg.Logger.Named("server"),
 		ctr:       newCounters("server", cfg.Engines, cfg.Stats, cfg.Policy),
 		pool:      newBufPool(),
@@ -127,7 +129,10 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 }
 
 // RegisterMetrics adds the server's metrics to set.
-func (s *Server) RegisterMetrics(set *metrics.Set) { set.RegisterMetricsWriter(s.ctr.writePrometheus) }
+func (s *Server) RegisterMetrics(set *metrics.Set) {
+	set.RegisterMetricsWriter(s.ctr.writePrometheus)
+	set.RegisterMetricsWriter(s.udp.writePrometheus)
+}
 
 // Stats returns the record layer's counters of all links.
 func (s *Server) Stats() *record.Stats { return s.ctr.stats }
@@ -386,6 +391,9 @@ func (s *Server) serveStream(ctx context.Context, st *yamux.Stream, log *zap.Log
 	case kindService:
 	case kindSocks:
 		s.serveSocks(ctx, st, req.arg, log)
+		return
+	case kindUDP:
+		s.serveUDP(ctx, st, req.arg, log)
 		return
 	default:
 		err := fmt.Errorf("%w: kind %s is not served by the server", ErrBadRequest, kindNames[req.kind])

@@ -51,13 +51,28 @@ func runClient(ctx context.Context, env *runEnv, file string) (int, error) {
 		closeForwards := closeAll
 		closeAll = func() { closeForwards(); _ = socks.Listener.Close() }
 	}
+	udp, err := listenUDP(cfg)
+	if err != nil {
+		closeAll()
+		return 1, err
+	}
+	{
+		closeTCP := closeAll
+		closeAll = func() {
+			closeTCP()
+			for _, f := range udp {
+				_ = f.Conn.Close()
+			}
+		}
+	}
 	cli, err := tunnel.NewClient(tunnel.ClientConfig{
-		Options:   opt,
-		Server:    cfg.Server,
-		Forwards:  forwards,
-		Socks:     socks,
-		RedialMin: cfg.Redial.Min,
-		RedialMax: cfg.Redial.Max,
+		Options:     opt,
+		Server:      cfg.Server,
+		Forwards:    forwards,
+		Socks:       socks,
+		UDPForwards: udp,
+		RedialMin:   cfg.Redial.Min,
+		RedialMax:   cfg.Redial.Max,
 	})
 	if err != nil {
 		closeAll()
@@ -95,4 +110,25 @@ func listenSocks(cfg *config.Client) (*tunnel.Socks, error) {
 		return nil, cfg.FieldError("socks", err)
 	}
 	return &tunnel.Socks{Listener: ln, Users: users}, nil
+}
+
+// listenUDP opens the UDP forwards' sockets.
+func listenUDP(cfg *config.Client) ([]tunnel.UDPForward, error) {
+	var out []tunnel.UDPForward
+	for i, f := range cfg.UDPForwards {
+		field := "udp_forwards[" + strconv.Itoa(i) + "]"
+		a, err := net.ResolveUDPAddr("udp", f.Listen)
+		var conn *net.UDPConn
+		if err == nil {
+			conn, err = net.ListenUDP("udp", a)
+		}
+		if err != nil {
+			for _, o := range out {
+				_ = o.Conn.Close()
+			}
+			return nil, cfg.FieldError(field, err)
+		}
+		out = append(out, tunnel.UDPForward{Conn: conn, Service: f.Service, IdleTimeout: f.IdleTimeout, MaxFlows: f.MaxFlows})
+	}
+	return out, nil
 }
