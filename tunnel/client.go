@@ -42,6 +42,9 @@ type ClientConfig struct {
 	Socks *Socks
 	// UDPForwards are the UDP listeners (udp.go); Run closes them.
 	UDPForwards []UDPForward
+	// Reverse are the reverse forwards (reverse.go): the server listens,
+	// the client dials.
+	Reverse []Reverse
 	// RedialMin and RedialMax bound the redial backoff (0: defaults).
 	RedialMin, RedialMax time.Duration
 	// Dial dials the server; nil means a TCP dial.
@@ -64,6 +67,8 @@ type Client struct {
 
 	udpForwards []UDPForward
 	udp         udpCounters
+	reverse     map[string]string // reverse listen address → target
+	bg          sync.WaitGroup    // reverse.go's per-link goroutines
 
 	refuseLog rateLimit
 
@@ -82,8 +87,12 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if _, _, err := net.SplitHostPort(cfg.Server); err != nil {
 		return nil, fmt.Errorf("%w: server %q: %w", ErrConfig, cfg.Server, err)
 	}
-	if len(cfg.Forwards) == 0 && cfg.Socks == nil && len(cfg.UDPForwards) == 0 {
-		return nil, fmt.Errorf("%w: no forwards, socks or UDP forwards", ErrConfig)
+	if len(cfg.Forwards) == 0 && cfg.Socks == nil && len(cfg.UDPForwards) == 0 && len(cfg.Reverse) == 0 {
+		return nil, fmt.Errorf("%w: no forwards, socks, UDP or reverse forwards", ErrConfig)
+	}
+	reverse, err := checkReverse(cfg.Reverse)
+	if err != nil {
+		return nil, err
 	}
 	for _, f := range cfg.UDPForwards {
 		if f.Conn == nil || len(f.Service) == 0 || len(f.Service) > 255 || f.IdleTimeout < 0 || f.MaxFlows < 0 {
@@ -121,6 +130,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		forwards:    append([]Forward(nil), cfg.Forwards...),
 		udpForwards: cfg.UDPForwards,
 		udp:         udpCounters{role: "client"},
+		reverse:     reverse,
 		redial:      backoff{min: cfg.RedialMin, max: cfg.RedialMax},
 		dial:        dial,
 		log:         cfg.Logger.Named("client"),
@@ -198,6 +208,7 @@ func (c *Client) Run(ctx context.Context) error {
 		_ = s.Close()
 	}
 	wg.Wait()
+	c.bg.Wait()
 	return nil
 }
 
@@ -227,6 +238,7 @@ func (c *Client) linkLoop(ctx context.Context) (old []*yamux.Session) {
 		c.mu.Unlock()
 		c.ctr.links.Store(1)
 		c.log.Info("link up", zap.String("server", c.server), zap.Stringer("suite", c.opt.Suite))
+		c.reverseUp(ctx, sess)
 
 		reason := "closed"
 		wait := true

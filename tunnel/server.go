@@ -54,6 +54,9 @@ type Server struct {
 	guard    *engineGuard
 	rules    *Rules
 	udp      udpCounters
+	// stopping is closed when the drain starts: reverse listeners close
+	// then, so that they do not hold the drain open.
+	stopping chan struct{}
 
 	dropLog, failLog, refuseLog, linkLog rateLimit
 
@@ -100,6 +103,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		services:  services,
 		rules:     cfg.Rules,
 		udp:       udpCounters{role: "server"},
+		stopping:  make(chan struct{}),
 		log:       cfg.Logger.Named("server"),
 		ctr:       newCounters("server", cfg.Engines, cfg.Stats, cfg.Policy),
 		pool:      newBufPool(),
@@ -202,6 +206,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // shutdown drains: GoAway on every link, wait for streams, close links.
 func (s *Server) shutdown(hardCancel context.CancelFunc) {
 	s.mu.Lock()
+	if !s.closing {
+		close(s.stopping)
+	}
 	s.closing = true
 	sessions := make([]*yamux.Session, 0, len(s.sessions))
 	for sess := range s.sessions {
@@ -394,6 +401,9 @@ func (s *Server) serveStream(ctx context.Context, st *yamux.Stream, log *zap.Log
 		return
 	case kindUDP:
 		s.serveUDP(ctx, st, req.arg, log)
+		return
+	case kindReverseListen:
+		s.serveReverse(ctx, st, req.arg, log)
 		return
 	default:
 		err := fmt.Errorf("%w: kind %s is not served by the server", ErrBadRequest, kindNames[req.kind])

@@ -71,6 +71,7 @@ func runClient(ctx context.Context, env *runEnv, file string) (int, error) {
 		Forwards:    forwards,
 		Socks:       socks,
 		UDPForwards: udp,
+		Reverse:     reverseForwards(cfg),
 		RedialMin:   cfg.Redial.Min,
 		RedialMax:   cfg.Redial.Max,
 	})
@@ -131,4 +132,12 @@ func listenUDP(cfg *config.Client) ([]tunnel.UDPForward, error) {
 		out = append(out, tunnel.UDPForward{Conn: conn, Service: f.Service, IdleTimeout: f.IdleTimeout, MaxFlows: f.MaxFlows})
 	}
 	return out, nil
+}
+
+func reverseForwards(cfg *config.Client) []tunnel.Reverse {
+	out := make([]tunnel.Reverse, len(cfg.Reverse))
+	for i, r := range cfg.Reverse {
+		out[i] = tunnel.Reverse{Listen: r.Listen, Target: r.Target}
+	}
+	return out
 }
