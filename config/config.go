@@ -654,18 +654,7 @@ func (d *decoder) server(body ast.Node) *Server {
 			if len(entries) == 0 {
 				d.errorf(v.at, v.field, "no services; list at least one as NAME: host:port")
 			}
-			for _, e := range entries {
-				s.fields[e.field] = e.at
-				if err := CheckServiceName(e.key); err != nil {
-					d.add(e.at, e.field, err)
-					continue
-				}
-				var target string
-				d.str(e.value, &target, func(a string) error { return checkHostPort(a, addrDial, "target") })
-				if target != "" {
-					s.Services[e.key] = target
-				}
-			}
+			d.targets(s, entries, s.Services)
 		}},
 		fieldSpec{name: "max_links", decode: func(v value) { s.fields[v.field] = v.at; d.count(v, &s.MaxLinks, MaxMaxLinks) }},
 		fieldSpec{name: "max_handshakes", decode: func(v value) { s.fields[v.field] = v.at; d.count(v, &s.MaxHandshakes, MaxMaxHandshakes) }},
@@ -746,14 +735,7 @@ func (d *decoder) forwards(c *Client, v value) {
 		if f.Listen == "" || f.Service == "" {
 			continue
 		}
-		la := parseListenAddr(f.Listen, item.field+".listen", listenAt.line)
-		for _, p := range prev {
-			if p.conflicts(la) {
-				d.errorf(listenAt, la.field, "address %s is already used by %s (line %d)", f.Listen, p.field, p.line)
-				break
-			}
-		}
-		prev = append(prev, la)
+		d.claimListen(&prev, f.Listen, item.field+".listen", listenAt)
 		c.Forwards = append(c.Forwards, f)
 	}
 	c.listenAddrs = prev

@@ -126,15 +126,21 @@ func (d *decoder) finishClientDynamic(c *Client, prev []listenAddr) {
 		d.errorf(c.fields["socks_users_file"], "socks_users_file", "is set but socks is not")
 	}
 	if c.Socks != "" {
-		a := c.fields["socks"]
-		la := parseListenAddr(c.Socks, "socks", a.line)
-		for _, p := range prev {
-			if p.conflicts(la) {
-				d.errorf(a, "socks", "address %s is already used by %s (line %d)", c.Socks, p.field, p.line)
-				break
-			}
+		d.claimListen(&prev, c.Socks, "socks", c.fields["socks"])
+	}
+}
+
+// claimListen reports addr (a listen address at a, field) if it collides
+// with one in prev, and adds it to prev.
+func (d *decoder) claimListen(prev *[]listenAddr, addr, field string, a at) {
+	la := parseListenAddr(addr, field, a.line)
+	for _, p := range *prev {
+		if p.conflicts(la) {
+			d.errorf(a, field, "address %s is already used by %s (line %d)", addr, p.field, p.line)
+			break
 		}
 	}
+	*prev = append(*prev, la)
 }
 
 // LoadSocksUsers reads c.SocksUsersFile: nil if there is none. The file

@@ -32,6 +32,12 @@ func (d *decoder) udpServices(s *Server, v value) {
 		return
 	}
 	s.UDPServices = map[string]string{}
+	d.targets(s, entries, s.UDPServices)
+}
+
+// targets decodes NAME: host:port entries (services, udp_services) into
+// dst.
+func (d *decoder) targets(s *Server, entries []entry, dst map[string]string) {
 	for _, e := range entries {
 		s.fields[e.field] = e.at
 		if err := CheckServiceName(e.key); err != nil {
@@ -41,7 +47,7 @@ func (d *decoder) udpServices(s *Server, v value) {
 		var target string
 		d.str(e.value, &target, func(a string) error { return checkHostPort(a, addrDial, "target") })
 		if target != "" {
-			s.UDPServices[e.key] = target
+			dst[e.key] = target
 		}
 	}
 }
@@ -69,14 +75,7 @@ func (d *decoder) udpForwards(c *Client, v value) {
 		if f.Listen == "" || f.Service == "" {
 			continue
 		}
-		la := parseListenAddr(f.Listen, item.field+".listen", listenAt.line)
-		for _, p := range prev {
-			if p.conflicts(la) {
-				d.errorf(listenAt, la.field, "address %s is already used by %s (line %d)", f.Listen, p.field, p.line)
-				break
-			}
-		}
-		prev = append(prev, la)
+		d.claimListen(&prev, f.Listen, item.field+".listen", listenAt)
 		c.UDPForwards = append(c.UDPForwards, f)
 	}
 }

@@ -144,10 +144,10 @@ func (c *Client) udpLoop(ctx context.Context, f UDPForward, wg *sync.WaitGroup) 
 		mu.Lock()
 		fl := flows[src]
 		if fl == nil {
-			if len(flows) >= maxFlows || c.ctr.active.Load() >= int64(c.opt.LinkStreams()) {
+			if n := len(flows); n >= maxFlows || c.ctr.active.Load() >= int64(c.opt.LinkStreams()) {
 				mu.Unlock()
 				c.udp.flowsFull.Add(1)
-				c.udpLog(f, "datagram dropped", fmt.Errorf("%w: no room for a flow from %v (%d flows, max_flows %d)", ErrBusy, src, len(flows), maxFlows))
+				c.udpLog(f, "datagram dropped", fmt.Errorf("%w: no room for a flow from %v (%d flows, max_flows %d)", ErrBusy, src, n, maxFlows))
 				continue
 			}
 			fl = &udpFlow{src: src, queue: make(chan []byte, udpQueue), done: make(chan struct{})}
@@ -230,7 +230,8 @@ func (c *Client) runFlow(ctx context.Context, f UDPForward, fl *udpFlow, idle ti
 			_, err := f.Conn.WriteToUDPAddrPort(d, fl.src)
 			return err
 		})
-		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+		// readDatagrams ends only with an error: EOF is the server's close.
+		if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 			if ce := c.log.Check(zap.DebugLevel, "UDP flow ended"); ce != nil {
 				ce.Write(zap.Stringer("source", fl.src), zap.Error(err))
 			}
@@ -374,7 +375,9 @@ func (s *Server) serveUDP(ctx context.Context, st *yamux.Stream, name string, lo
 	_ = st.Close()
 	_ = conn.Close()
 	<-downDone
-	if err != nil && !errors.Is(err, io.EOF) && errors.Is(err, ErrBadRequest) {
+	// The stream's end (EOF, the link) ends a flow normally; only a
+	// malformed frame is the client's fault.
+	if errors.Is(err, ErrBadRequest) {
 		s.ctr.streams[streamAborted].Add(1)
 		if ok, k := s.refuseLog.allow(); ok {
 			log.Warn("UDP flow aborted", zap.String("service", name), zap.Error(err), zap.Uint64("not_logged", k))

@@ -237,8 +237,6 @@ func slicesEqual(a, b []uint32) bool {
 	return true
 }
 
-func head(s []uint32) []uint32 { return s[:min(len(s), 20)] }
-
 // TestUDPOversize: a datagram over udpMaxDatagram is refused where it is
 // read (client, or server for an answer), counted, never cut; the flow
 // goes on.
