@@ -8,7 +8,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/offload-dev/offload/tunnel"
 )
+
+// TestUDPDefaultsMatchTunnel: the config's UDP defaults are the tunnel's,
+// so that leaving a setting out means the same in both.
+func TestUDPDefaultsMatchTunnel(t *testing.T) {
+	if DefaultUDPIdleTimeout != tunnel.DefaultUDPIdleTimeout || DefaultUDPMaxFlows != tunnel.DefaultUDPMaxFlows {
+		t.Errorf("config %v/%d, tunnel %v/%d", DefaultUDPIdleTimeout, DefaultUDPMaxFlows, tunnel.DefaultUDPIdleTimeout, tunnel.DefaultUDPMaxFlows)
+	}
+}
 
 func TestParseServerRules(t *testing.T) {
 	s, err := ParseServer("s.yaml", []byte(`listen: "[::1]:7000"

@@ -22,8 +22,8 @@ package tunnel
 // Bounds: a datagram larger than udpMaxDatagram is dropped where it is
 // read and counted (oversize), never cut; a frame larger than it on a
 // stream is a protocol error that ends the flow. Each flow queues at most
-// udpQueue datagrams on the client (more are dropped and counted, as a
-// full socket buffer would). A forward holds at most MaxFlows flows, and
+// udpQueue datagrams and udpQueueBytes on the client (more are dropped and
+// counted, as a full socket buffer would). A forward holds at most MaxFlows flows, and
 // every flow is a stream, so the link's stream cap (LinkStreams) bounds
 // the flows of a link. A flow that carried nothing either way for
 // IdleTimeout ends (the client closes its stream; the server then closes
@@ -53,8 +53,11 @@ const (
 	// (EDNS0 is at most 4096 in practice); a bigger one is refused.
 	udpMaxDatagram = 9216
 	// udpQueue is how many datagrams a flow holds on the client while
-	// its stream is busy.
-	udpQueue = 32
+	// its stream is busy, and udpQueueBytes how many bytes they may
+	// take: 64 flows of full queues stay within 4 MiB, whatever the
+	// datagrams' sizes.
+	udpQueue      = 32
+	udpQueueBytes = 64 << 10
 
 	DefaultUDPIdleTimeout = 30 * time.Second
 	DefaultUDPMaxFlows    = 64
@@ -93,10 +96,11 @@ func (u *udpCounters) writePrometheus(w io.Writer) {
 
 // udpFlow is one client source address's flow.
 type udpFlow struct {
-	src   netip.AddrPort
-	queue chan []byte // framed datagrams (header included)
-	last  atomic.Int64
-	done  chan struct{}
+	src    netip.AddrPort
+	queue  chan []byte  // framed datagrams (header included)
+	queued atomic.Int64 // bytes in queue
+	last   atomic.Int64
+	done   chan struct{}
 }
 
 // runUDP starts the UDP forwards' read loops; they end when ctx does.
@@ -172,11 +176,17 @@ func (c *Client) udpLoop(ctx context.Context, f UDPForward, wg *sync.WaitGroup) 
 		d := make([]byte, 2+n)
 		binary.BigEndian.PutUint16(d, uint16(n))
 		copy(d[2:], buf[:n])
+		if fl.queued.Add(int64(len(d))) > udpQueueBytes {
+			fl.queued.Add(-int64(len(d)))
+			c.udp.dropped.Add(1)
+			continue
+		}
 		select {
 		case fl.queue <- d:
 		case <-fl.done:
 			c.udp.dropped.Add(1)
 		default:
+			fl.queued.Add(-int64(len(d)))
 			c.udp.dropped.Add(1)
 		}
 	}
@@ -243,6 +253,7 @@ loop:
 	for {
 		select {
 		case d := <-fl.queue:
+			fl.queued.Add(-int64(len(d)))
 			_ = st.SetWriteDeadline(time.Now().Add(c.opt.DialTimeout))
 			if _, err := st.Write(d); err != nil {
 				c.udp.dropped.Add(1)
