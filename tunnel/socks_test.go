@@ -52,14 +52,16 @@ type socksEnv struct {
 	serverLogs *observer.ObservedLogs
 }
 
-func startSocks(t *testing.T, rules *Rules, users map[string]string) socksEnv {
+// startSocks starts a server with rules and a client whose SOCKS listener
+// is on listenAddr (port 0).
+func startSocks(t *testing.T, listenAddr string, rules *Rules, users map[string]string) socksEnv {
 	t.Helper()
 	slog, slogs := testLogger(t)
 	addr, srv, _ := startServer(t, ServerConfig{Options: testOptions(slog), Rules: rules})
 	// Every refusal logged, so that the test can count them.
 	srv.refuseLog.every = 0
 	clog, clogs := testLogger(t)
-	ln := listen(t)
+	ln := listenOn(t, listenAddr)
 	_, cli, _ := startClient(t, ClientConfig{Options: testOptions(clog), Server: addr, Socks: &Socks{Listener: ln, Users: users}})
 	cli.refuseLog.every = 0
 	return socksEnv{socks: ln.Addr().String(), cli: cli, srv: srv, clientLogs: clogs, serverLogs: slogs}
@@ -162,7 +164,7 @@ func TestSocksConnect(t *testing.T) {
 	lo := echoOn(t, "127.0.0.1:0")
 	rules := mustRules(t, []string{"127.0.0.2/32", "[::1]:" + strconv.Itoa(port(t, v6.addr())), "127.0.0.0/8:" + strconv.Itoa(port(t, lo.addr()))}, nil, nil)
 	for _, users := range []map[string]string{nil, {"alice": "s3cret"}} {
-		env := startSocks(t, rules, users)
+		env := startSocks(t, "127.0.0.1:0", rules, users)
 		user, pass := "", ""
 		if users != nil {
 			user, pass = "alice", "s3cret"
@@ -197,7 +199,7 @@ func TestSocksHostile(t *testing.T) {
 		"0.0.0.0/32:*",   // no rule makes the unspecified address dialable
 		"127.0.0.1/32:1", // nothing listens: refused
 	}, nil, nil)
-	env := startSocks(t, rules, map[string]string{"alice": "s3cret"})
+	env := startSocks(t, "[::1]:0", rules, map[string]string{"alice": "s3cret"})
 	raw := func(b ...[]byte) net.Conn {
 		c, err := net.Dial("tcp", env.socks)
 		if err != nil {
@@ -315,8 +317,9 @@ func TestSocksCurl(t *testing.T) {
 	denied := canary(t, "127.0.0.3:0")
 	p4, p6 := strconv.Itoa(port(t, v4.addr())), strconv.Itoa(port(t, v6.addr()))
 	rules := mustRules(t, []string{"127.0.0.1/32:" + p4, "[::1/128]:" + p6}, nil, nil)
-	for _, users := range []map[string]string{nil, {"alice": "pa:ss"}} {
-		env := startSocks(t, rules, users)
+	for i, users := range []map[string]string{nil, {"alice": "pa:ss"}} {
+		// The proxy itself on IPv4, then on IPv6.
+		env := startSocks(t, []string{"127.0.0.1:0", "[::1]:0"}[i], rules, users)
 		proxy := "socks5h://" + env.socks
 		if users != nil {
 			proxy = "socks5h://alice:pa%3Ass@" + env.socks
