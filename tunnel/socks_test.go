@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -290,13 +289,7 @@ func TestSocksHostile(t *testing.T) {
 // TestSocksCurl: curl --socks5-hostname through the client, by name, IPv4
 // and IPv6, with a password, and a denied destination.
 func TestSocksCurl(t *testing.T) {
-	curl, err := exec.LookPath("curl")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("curl is not installed (scripts/deps.sh installs it)")
-		}
-		t.Skip("curl is not installed: apt-get install curl")
-	}
+	curl := needTool(t, "curl", "curl")
 	leakCheck(t)
 	httpOn := func(addr string) *target {
 		return startTargetOn(t, listenOn(t, addr), func(c net.Conn) {
