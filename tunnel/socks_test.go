@@ -333,3 +333,50 @@ func TestSocksCurl(t *testing.T) {
 		t.Errorf("denied destination dialled")
 	}
 }
+
+// TestServerRulesDirect: a client that skips its own checks and sends
+// requests straight onto the link gets the same refusals from the server,
+// which dials nothing it does not allow.
+func TestServerRulesDirect(t *testing.T) {
+	leakCheck(t)
+	denied := canary(t, "127.0.0.3:0")
+	slog, _ := testLogger(t)
+	addr, _, _ := startServer(t, ServerConfig{Options: testOptions(slog), Rules: mustRules(t, []string{"127.0.0.2/32"}, nil, []string{"127.0.0.2:9"})})
+	opt := testOptions(slog)
+	_ = opt.setDefaults()
+	_, sess := genuineLink(t, addr, opt)
+	for _, tc := range []struct {
+		name string
+		kind byte
+		arg  string
+		want error
+	}{
+		{"denied address", kindSocks, socksArg("127.0.0.3", uint16(port(t, denied.addr()))), ErrDenied},
+		{"denied by name", kindSocks, socksArg("localhost", uint16(port(t, denied.addr()))), ErrDenied},
+		{"bad name", kindSocks, socksArg("a b", 80), ErrBadRequest},
+		{"port 0", kindSocks, socksArg("127.0.0.2", 0), ErrDenied},
+		{"unknown udp service", kindUDP, "nope", ErrUnknownService},
+		{"reverse outside the allowlist", kindReverseListen, "127.0.0.3:9", ErrDenied},
+		{"reverse-connect from a client", kindReverseConnect, "127.0.0.2:9", ErrBadRequest},
+	} {
+		st, err := sess.OpenStream()
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, err := appendRequest(nil, tc.kind, tc.arg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = st.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := st.Write(req); err != nil {
+			t.Fatal(err)
+		}
+		if err := readResponse(st); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+		st.Close()
+	}
+	if denied.accepted() != 0 {
+		t.Error("the server dialled a denied destination")
+	}
+}
