@@ -183,15 +183,7 @@ func (c *Client) serveReverseConn(ctx context.Context, st *yamux.Stream) {
 		c.refuseStream(st, dialStatus(err), err.Error(), what, err)
 		return
 	}
-	if _, err := st.Write(appendResponse(nil, statusOK, "")); err != nil {
-		resetConn(conn)
-		_ = st.Close()
-		c.ctr.streams[streamAborted].Add(1)
-		return
-	}
-	c.ctr.active.Add(1)
-	up, down, err := splice(conn, st, c.pool, nil)
-	c.ctr.active.Add(-1)
+	up, down, err := answerSplice(st, conn, c.ctr, c.pool)
 	c.streamEnded(what, up, down, err)
 }
 

@@ -427,17 +427,7 @@ func (s *Server) serveStream(ctx context.Context, st *yamux.Stream, log *zap.Log
 // serveDialled answers OK on st and splices it with conn, the target just
 // dialled for it; what names it in the log.
 func (s *Server) serveDialled(st *yamux.Stream, conn net.Conn, what string, log *zap.Logger) {
-	if _, err := st.Write(appendResponse(nil, statusOK, "")); err != nil {
-		// The link died while we dialled: the target must see a reset, as
-		// on every other cut, not a clean end after 0 bytes.
-		resetConn(conn)
-		_ = st.Close()
-		s.ctr.streams[streamAborted].Add(1)
-		return
-	}
-	s.ctr.active.Add(1)
-	up, down, err := splice(conn, st, s.pool, nil)
-	s.ctr.active.Add(-1)
+	up, down, err := answerSplice(st, conn, s.ctr, s.pool)
 	if err != nil {
 		s.ctr.streams[streamAborted].Add(1)
 		if ce := log.Check(zap.DebugLevel, "stream aborted"); ce != nil {
