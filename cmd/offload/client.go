@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"net"
 	"strconv"
 
@@ -29,9 +30,12 @@ func runClient(ctx context.Context, env *runEnv, file string) (int, error) {
 	}
 	defer func() { _ = log.Sync() }()
 	var forwards []tunnel.Forward
+	// closers close what was opened so far if the start fails; once
+	// running, Run closes it all.
+	var closers []io.Closer
 	closeAll := func() {
-		for _, f := range forwards {
-			_ = f.Listener.Close()
+		for _, c := range closers {
+			_ = c.Close()
 		}
 	}
 	for i, f := range cfg.Forwards {
@@ -40,6 +44,7 @@ func runClient(ctx context.Context, env *runEnv, file string) (int, error) {
 			closeAll()
 			return 1, cfg.FieldError(forwardField(i), err)
 		}
+		closers = append(closers, ln)
 		forwards = append(forwards, tunnel.Forward{Listener: ln, Service: f.Service})
 	}
 	socks, err := listenSocks(cfg)
@@ -48,22 +53,15 @@ func runClient(ctx context.Context, env *runEnv, file string) (int, error) {
 		return 1, err
 	}
 	if socks != nil {
-		closeForwards := closeAll
-		closeAll = func() { closeForwards(); _ = socks.Listener.Close() }
+		closers = append(closers, socks.Listener)
 	}
 	udp, err := listenUDP(cfg)
 	if err != nil {
 		closeAll()
 		return 1, err
 	}
-	{
-		closeTCP := closeAll
-		closeAll = func() {
-			closeTCP()
-			for _, f := range udp {
-				_ = f.Conn.Close()
-			}
-		}
+	for _, f := range udp {
+		closers = append(closers, f.Conn)
 	}
 	cli, err := tunnel.NewClient(tunnel.ClientConfig{
 		Options:     opt,
