@@ -19,11 +19,17 @@ import (
 //	  bob:
 //	    key_files: [bob-2.key, bob.key]   # rotating: both accepted until bob.key is removed
 //	    services: ["*"]                   # every service the server has
+//	    socks_allow: [192.0.2.0/24]       # SOCKS destinations, as the top-level socks_allow
+//	    reverse_allow: ["0.0.0.0:8022"]   # where it may ask the server to listen
 //
 // A server config has either key_file (one key, every service: the
 // single-client config) or clients, not both. A client's services default
 // to none: access is granted by naming it, so a client added in a hurry
-// (or a typo in its services) opens nothing.
+// (or a typo in its services) opens nothing. Services name TCP services
+// and UDP services (udp_services) alike. With clients, SOCKS destinations
+// and reverse listen addresses are per client too (none unless listed):
+// the top-level socks_allow and reverse_allow are for the one key_file
+// client and an error beside clients.
 
 // Limits of clients.
 const (
@@ -49,6 +55,10 @@ type ServerClient struct {
 	// Services are the service names it may open; AllServices ("*") means
 	// every service. None means none.
 	Services []string
+	// SocksAllow and ReverseAllow are its SOCKS destinations and reverse
+	// listen addresses, in the syntax of the top-level lists; none means
+	// none.
+	SocksAllow, ReverseAllow []string
 
 	keyFields []string // the field path of each key file, for errors
 }
@@ -151,6 +161,8 @@ func (d *decoder) clientsSpec(s *Server) fieldSpec {
 						c.Services = append(c.Services, name)
 					}
 				}},
+				{name: "socks_allow", decode: func(v value) { s.fields[v.field] = v.at; d.allowList(v, &c.SocksAllow, true) }},
+				{name: "reverse_allow", decode: func(v value) { s.fields[v.field] = v.at; d.allowList(v, &c.ReverseAllow, false) }},
 			})
 			if !keyFileSet {
 				d.errorf(e.at, join(e.field, "key_file"), "missing (required): the client's key file, or key_files while rotating")
@@ -193,6 +205,13 @@ func (d *decoder) finishClients(s *Server, top value) {
 	case !s.clientsSet && !keyFile && isMapping(top):
 		d.errorf(top.at, "key_file", "missing (required), or clients")
 	}
+	if s.clientsSet {
+		for _, f := range []string{"socks_allow", "reverse_allow"} {
+			if a, set := s.fields[f]; set {
+				d.errorf(a, f, "with clients, %s is per client: list it under each client that may use it (clients.NAME.%s)", f, f)
+			}
+		}
+	}
 	owner := map[string]string{}
 	keys := 0
 	for _, c := range s.Clients {
@@ -216,9 +235,10 @@ func (d *decoder) finishClients(s *Server, top value) {
 				}
 				continue
 			}
-			if _, ok := s.Services[name]; !ok {
+			_, tcp := s.Services[name]
+			if _, udp := s.UDPServices[name]; !tcp && !udp {
 				field := base + ".services[" + strconv.Itoa(i) + "]"
-				d.errorf(s.fields[field], field, "%q is not one of the server's services", name)
+				d.errorf(s.fields[field], field, "%q is not one of the server's services or udp_services", name)
 			}
 		}
 	}

@@ -13,10 +13,14 @@ const clientsServer = `listen: :7000
 services:
   web: 127.0.0.1:80
   ssh: 127.0.0.1:22
+udp_services:
+  dns: 127.0.0.1:53
 clients:
   alice:
     key_file: alice.key
-    services: [web]
+    services: [web, dns]
+    socks_allow: [192.0.2.0/24, "*.example.com:443"]
+    reverse_allow: ["[::1]:8022"]
   bob:
     key_files: [bob-2.key, /etc/offload/bob.key]
     services: ["*"]
@@ -33,7 +37,8 @@ func TestParseClients(t *testing.T) {
 		t.Errorf("KeyFile = %q, want none", s.KeyFile)
 	}
 	want := []ServerClient{
-		{Name: "alice", KeyFiles: []string{"/etc/offload/alice.key"}, Services: []string{"web"}},
+		{Name: "alice", KeyFiles: []string{"/etc/offload/alice.key"}, Services: []string{"web", "dns"},
+			SocksAllow: []string{"192.0.2.0/24", "*.example.com:443"}, ReverseAllow: []string{"[::1]:8022"}},
 		{Name: "bob", KeyFiles: []string{"/etc/offload/bob-2.key", "/etc/offload/bob.key"}, Services: []string{AllServices}},
 		// Deny by default: no services listed, none granted.
 		{Name: "carol", KeyFiles: []string{"/etc/offload/carol.key"}},
@@ -68,6 +73,10 @@ func TestClientsErrors(t *testing.T) {
 		{"service twice", head + "clients:\n  a:\n    key_file: a.key\n    services: [web, web]\n", []string{"7:clients.a.services[1]"}},
 		{"star and more", head + "clients:\n  a:\n    key_file: a.key\n    services: ['*', web]\n", []string{"7:clients.a.services"}},
 		{"unknown field", head + "clients:\n  a:\n    key_file: a.key\n    forwards: [web]\n", []string{"7:clients.a.forwards"}},
+		{"top-level socks_allow", head + "socks_allow: [127.0.0.1/32]\nclients:\n  a: {key_file: a.key}\n", []string{"4:socks_allow"}},
+		{"top-level reverse_allow", head + "reverse_allow: ['127.0.0.1:8000']\nclients:\n  a: {key_file: a.key}\n", []string{"4:reverse_allow"}},
+		{"bad client socks_allow", head + "clients:\n  a:\n    key_file: a.key\n    socks_allow: [999.0.0.1/8]\n", []string{"7:clients.a.socks_allow[0]"}},
+		{"client reverse_allow name", head + "clients:\n  a:\n    key_file: a.key\n    reverse_allow: ['*.example.com:80']\n", []string{"7:clients.a.reverse_allow[0]"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -149,7 +158,7 @@ func TestChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := strings.Replace(clientsServer, "listen: :7000", "listen: :7001\nmax_frame: 16KiB\nlog: {level: debug}\nmax_handshakes_per_source: 4", 1)
-	src = strings.Replace(src, "services: [web]", "services: [web, ssh]", 1)
+	src = strings.Replace(src, "services: [web, dns]", "services: [web, ssh]", 1)
 	b, err := ParseServer("/etc/offload/s.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)

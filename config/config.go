@@ -189,6 +189,9 @@ type Server struct {
 	Clients []ServerClient
 
 	clientsSet bool // clients was in the file
+
+	// ServerRules: socks_allow, udp_services, reverse_allow (socks.go).
+	ServerRules
 }
 
 // Forward is one client listener: connections to Listen go through the
@@ -211,6 +214,11 @@ type Client struct {
 	Server   string
 	Forwards []Forward
 	Redial   Redial
+	// ClientDynamic: socks, udp_forwards, reverse (socks.go).
+	ClientDynamic
+
+	// listenAddrs are the forwards' listen addresses, for socks's check.
+	listenAddrs []listenAddr
 }
 
 // FieldError returns err as an *Error at field's place in the config file,
@@ -636,7 +644,8 @@ func (d *decoder) server(body ast.Node) *Server {
 			s.fields[v.field] = v.at
 			d.str(v, &s.Listen, func(a string) error { return checkHostPort(a, addrListen, "address") })
 		}},
-		fieldSpec{name: "services", required: true, decode: func(v value) {
+		fieldSpec{name: "services", decode: func(v value) {
+			s.fields[v.field] = v.at
 			entries, ok := d.mapping(v)
 			if !ok {
 				return
@@ -644,18 +653,7 @@ func (d *decoder) server(body ast.Node) *Server {
 			if len(entries) == 0 {
 				d.errorf(v.at, v.field, "no services; list at least one as NAME: host:port")
 			}
-			for _, e := range entries {
-				s.fields[e.field] = e.at
-				if err := CheckServiceName(e.key); err != nil {
-					d.add(e.at, e.field, err)
-					continue
-				}
-				var target string
-				d.str(e.value, &target, func(a string) error { return checkHostPort(a, addrDial, "target") })
-				if target != "" {
-					s.Services[e.key] = target
-				}
-			}
+			d.targets(s, entries, s.Services)
 		}},
 		fieldSpec{name: "max_links", decode: func(v value) { s.fields[v.field] = v.at; d.count(v, &s.MaxLinks, MaxMaxLinks) }},
 		fieldSpec{name: "max_handshakes", decode: func(v value) { s.fields[v.field] = v.at; d.count(v, &s.MaxHandshakes, MaxMaxHandshakes) }},
@@ -665,9 +663,10 @@ func (d *decoder) server(body ast.Node) *Server {
 		}},
 		d.clientsSpec(s),
 	)
-	d.object(top, specs)
+	d.object(top, append(specs, d.serverRuleSpecs(s)...))
 	d.finishCommon(&s.Common)
 	d.finishClients(s, top)
+	d.finishServerRules(s)
 	if s.Metrics != "" && s.Metrics == s.Listen {
 		d.errorf(s.fields["metrics"], "metrics", "same address as listen")
 	}
@@ -690,7 +689,7 @@ func (d *decoder) client(body ast.Node) *Client {
 			c.fields[v.field] = v.at
 			d.str(v, &c.Server, func(a string) error { return checkHostPort(a, addrDial, "address") })
 		}},
-		fieldSpec{name: "forwards", required: true, decode: func(v value) { d.forwards(c, v) }},
+		fieldSpec{name: "forwards", decode: func(v value) { d.forwards(c, v) }},
 		fieldSpec{name: "redial", decode: func(v value) {
 			c.fields[v.field] = v.at
 			var minAt at
@@ -706,11 +705,12 @@ func (d *decoder) client(body ast.Node) *Client {
 			}
 		}},
 	)
-	d.object(top, specs)
+	d.object(top, append(specs, d.clientDynamicSpecs(c)...))
 	if _, ok := c.fields["key_file"]; !ok && isMapping(top) {
 		d.errorf(top.at, "key_file", "missing (required)")
 	}
 	d.finishCommon(&c.Common)
+	d.finishClientDynamic(c, c.listenAddrs)
 	d.checkLinkBuffer(&c.Common)
 	return c
 }
@@ -739,16 +739,10 @@ func (d *decoder) forwards(c *Client, v value) {
 		if f.Listen == "" || f.Service == "" {
 			continue
 		}
-		la := parseListenAddr(f.Listen, item.field+".listen", listenAt.line)
-		for _, p := range prev {
-			if p.conflicts(la) {
-				d.errorf(listenAt, la.field, "address %s is already used by %s (line %d)", f.Listen, p.field, p.line)
-				break
-			}
-		}
-		prev = append(prev, la)
+		d.claimListen(&prev, f.Listen, item.field+".listen", listenAt)
 		c.Forwards = append(c.Forwards, f)
 	}
+	c.listenAddrs = prev
 }
 
 // listenAddr is a forward's listen address, normalized to find two forwards

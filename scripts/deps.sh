@@ -8,7 +8,8 @@
 #   systemd-analyze verify); for the cryptodev stage's module builds
 #   (scripts/cryptodev-ko.sh) make, gcc and libelf1 (the kernel's build
 #   tools), and Debian's cross compilers gcc-arm-linux-gnueabihf and
-#   gcc-mipsel-linux-gnu for the 32-bit guests; staticcheck (pinned) with
+#   gcc-mipsel-linux-gnu for the 32-bit guests; curl, iperf3 and dnsutils
+#   (dig) for the SOCKS5 and UDP tests; staticcheck (pinned) with
 #   go install. The kernel headers are not installed: cryptodev-ko.sh
 #   unpacks the VM kernel's own into the VM cache. The VM harness fetches
 #   what goes into guests itself with apt-get download (kernels,
@@ -39,6 +40,9 @@ packages+=(socat openssh-server openssh-client spiped)
 packages+=(shellcheck systemd)
 # cryptodev stage: building cryptodev-linux against the VM kernels' headers.
 packages+=(make gcc libelf1)
+# tunnel tests: curl (SOCKS5), iperf3 -u and dig (UDP forwards); with
+# CI=true those tests fail rather than skip when one is missing.
+packages+=(curl iperf3 dnsutils)
 foreign=()
 for a in $arches; do
 	case $a in

@@ -27,6 +27,9 @@ const stableLink = 10 * time.Second
 type Forward struct {
 	Listener net.Listener
 	Service  string
+
+	// handle, if set, serves the connection instead (the SOCKS listener).
+	handle func(context.Context, net.Conn)
 }
 
 // ClientConfig configures a Client.
@@ -36,6 +39,13 @@ type ClientConfig struct {
 	Server string
 	// Forwards are the local listeners; Run closes them.
 	Forwards []Forward
+	// Socks, if not nil, is a SOCKS5 listener (socks.go); Run closes it.
+	Socks *Socks
+	// UDPForwards are the UDP listeners (udp.go); Run closes them.
+	UDPForwards []UDPForward
+	// Reverse are the reverse forwards (reverse.go): the server listens,
+	// the client dials.
+	Reverse []Reverse
 	// RedialMin and RedialMax bound the redial backoff (0: defaults).
 	RedialMin, RedialMax time.Duration
 	// Dial dials the server; nil means a TCP dial.
@@ -55,6 +65,12 @@ type Client struct {
 	pool     *bufPool
 	streams  *tracker
 	guard    *engineGuard
+
+	udpForwards []UDPForward
+	udp         udpCounters
+	reverse     map[string]string // reverse listen address → target
+	socks       bool              // forwards has the SOCKS listener
+	bg          sync.WaitGroup    // reverse.go's per-link goroutines
 
 	refuseLog rateLimit
 
@@ -80,8 +96,20 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if _, _, err := net.SplitHostPort(cfg.Server); err != nil {
 		return nil, fmt.Errorf("%w: server %q: %w", ErrConfig, cfg.Server, err)
 	}
-	if len(cfg.Forwards) == 0 {
-		return nil, fmt.Errorf("%w: no forwards", ErrConfig)
+	if len(cfg.Forwards) == 0 && cfg.Socks == nil && len(cfg.UDPForwards) == 0 && len(cfg.Reverse) == 0 {
+		return nil, fmt.Errorf("%w: no forwards, socks, UDP or reverse forwards", ErrConfig)
+	}
+	reverse, err := checkReverse(cfg.Reverse)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range cfg.UDPForwards {
+		if f.Conn == nil || len(f.Service) == 0 || len(f.Service) > 255 || f.IdleTimeout < 0 || f.MaxFlows < 0 {
+			return nil, fmt.Errorf("%w: UDP forward %q: want a socket, a service name of 1..255 bytes, and no negative limits", ErrConfig, f.Service)
+		}
+	}
+	if cfg.Socks != nil && cfg.Socks.Listener == nil {
+		return nil, fmt.Errorf("%w: socks without a listener", ErrConfig)
 	}
 	for _, f := range cfg.Forwards {
 		if f.Listener == nil || len(f.Service) == 0 || len(f.Service) > 255 {
@@ -106,20 +134,23 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		dial = d.DialContext
 	}
 	c := &Client{
-		opt:       cfg.Options,
-		server:    cfg.Server,
-		forwards:  cfg.Forwards,
-		redial:    backoff{min: cfg.RedialMin, max: cfg.RedialMax},
-		dial:      dial,
-		log:       cfg.Logger.Named("client"),
-		ctr:       newCounters("client", cfg.Engines, cfg.Stats, cfg.Policy),
-		pool:      newBufPool(),
-		streams:   newTracker(),
-		refuseLog: rateLimit{every: 10 * time.Second},
-		up:        make(chan struct{}),
-		down:      make(chan struct{}),
-		gone:      make(chan *yamux.Session, 1),
-		roll:      make(chan struct{}, 1),
+		opt:         cfg.Options,
+		server:      cfg.Server,
+		forwards:    append([]Forward(nil), cfg.Forwards...),
+		udpForwards: cfg.UDPForwards,
+		udp:         udpCounters{role: "client"},
+		reverse:     reverse,
+		redial:      backoff{min: cfg.RedialMin, max: cfg.RedialMax},
+		dial:        dial,
+		log:         cfg.Logger.Named("client"),
+		ctr:         newCounters("client", cfg.Engines, cfg.Stats, cfg.Policy),
+		pool:        newBufPool(),
+		streams:     newTracker(),
+		refuseLog:   rateLimit{every: 10 * time.Second},
+		up:          make(chan struct{}),
+		down:        make(chan struct{}),
+		gone:        make(chan *yamux.Session, 1),
+		roll:        make(chan struct{}, 1),
 	}
 	psk := cfg.PSK
 	c.psk.Store(&psk)
@@ -129,11 +160,18 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	c.guard = newEngineGuard(&c.opt, c.log)
 	c.ctr.guard, c.opt.verifier = c.guard, c.guard.verifier
+	if cfg.Socks != nil {
+		c.socks = true
+		c.forwards = append(c.forwards, c.socksForward(cfg.Socks))
+	}
 	return c, nil
 }
 
 // RegisterMetrics adds the client's metrics to set.
-func (c *Client) RegisterMetrics(set *metrics.Set) { set.RegisterMetricsWriter(c.ctr.writePrometheus) }
+func (c *Client) RegisterMetrics(set *metrics.Set) {
+	set.RegisterMetricsWriter(c.ctr.writePrometheus)
+	set.RegisterMetricsWriter(c.udp.writePrometheus)
+}
 
 // Stats returns the record layer's counters of all links.
 func (c *Client) Stats() *record.Stats { return c.ctr.stats }
@@ -153,6 +191,8 @@ func (c *Client) Run(ctx context.Context) error {
 	defer stop()
 	c.fwd.start(ctx, &wg, c.forwards, c.startForward)
 
+	c.runUDP(ctx, &wg)
+
 	old := c.linkLoop(ctx, &wg)
 
 	// Shutdown: the listeners are closed (ctx ended); drain.
@@ -170,6 +210,7 @@ func (c *Client) Run(ctx context.Context) error {
 		_ = s.Close()
 	}
 	wg.Wait()
+	c.bg.Wait()
 	return nil
 }
 
@@ -199,6 +240,7 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*yamux
 		c.mu.Unlock()
 		c.ctr.links.Store(1)
 		c.log.Info("link up", zap.String("server", c.server), zap.Stringer("suite", c.opt.Suite))
+		c.reverseUp(ctx, sess)
 
 		reason := "closed"
 		wait := true
@@ -336,6 +378,10 @@ func (c *Client) acceptLoop(ctx context.Context, f *forwardRun, wg *sync.WaitGro
 			defer wg.Done()
 			defer c.streams.done()
 			defer c.ctr.active.Add(-1)
+			if f.handle != nil {
+				f.handle(ctx, conn)
+				return
+			}
 			c.serveLocal(ctx, conn, service)
 		}()
 	}
@@ -350,7 +396,13 @@ func (c *Client) refused(service string, err error) {
 
 // serveLocal carries one local connection over a stream.
 func (c *Client) serveLocal(ctx context.Context, conn net.Conn, service string) {
-	st, err := c.openStream(ctx, service)
+	req, err := appendRequest(nil, kindService, service)
+	if err != nil {
+		resetConn(conn)
+		c.refused(service, err)
+		return
+	}
+	st, err := c.openStream(ctx, req)
 	if err != nil {
 		resetConn(conn)
 		c.refused(service, err)
@@ -364,6 +416,11 @@ func (c *Client) serveLocal(ctx context.Context, conn net.Conn, service string) 
 		_ = st.SetReadDeadline(time.Time{})
 		return nil
 	})
+	c.streamEnded(service, up, down, err)
+}
+
+// streamEnded counts and logs how a spliced stream ended; what names it.
+func (c *Client) streamEnded(service string, up, down int64, err error) {
 	var se *StatusError
 	switch {
 	case errors.As(err, &se):
@@ -379,12 +436,8 @@ func (c *Client) serveLocal(ctx context.Context, conn net.Conn, service string) 
 }
 
 // openStream waits (up to DialTimeout) for the link, opens a stream and
-// sends the request.
-func (c *Client) openStream(ctx context.Context, service string) (*yamux.Stream, error) {
-	req, err := appendRequest(nil, service)
-	if err != nil {
-		return nil, err
-	}
+// sends the request req (appendRequest).
+func (c *Client) openStream(ctx context.Context, req []byte) (*yamux.Stream, error) {
 	deadline := time.NewTimer(c.opt.DialTimeout)
 	defer deadline.Stop()
 	for {

@@ -24,6 +24,9 @@ import (
 type forwardRun struct {
 	ln      net.Listener
 	service atomic.Pointer[string]
+	// handle, if set, serves each connection instead (the SOCKS
+	// listener, which a reload leaves alone: it needs a restart).
+	handle func(context.Context, net.Conn)
 }
 
 // forwardSet is a client's running forwards, by listener.
@@ -48,7 +51,7 @@ func (s *forwardSet) start(ctx context.Context, wg *sync.WaitGroup, fs []Forward
 }
 
 func (s *forwardSet) addLocked(f Forward) {
-	r := &forwardRun{ln: f.Listener}
+	r := &forwardRun{ln: f.Listener, handle: f.handle}
 	svc := f.Service
 	r.service.Store(&svc)
 	s.runs[f.Listener] = r
@@ -87,7 +90,9 @@ func (c *Client) Reload(psk []byte, forwards []Forward) error {
 	if len(psk) != handshake.PSKSize {
 		return fmt.Errorf("%w: pre-shared key is %d bytes, want %d", ErrConfig, len(psk), handshake.PSKSize)
 	}
-	if len(forwards) == 0 {
+	// SOCKS, UDP and reverse forwards stay as they are: a change to them
+	// needs a restart (the caller reports it).
+	if len(forwards) == 0 && !c.socks && len(c.udpForwards) == 0 && len(c.reverse) == 0 {
 		return fmt.Errorf("%w: no forwards", ErrConfig)
 	}
 	seen := map[net.Listener]bool{}
@@ -108,6 +113,9 @@ func (c *Client) Reload(psk []byte, forwards []Forward) error {
 	}
 	added, removed, changed := 0, 0, 0
 	for ln, r := range s.runs {
+		if r.handle != nil {
+			continue // the SOCKS listener
+		}
 		if !seen[ln] {
 			c.log.Info("forward removed", zap.Stringer("listen", ln.Addr()), zap.String("service", *r.service.Load()))
 			_ = ln.Close()

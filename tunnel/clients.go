@@ -52,8 +52,13 @@ type Access struct {
 	// AllServices allows every service the server has, now and after a
 	// reload; Services is then unused.
 	AllServices bool
-	// Services are the names of the services the client may open.
+	// Services are the names of the services the client may open, TCP
+	// services and UDP services (Rules.UDPTarget) alike.
 	Services []string
+	// Rules are the SOCKS destinations and reverse listen addresses the
+	// client may use (their UDP services are not read: those are the
+	// server's, in ServerConfig.Rules); nil allows none.
+	Rules *Rules
 }
 
 // ServerClient is one client a server accepts.
@@ -72,10 +77,15 @@ type ServerClient struct {
 type access struct {
 	all      bool
 	services map[string]bool
+	rules    *Rules // never nil
 }
 
 func newAccess(a Access) *access {
-	acc := &access{all: a.AllServices, services: make(map[string]bool, len(a.Services))}
+	rules := a.Rules
+	if rules == nil {
+		rules = &Rules{}
+	}
+	acc := &access{all: a.AllServices, services: make(map[string]bool, len(a.Services)), rules: rules}
 	for _, s := range a.Services {
 		acc.services[s] = true
 	}
@@ -84,9 +94,11 @@ func newAccess(a Access) *access {
 
 func (a *access) allows(service string) bool { return a.all || a.services[service] }
 
-// serverState is what a reload replaces: services and clients.
+// serverState is what a reload replaces: services, UDP services and
+// clients.
 type serverState struct {
 	services map[string]string
+	rules    *Rules // the UDP services; never nil
 	clients  map[string]*clientEntry
 	keys     *handshake.KeySet
 	owner    []*clientEntry // by key index in keys
@@ -108,10 +120,14 @@ func keyID(psk []byte) [32]byte { return sha256.Sum256(append([]byte("offload ke
 // newServerState checks the services and clients of cfg (whose Options
 // have their defaults) and makes the state the server runs on.
 func newServerState(cfg *ServerConfig) (*serverState, error) {
-	if len(cfg.Services) == 0 {
-		return nil, fmt.Errorf("%w: no services", ErrConfig)
+	rules := cfg.Rules
+	if rules == nil {
+		rules = &Rules{}
 	}
-	st := &serverState{services: make(map[string]string, len(cfg.Services)), clients: map[string]*clientEntry{}}
+	if len(cfg.Services) == 0 && rules.empty() {
+		return nil, fmt.Errorf("%w: no services, socks_allow, udp_services or reverse_allow", ErrConfig)
+	}
+	st := &serverState{services: make(map[string]string, len(cfg.Services)), rules: rules, clients: map[string]*clientEntry{}}
 	for name, target := range cfg.Services {
 		if len(name) == 0 || len(name) > 255 {
 			return nil, fmt.Errorf("%w: service name %q: want 1..255 bytes", ErrConfig, name)
@@ -126,7 +142,7 @@ func newServerState(cfg *ServerConfig) (*serverState, error) {
 		if len(cfg.PSK) != handshake.PSKSize {
 			return nil, fmt.Errorf("%w: pre-shared key is %d bytes, want %d", ErrConfig, len(cfg.PSK), handshake.PSKSize)
 		}
-		clients = []ServerClient{{Name: DefaultClient, Keys: [][]byte{cfg.PSK}, Access: Access{AllServices: true}}}
+		clients = []ServerClient{{Name: DefaultClient, Keys: [][]byte{cfg.PSK}, Access: Access{AllServices: true, Rules: rules}}}
 	}
 	var psks [][]byte
 	for _, c := range clients {
@@ -141,7 +157,8 @@ func newServerState(cfg *ServerConfig) (*serverState, error) {
 		}
 		if !c.Access.AllServices {
 			for _, s := range c.Access.Services {
-				if _, ok := st.services[s]; !ok {
+				_, tcp := st.services[s]
+				if _, udp := rules.UDPTarget(s); !tcp && !udp {
 					return nil, fmt.Errorf("%w: client %q: service %q is not one of the server's", ErrConfig, c.Name, s)
 				}
 			}
@@ -191,8 +208,11 @@ type link struct {
 
 // linkStream is an open stream of a link, for a reload to reset.
 type linkStream struct {
-	service string
-	cancel  context.CancelCauseFunc
+	what string // for the log: a service name, "socks HOST:PORT", ...
+	// still says why the stream may no longer run under a state and its
+	// link's access, or "" if it may.
+	still  func(st *serverState, a *access) string
+	cancel context.CancelCauseFunc
 }
 
 // errReloaded is the cause of a stream or link a reload ended.
@@ -253,14 +273,8 @@ func (s *Server) recheckLocked(l *link, st *serverState) string {
 	}
 	l.access = e.access
 	for ls := range l.streams {
-		reason := ""
-		if _, ok := st.services[ls.service]; !ok {
-			reason = "service removed from the config"
-		} else if !e.access.allows(ls.service) {
-			reason = "service no longer allowed for this client"
-		}
-		if reason != "" {
-			l.log.Warn("closing stream", zap.String("service", ls.service), zap.String("reason", reason))
+		if reason := ls.still(st, e.access); reason != "" {
+			l.log.Warn("closing stream", zap.String("service", ls.what), zap.String("reason", reason))
 			ls.cancel(fmt.Errorf("%w: %s", errReloaded, reason))
 			delete(l.streams, ls)
 		}
@@ -269,35 +283,82 @@ func (s *Server) recheckLocked(l *link, st *serverState) string {
 }
 
 // open checks that l's client may use service now and registers the
-// stream for reloads; ctx is then cancelled if a reload takes the service
-// away. done unregisters it. A refusal comes with the message for the
+// stream for reloads (hold). A refusal comes with the message for the
 // client: a client limited to some services hears the same for a service
 // that does not exist and one it may not use.
 func (s *Server) open(parent context.Context, l *link, service string) (ctx context.Context, target string, done func(), refusal string, err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	st := s.state.Load()
-	target, ok := st.services[service]
 	const hidden = "no such service for this client"
+	still := func(st *serverState, a *access) string {
+		switch _, ok := st.services[service]; {
+		case !ok:
+			return "service removed from the config"
+		case !a.allows(service):
+			return "service no longer allowed for this client"
+		}
+		return ""
+	}
+	ctx, done, err = s.hold(parent, l, service, func(st *serverState, a *access) string {
+		if why := still(st, a); why != "" {
+			return why
+		}
+		target = st.services[service]
+		return ""
+	})
 	switch {
-	case l.closed != "":
-		return nil, "", nil, hidden, fmt.Errorf("%w: %s", errReloaded, l.closed)
-	case !ok && l.access.all:
+	case err == nil:
+		return ctx, target, done, "", nil
+	case errors.Is(err, errReloaded):
+		return nil, "", nil, hidden, err
+	case errors.Is(err, errNotAllowed) && l.allServices():
 		return nil, "", nil, "", ErrUnknownService
-	case !ok:
-		return nil, "", nil, hidden, ErrUnknownService
-	case !l.access.allows(service):
+	case errors.Is(err, errNotAllowed):
+		if _, ok := s.state.Load().services[service]; !ok {
+			return nil, "", nil, hidden, ErrUnknownService
+		}
 		return nil, "", nil, hidden, errNotAllowed
 	}
+	return nil, "", nil, hidden, err
+}
+
+// hold registers a stream of l for reloads once check, run under the
+// link's lock against the current state and the link's access, says it
+// may run (""): ctx is then cancelled, with errReloaded as its cause, if
+// a reload takes that away (check runs again on every reload). Otherwise
+// the error wraps errNotAllowed with check's reason, or errReloaded if a
+// reload closed the link. done unregisters the stream.
+func (s *Server) hold(parent context.Context, l *link, what string, check func(st *serverState, a *access) string) (ctx context.Context, done func(), err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed != "" {
+		return nil, nil, fmt.Errorf("%w: %s", errReloaded, l.closed)
+	}
+	if why := check(s.state.Load(), l.access); why != "" {
+		return nil, nil, fmt.Errorf("%w: %s", errNotAllowed, why)
+	}
 	ctx, cancel := context.WithCancelCause(parent)
-	ls := &linkStream{service: service, cancel: cancel}
+	ls := &linkStream{what: what, still: check, cancel: cancel}
 	l.streams[ls] = struct{}{}
-	return ctx, target, func() {
+	return ctx, func() {
 		l.mu.Lock()
 		delete(l.streams, ls)
 		l.mu.Unlock()
 		cancel(nil)
-	}, "", nil
+	}, nil
+}
+
+// rules are the SOCKS destinations and reverse listen addresses l's
+// client may use now.
+func (l *link) rules() *Rules {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.access.rules
+}
+
+// allServices reports whether l's client may use every service.
+func (l *link) allServices() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.access.all
 }
 
 // Reload makes cfg's services and clients (everything newServerState

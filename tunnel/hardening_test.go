@@ -300,7 +300,7 @@ func TestLinkBuffer(t *testing.T) {
 	_, sess := genuineLink(t, addr, opt)
 	before := heapInuse()
 
-	req, _ := appendRequest(nil, "sink")
+	req, _ := appendRequest(nil, kindService, "sink")
 	chunk := make([]byte, chunkHeader+maxChunk)
 	binary.BigEndian.PutUint32(chunk, maxChunk)
 	var wg sync.WaitGroup

@@ -132,7 +132,13 @@ type target struct {
 
 func startTarget(t *testing.T, handle func(net.Conn)) *target {
 	t.Helper()
-	tg := &target{ln: listen(t)}
+	return startTargetOn(t, listen(t), handle)
+}
+
+// startTargetOn is startTarget on ln.
+func startTargetOn(t *testing.T, ln net.Listener, handle func(net.Conn)) *target {
+	t.Helper()
+	tg := &target{ln: ln}
 	tg.wg.Add(1)
 	go func() {
 		defer tg.wg.Done()

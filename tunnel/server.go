@@ -36,8 +36,13 @@ type ServerConfig struct {
 	MaxLinks int
 	// Clients are the clients the server accepts, each with its own keys
 	// and Access (clients.go). Empty means one client, DefaultClient,
-	// with Options.PSK and every service.
+	// with Options.PSK, every service and Rules.
 	Clients []ServerClient
+	// Rules are the server's UDP services, and, for its one client when
+	// it has no Clients, the SOCKS destinations and reverse listen
+	// addresses it may use (rules.go); nil allows none of them. Clients
+	// have their own in Access.Rules.
+	Rules *Rules
 }
 
 // Server is the tunnel's server end: it accepts links from clients and
@@ -54,6 +59,10 @@ type Server struct {
 	streams  *tracker
 	dialer   net.Dialer
 	guard    *engineGuard
+	udp      udpCounters
+	// stopping is closed when the drain starts: reverse listeners close
+	// then, so that they do not hold the drain open.
+	stopping chan struct{}
 
 	dropLog, failLog, refuseLog, linkLog rateLimit
 
@@ -88,6 +97,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	s := &Server{
 		opt:       cfg.Options,
+		udp:       udpCounters{role: "server"},
+		stopping:  make(chan struct{}),
 		log:       cfg.Logger.Named("server"),
 		ctr:       newCounters("server", cfg.Engines, cfg.Stats, cfg.Policy),
 		pool:      newBufPool(),
@@ -121,6 +132,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 func (s *Server) RegisterMetrics(set *metrics.Set) {
 	set.RegisterMetricsWriter(s.ctr.writePrometheus)
 	set.RegisterMetricsWriter(s.clientCtr.writePrometheus)
+	set.RegisterMetricsWriter(s.udp.writePrometheus)
 }
 
 // Stats returns the record layer's counters of all links.
@@ -192,6 +204,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // shutdown drains: GoAway on every link, wait for streams, close links.
 func (s *Server) shutdown(hardCancel context.CancelFunc) {
 	s.mu.Lock()
+	if !s.closing {
+		close(s.stopping)
+	}
 	s.closing = true
 	sessions := make([]*yamux.Session, 0, len(s.sessions))
 	for sess := range s.sessions {
@@ -375,18 +390,38 @@ func (s *Server) linkDown(l *link, rc *record.Conn, up time.Duration) {
 	l.log.Info("link down", zap.Duration("up", up))
 }
 
-// serveStream reads a stream's request, checks it against the link's
-// Access, dials the service's target and splices the two. A reload that
-// takes the service away cancels ctx: the dial stops, or the target
-// connection is reset, which aborts the stream at both ends.
+// serveStream reads a stream's request and serves it by kind, each
+// checked against the link's Access: a service's target is dialled and
+// spliced here, the other kinds in socks.go, udp.go and reverse.go. A
+// reload that takes away what a stream uses cancels its ctx: the dial
+// stops, or the target connection is reset, which aborts the stream at
+// both ends.
 func (s *Server) serveStream(ctx context.Context, st *yamux.Stream, l *link) {
 	_ = st.SetReadDeadline(time.Now().Add(s.opt.DialTimeout))
-	name, err := readRequest(st)
+	req, err := readRequest(st)
 	if err != nil {
-		s.refuse(st, statusBadRequest, "", l, "", err)
+		// The reason goes back: a peer of another version learns which.
+		s.refuse(st, statusBadRequest, err.Error(), l, "", err)
 		return
 	}
 	_ = st.SetReadDeadline(time.Time{})
+	switch req.kind {
+	case kindService:
+	case kindSocks:
+		s.serveSocks(ctx, st, req.arg, l)
+		return
+	case kindUDP:
+		s.serveUDP(ctx, st, req.arg, l)
+		return
+	case kindReverseListen:
+		s.serveReverse(ctx, st, req.arg, l)
+		return
+	default:
+		err := fmt.Errorf("%w: kind %s is not served by the server", ErrBadRequest, kindNames[req.kind])
+		s.refuse(st, statusBadRequest, err.Error(), l, "", err)
+		return
+	}
+	name := req.arg
 	ctx, target, done, msg, err := s.open(ctx, l, name)
 	if err != nil {
 		s.refuse(st, statusUnknownService, msg, l, name, err)
@@ -401,27 +436,24 @@ func (s *Server) serveStream(ctx context.Context, st *yamux.Stream, l *link) {
 		s.refuse(st, statusDialFailed, err.Error(), l, name, err)
 		return
 	}
+	s.serveDialled(ctx, st, conn, name, l)
+}
+
+// serveDialled answers OK on st and splices it with conn, the target just
+// dialled for it, until both directions end or ctx does (a reload took
+// the permission away: conn is reset); what names it in the log.
+func (s *Server) serveDialled(ctx context.Context, st *yamux.Stream, conn net.Conn, what string, l *link) {
 	stop := context.AfterFunc(ctx, func() { resetConn(conn) })
 	defer stop()
-	if _, err := st.Write(appendResponse(nil, statusOK, "")); err != nil {
-		// The link died while we dialled: the target must see a reset, as
-		// on every other cut, not a clean end after 0 bytes.
-		resetConn(conn)
-		_ = st.Close()
-		s.stream(l, streamAborted)
-		return
-	}
-	s.ctr.active.Add(1)
 	l.ctr.active.Add(1)
-	up, down, err := splice(conn, st, s.pool, nil)
-	s.ctr.active.Add(-1)
+	up, down, err := answerSplice(st, conn, s.ctr, s.pool)
 	l.ctr.active.Add(-1)
 	l.ctr.fromTarget.Add(uint64(up))
 	l.ctr.toTarget.Add(uint64(down))
 	if err != nil {
 		s.stream(l, streamAborted)
 		if ce := l.log.Check(zap.DebugLevel, "stream aborted"); ce != nil {
-			ce.Write(zap.String("service", name), zap.Int64("to_target", down), zap.Int64("from_target", up), zap.Error(err))
+			ce.Write(zap.String("service", what), zap.Int64("to_target", down), zap.Int64("from_target", up), zap.Error(err))
 		}
 		return
 	}

@@ -297,3 +297,18 @@ func (s *splicer) closeClean() {
 	_ = s.st.Close()
 	_ = s.st.SetReadDeadline(aLongTimeAgo)
 }
+
+// answerSplice answers OK on st, the stream conn was just dialled for,
+// and splices the two, counting the stream as active in ctr meanwhile.
+func answerSplice(st *yamux.Stream, conn net.Conn, ctr *counters, pool *bufPool) (up, down int64, err error) {
+	if _, err := st.Write(appendResponse(nil, statusOK, "")); err != nil {
+		// The link died while we dialled: the target must see a reset, as
+		// on every other cut, not a clean end after 0 bytes.
+		resetConn(conn)
+		_ = st.Close()
+		return 0, 0, fmt.Errorf("%w: answering the stream: %w", ErrAborted, err)
+	}
+	ctr.active.Add(1)
+	defer ctr.active.Add(-1)
+	return splice(conn, st, pool, nil)
+}

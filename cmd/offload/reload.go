@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/signal"
@@ -25,7 +26,7 @@ import (
 
 // Settings a reload applies; every other one needs a restart.
 var (
-	serverLive = []string{"services", "clients", "key_file"}
+	serverLive = []string{"services", "clients", "key_file", "socks_allow", "udp_services", "reverse_allow"}
 	clientLive = []string{"forwards", "key_file"}
 )
 
@@ -65,6 +66,11 @@ func serverConfig(cfg *config.Server, opt tunnel.Options, key []byte) (tunnel.Se
 		MaxHandshakes:          cfg.MaxHandshakes,
 		MaxHandshakesPerSource: cfg.MaxHandshakesPerSource,
 	}
+	rules, err := tunnel.NewRules(cfg.SocksAllow, cfg.UDPServices, cfg.ReverseAllow)
+	if err != nil {
+		return sc, err
+	}
+	sc.Rules = rules
 	if len(cfg.Clients) == 0 {
 		return sc, nil
 	}
@@ -74,6 +80,9 @@ func serverConfig(cfg *config.Server, opt tunnel.Options, key []byte) (tunnel.Se
 	}
 	for _, c := range keys {
 		var acc tunnel.Access
+		if acc.Rules, err = tunnel.NewRules(c.SocksAllow, nil, c.ReverseAllow); err != nil {
+			return sc, fmt.Errorf("client %s: %w", c.Name, err)
+		}
 		for _, s := range c.Services {
 			if s == config.AllServices {
 				acc.AllServices = true

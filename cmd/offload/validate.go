@@ -56,7 +56,8 @@ func validateFile(stdout, stderr io.Writer, path string) bool {
 	switch c := cfg.(type) {
 	case *config.Server:
 		common = &c.Common
-		summary = "server: " + plural(len(c.Services), "service")
+		summary = "server: " + plural(len(c.Services), "service") + dynamicSummary(
+			len(c.SocksAllow), "socks rule", len(c.UDPServices), "UDP service", len(c.ReverseAllow), "reverse rule")
 		if len(c.Clients) > 0 {
 			// Every client's keys, as a start would read them, and the
 			// tunnel's checks on them (tunnel.ServerConfig.Check).
@@ -72,10 +73,22 @@ func validateFile(stdout, stderr io.Writer, path string) bool {
 				return false
 			}
 			summary += ", " + plural(len(c.Clients), "client")
+		} else if _, err := tunnel.NewRules(c.SocksAllow, c.UDPServices, c.ReverseAllow); err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", path, err)
+			return false
 		}
 	case *config.Client:
 		common = &c.Common
-		summary = "client: " + plural(len(c.Forwards), "forward")
+		socks := 0
+		if c.Socks != "" {
+			socks = 1
+		}
+		summary = "client: " + plural(len(c.Forwards), "forward") + dynamicSummary(
+			socks, "socks listener", len(c.UDPForwards), "UDP forward", len(c.Reverse), "reverse forward")
+		if _, err := c.LoadSocksUsers(); err != nil {
+			fmt.Fprintln(stderr, err)
+			return false
+		}
 	default:
 		panic(fmt.Sprintf("config.Load returned %T", cfg))
 	}
@@ -106,4 +119,16 @@ func plural(n int, what string) string {
 		return fmt.Sprintf("1 %s", what)
 	}
 	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// dynamicSummary lists the counts of SOCKS, UDP and reverse settings that
+// are not zero, as ", 1 socks listener, 2 UDP forwards".
+func dynamicSummary(pairs ...any) string {
+	var out string
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if n := pairs[i].(int); n > 0 {
+			out += ", " + plural(n, pairs[i+1].(string))
+		}
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -256,5 +257,56 @@ func TestValidateClientsExample(t *testing.T) {
 	if len(keys) != 3 || len(sc.Clients) != 3 || len(sc.Clients[1].Keys) != 2 || !sc.Clients[2].Access.AllServices ||
 		strings.Join(sc.Clients[0].Access.Services, ",") != "web,ssh" {
 		t.Errorf("clients: %+v", sc.Clients)
+	}
+}
+
+// TestValidateDynamicExamples: the SOCKS, UDP and reverse settings the
+// examples carry commented out are valid once uncommented, and validate
+// counts them.
+func TestValidateDynamicExamples(t *testing.T) {
+	dir := exampleDir(t)
+	start := regexp.MustCompile(`^# (socks|socks_users_file|socks_allow|udp_services|udp_forwards|reverse_allow|reverse):`)
+	for _, name := range []string{"server.yaml", "client.yaml"} {
+		p := filepath.Join(dir, name)
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(string(data), "\n")
+		in := false
+		for i, l := range lines {
+			switch {
+			case start.MatchString(l):
+				in = true
+			case in && strings.HasPrefix(l, "#   "):
+			default:
+				in = false
+			}
+			if in {
+				lines[i] = strings.TrimPrefix(l, "# ")
+			}
+		}
+		if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "socks.users"), []byte("alice:s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	server, client := filepath.Join(dir, "server.yaml"), filepath.Join(dir, "client.yaml")
+	code, stdout, stderr := runCmd(t, "validate", "-c", server, client)
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	want := server + ": ok (server: 2 services, 4 socks rules, 1 UDP service, 2 reverse rules, suite aes-256-ctr-hmac-sha256, engine software, 12 streams per link)\n" +
+		client + ": ok (client: 1 forward, 1 socks listener, 1 UDP forward, 1 reverse forward, suite aes-256-ctr-hmac-sha256, engine software, 12 streams per link)\n"
+	if stdout != want {
+		t.Fatalf("stdout:\n%s\nwant:\n%s", stdout, want)
+	}
+	if err := os.Chmod(filepath.Join(dir, "socks.users"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runCmd(t, "validate", "-c", client); code != 1 || !strings.Contains(stderr, "socks_users_file: SOCKS users file") {
+		t.Errorf("a users file others can read: exit %d, %s", code, stderr)
 	}
 }

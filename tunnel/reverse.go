@@ -1,0 +1,323 @@
+package tunnel
+
+// Reverse forwards: a client behind NAT exposes a service on its side
+// through the server. For each reverse forward, on every link, the client
+// opens a stream with a reverse-listen request naming an address on the
+// server; the server checks it against its Rules (reverse_allow, deny by
+// default), listens, answers, and keeps the listener exactly as long as
+// that stream: when the link dies or the client closes the stream, the
+// listener closes; the next link opens it again.
+//
+//	client ──reverse-listen [::1]:9000──> server: check, listen
+//	                         (the stream stays open: the listener's life)
+//	user ──TCP──> server [::1]:9000: accept ──stream, reverse-connect [::1]:9000──> client
+//	     <═══════════════ chunks (splice.go) ═══════════════> client dials its target
+//
+// The server opens the stream for each accepted connection, so here the
+// roles of proto.go swap: the server sends the request (reverse-connect,
+// naming the listen address), the client answers after dialling the
+// target it has configured for that address, and nothing else: a
+// reverse-connect for an address the client did not ask for is refused.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/yamux"
+	"go.uber.org/zap"
+)
+
+// Reverse is one reverse forward of the client.
+type Reverse struct {
+	// Listen is where the server listens: an IP literal and a port, e.g.
+	// "0.0.0.0:9000" or "[::1]:9000".
+	Listen string
+	// Target is the host:port the client dials for each connection.
+	Target string
+}
+
+// checkReverse checks the client's reverse forwards and returns them by
+// their listen address in canonical form.
+func checkReverse(rs []Reverse) (map[string]string, error) {
+	out := make(map[string]string, len(rs))
+	for _, r := range rs {
+		ap, err := netip.ParseAddrPort(r.Listen)
+		if err != nil || ap.Port() == 0 {
+			return nil, fmt.Errorf("%w: reverse listen %q: want an IP address and a port", ErrConfig, r.Listen)
+		}
+		if _, _, err := net.SplitHostPort(r.Target); err != nil {
+			return nil, fmt.Errorf("%w: reverse target %q: %w", ErrConfig, r.Target, err)
+		}
+		key := ap.String()
+		if _, dup := out[key]; dup {
+			return nil, fmt.Errorf("%w: reverse listen %s twice", ErrConfig, key)
+		}
+		out[key] = r.Target
+	}
+	return out, nil
+}
+
+// reverseUp starts, for a link that just came up, the loop that serves
+// the server's reverse-connect streams and one registration loop per
+// reverse forward. They end with the session.
+func (c *Client) reverseUp(ctx context.Context, sess *yamux.Session) {
+	if len(c.reverse) == 0 {
+		return
+	}
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		for {
+			st, err := sess.AcceptStream()
+			if err != nil {
+				return
+			}
+			c.streams.add()
+			c.bg.Add(1)
+			go func() {
+				defer c.bg.Done()
+				defer c.streams.done()
+				c.serveReverseConn(ctx, st)
+				drain(st)
+			}()
+		}
+	}()
+	for listen := range c.reverse {
+		c.bg.Add(1)
+		go func() {
+			defer c.bg.Done()
+			c.registerReverse(ctx, sess, listen)
+		}()
+	}
+}
+
+// registerReverse asks the server to listen on listen and keeps the
+// request's stream open while the link lasts; if the server refuses for
+// a reason that may pass (the address is still held by the last link's
+// listener), it asks again after the redial backoff. A denial is final
+// for this link.
+func (c *Client) registerReverse(ctx context.Context, sess *yamux.Session, listen string) {
+	log := c.log.With(zap.String("reverse_listen", listen), zap.String("target", c.reverse[listen]))
+	retry := backoff{min: c.redial.min, max: c.redial.max}
+	for !sess.IsClosed() && ctx.Err() == nil {
+		err := c.holdReverse(ctx, sess, listen, log)
+		if sess.IsClosed() || ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, ErrDenied) || errors.Is(err, ErrBadRequest) {
+			log.Error("reverse forward refused by the server", zap.Error(err))
+			return
+		}
+		d := retry.next()
+		log.Warn("reverse forward not listening; asking again", zap.Error(err), zap.Duration("in", d))
+		select {
+		case <-time.After(d):
+		case <-sess.CloseChan():
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// holdReverse runs one registration: request, answer, then wait for the
+// stream (the listener's life) to end.
+func (c *Client) holdReverse(ctx context.Context, sess *yamux.Session, listen string, log *zap.Logger) error {
+	req, err := appendRequest(nil, kindReverseListen, listen)
+	if err != nil {
+		return err
+	}
+	st, err := sess.OpenStream()
+	if err != nil {
+		return fmt.Errorf("opening a stream: %w", err)
+	}
+	defer st.Close()
+	stop := context.AfterFunc(ctx, func() { _ = st.Close() })
+	defer stop()
+	if _, err := st.Write(req); err != nil {
+		return fmt.Errorf("sending the request: %w", err)
+	}
+	_ = st.SetReadDeadline(time.Now().Add(2 * c.opt.DialTimeout))
+	if err := readResponse(st); err != nil {
+		return err
+	}
+	_ = st.SetReadDeadline(time.Time{})
+	log.Info("reverse forward listening on the server")
+	// Nothing more comes on this stream; its end is the listener's.
+	_, err = io.Copy(io.Discard, st)
+	if err == nil {
+		err = errors.New("the server closed the listener")
+	}
+	return err
+}
+
+// serveReverseConn serves a reverse-connect stream the server opened:
+// dial the target configured for its listen address, answer, splice.
+func (c *Client) serveReverseConn(ctx context.Context, st *yamux.Stream) {
+	_ = st.SetReadDeadline(time.Now().Add(c.opt.DialTimeout))
+	req, err := readRequest(st)
+	if err == nil && req.kind != kindReverseConnect {
+		err = fmt.Errorf("%w: kind %s from the server", ErrBadRequest, kindNames[req.kind])
+	}
+	if err != nil {
+		c.refuseStream(st, statusBadRequest, err.Error(), "reverse", err)
+		return
+	}
+	_ = st.SetReadDeadline(time.Time{})
+	what := "reverse " + req.arg
+	target, ok := c.reverse[req.arg]
+	if !ok {
+		err := fmt.Errorf("%w: no reverse forward listens on %s", ErrDenied, req.arg)
+		c.refuseStream(st, statusDenied, err.Error(), what, err)
+		return
+	}
+	d := net.Dialer{Timeout: c.opt.DialTimeout}
+	conn, err := d.DialContext(ctx, "tcp", target)
+	if err != nil {
+		c.refuseStream(st, dialStatus(err), err.Error(), what, err)
+		return
+	}
+	up, down, err := answerSplice(st, conn, c.ctr, c.pool)
+	c.streamEnded(what, up, down, err)
+}
+
+// refuseStream answers a stream the server opened with a non-OK status.
+func (c *Client) refuseStream(st *yamux.Stream, status byte, msg, what string, err error) {
+	_ = st.SetWriteDeadline(time.Now().Add(c.opt.DialTimeout))
+	_, _ = st.Write(appendResponse(nil, status, msg))
+	_ = st.Close()
+	c.refused(what, err)
+}
+
+// serveReverse serves a reverse-listen stream: check, listen, and carry
+// every accepted connection to the client until the stream, the link or
+// the server ends.
+func (s *Server) serveReverse(ctx context.Context, st *yamux.Stream, arg string, l *link) {
+	what := "reverse " + arg
+	log := l.log
+	ap := netip.MustParseAddrPort(arg) // readRequest checked it
+	// A reload that takes the address out of the client's reverse_allow
+	// closes the listener (ctx).
+	ctx, done, err := s.hold(ctx, l, what, func(_ *serverState, a *access) string {
+		if !a.rules.ReverseAllowed(ap) {
+			return "listen address no longer in reverse_allow"
+		}
+		return ""
+	})
+	if err != nil {
+		msg := fmt.Sprintf("listen address %s is not in the server's reverse_allow", ap)
+		s.refuse(st, statusDenied, msg, l, what, fmt.Errorf("%w: %s: %w", ErrDenied, msg, err))
+		return
+	}
+	defer done()
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", ap.String())
+	if err != nil {
+		s.refuse(st, statusDialFailed, err.Error(), l, what, err)
+		return
+	}
+	if _, err := st.Write(appendResponse(nil, statusOK, "")); err != nil {
+		_ = ln.Close()
+		_ = st.Close()
+		return
+	}
+	log = log.With(zap.Stringer("reverse_listen", ln.Addr()))
+	log.Info("reverse forward listening")
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		// The client sends nothing more: the stream's end (the client
+		// closed it, or the link died) is the listener's.
+		_, _ = io.Copy(io.Discard, st)
+	}()
+	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
+	defer stop()
+	go func() {
+		select {
+		case <-closed:
+		case <-s.stopping:
+		}
+		_ = ln.Close()
+	}()
+	sess := st.Session()
+	slots := make(chan struct{}, s.opt.LinkStreams())
+	var wg sync.WaitGroup
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			break
+		}
+		select {
+		case slots <- struct{}{}:
+		default:
+			resetConn(conn)
+			s.ctr.streams[streamRefused].Add(1)
+			if ok, n := s.refuseLog.allow(); ok {
+				log.Warn("reverse connection refused", zap.Error(fmt.Errorf("%w: %d connections on this listener", ErrBusy, cap(slots))), zap.Uint64("refusals_not_logged", n))
+			}
+			continue
+		}
+		s.streams.add()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer s.streams.done()
+			defer func() { <-slots }()
+			s.reverseConn(sess, conn, arg, log)
+		}()
+	}
+	_ = st.Close()
+	<-closed
+	wg.Wait()
+	log.Info("reverse forward closed")
+}
+
+// reverseConn carries one connection accepted on a reverse listener to
+// the client.
+func (s *Server) reverseConn(sess *yamux.Session, conn net.Conn, listen string, log *zap.Logger) {
+	req, _ := appendRequest(nil, kindReverseConnect, listen) // checked when it came in
+	st, err := sess.OpenStream()
+	if err == nil {
+		_, err = st.Write(req)
+	}
+	if err != nil {
+		resetConn(conn)
+		s.ctr.streams[streamAborted].Add(1)
+		if st != nil {
+			_ = st.Close()
+		}
+		return
+	}
+	defer drain(st)
+	s.ctr.active.Add(1)
+	up, down, err := splice(conn, st, s.pool, func() error {
+		_ = st.SetReadDeadline(time.Now().Add(2 * s.opt.DialTimeout))
+		if err := readResponse(st); err != nil {
+			return err
+		}
+		_ = st.SetReadDeadline(time.Time{})
+		return nil
+	})
+	s.ctr.active.Add(-1)
+	var se *StatusError
+	switch {
+	case errors.As(err, &se):
+		s.ctr.streams[streamRefused].Add(1)
+		if ok, n := s.refuseLog.allow(); ok {
+			log.Warn("reverse connection refused by the client", zap.Error(err), zap.Uint64("refusals_not_logged", n))
+		}
+	case err != nil:
+		s.ctr.streams[streamAborted].Add(1)
+		if ce := log.Check(zap.DebugLevel, "stream aborted"); ce != nil {
+			ce.Write(zap.Int64("to_client", up), zap.Int64("from_client", down), zap.Error(err))
+		}
+	default:
+		s.ctr.streams[streamOK].Add(1)
+	}
+}

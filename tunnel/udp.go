@@ -1,0 +1,426 @@
+package tunnel
+
+// UDP forwarding. A client UDP listener sends each source address's
+// datagrams over one stream (a flow) to a UDP service of the server, which
+// sends them from a connected UDP socket of its own to the service's
+// target and carries the answers back the same way:
+//
+//	app ──UDP──> client: listener read loop ──queue──> flow writer ──stream──┐
+//	app <──UDP── client: flow reader  <──────────────────────────── stream ──┤
+//	                                   server: stream reader ──UDP──> target │
+//	                                   server: socket reader <──UDP── target ┘
+//
+// After the request (kind udp) and the server's response, each direction
+// of the stream carries datagrams framed as
+//
+//	datagram = len:u16be | data[len]      1 ≤ len ≤ udpMaxDatagram
+//
+// The stream is reliable and ordered, so the tunnel itself neither loses
+// nor reorders; what UDP does between the ends and their applications
+// (loss, reordering, duplicates) passes through as it is.
+//
+// Bounds: a datagram larger than udpMaxDatagram is dropped where it is
+// read and counted (oversize), never cut; a frame larger than it on a
+// stream is a protocol error that ends the flow. Each flow queues at most
+// udpQueue datagrams and udpQueueBytes on the client (more are dropped and
+// counted, as a full socket buffer would). A forward holds at most MaxFlows flows, and
+// every flow is a stream, so the link's stream cap (LinkStreams) bounds
+// the flows of a link. A flow that carried nothing either way for
+// IdleTimeout ends (the client closes its stream; the server then closes
+// its socket).
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/hashicorp/yamux"
+	"go.uber.org/zap"
+)
+
+// UDP defaults and bounds.
+const (
+	// udpMaxDatagram is the largest datagram carried: a jumbo frame's
+	// payload (9000-byte MTU) fits, so does any DNS answer over UDP
+	// (EDNS0 is at most 4096 in practice); a bigger one is refused.
+	udpMaxDatagram = 9216
+	// udpQueue is how many datagrams a flow holds on the client while
+	// its stream is busy, and udpQueueBytes how many bytes they may
+	// take: 64 flows of full queues stay within 4 MiB, whatever the
+	// datagrams' sizes.
+	udpQueue      = 32
+	udpQueueBytes = 64 << 10
+
+	DefaultUDPIdleTimeout = 30 * time.Second
+	DefaultUDPMaxFlows    = 64
+)
+
+// UDPForward is one client UDP listener: datagrams to Conn go to the
+// server's UDP service Service, a flow per source address.
+type UDPForward struct {
+	Conn    *net.UDPConn
+	Service string
+	// IdleTimeout ends a flow that carried nothing for this long (0:
+	// DefaultUDPIdleTimeout).
+	IdleTimeout time.Duration
+	// MaxFlows caps the forward's flows at once (0: DefaultUDPMaxFlows);
+	// datagrams from further sources are dropped and counted.
+	MaxFlows int
+}
+
+// udpCounters count datagrams; both ends have one.
+type udpCounters struct {
+	role                         string
+	up, down                     atomic.Uint64 // datagrams carried, app → target and back
+	oversize, dropped, flowsFull atomic.Uint64
+	flows                        atomic.Int64
+}
+
+func (u *udpCounters) writePrometheus(w io.Writer) {
+	for _, m := range []struct {
+		result string
+		n      uint64
+	}{{"up", u.up.Load()}, {"down", u.down.Load()}, {"oversize", u.oversize.Load()}, {"dropped", u.dropped.Load()}, {"flows_full", u.flowsFull.Load()}} {
+		metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_udp_datagrams_total{role=%q,result=%q}`, u.role, m.result), m.n)
+	}
+	metrics.WriteGaugeUint64(w, fmt.Sprintf(`offload_udp_flows_active{role=%q}`, u.role), uint64(max(u.flows.Load(), 0)))
+}
+
+// udpFlow is one client source address's flow.
+type udpFlow struct {
+	src    netip.AddrPort
+	queue  chan []byte  // framed datagrams (header included)
+	queued atomic.Int64 // bytes in queue
+	last   atomic.Int64
+	done   chan struct{}
+}
+
+// runUDP starts the UDP forwards' read loops; they end when ctx does.
+func (c *Client) runUDP(ctx context.Context, wg *sync.WaitGroup) {
+	for _, f := range c.udpForwards {
+		c.log.Info("forwarding UDP", zap.Stringer("listen", f.Conn.LocalAddr()), zap.String("service", f.Service), zap.String("server", c.server))
+		stop := context.AfterFunc(ctx, func() { _ = f.Conn.Close() })
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer stop()
+			c.udpLoop(ctx, f, wg)
+		}()
+	}
+}
+
+// udpLoop reads the listener and hands each datagram to its source's flow,
+// starting flows as sources appear.
+func (c *Client) udpLoop(ctx context.Context, f UDPForward, wg *sync.WaitGroup) {
+	idle := cmpOr(f.IdleTimeout, DefaultUDPIdleTimeout)
+	maxFlows := cmpOr(f.MaxFlows, DefaultUDPMaxFlows)
+	var mu sync.Mutex
+	flows := map[netip.AddrPort]*udpFlow{}
+	// One byte more than the largest datagram: a datagram that fills it
+	// was bigger than allowed (the kernel cut it), and is refused.
+	buf := make([]byte, udpMaxDatagram+1)
+	for {
+		n, src, err := f.Conn.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				break
+			}
+			c.udpLog(f, "reading the UDP listener", err)
+			continue
+		}
+		if n > udpMaxDatagram {
+			c.udp.oversize.Add(1)
+			c.udpLog(f, "datagram refused", fmt.Errorf("%d bytes or more from %v: larger than %d", n, src, udpMaxDatagram))
+			continue
+		}
+		if n == 0 {
+			// A frame can't carry an empty datagram; nothing is lost.
+			continue
+		}
+		mu.Lock()
+		fl := flows[src]
+		if fl == nil {
+			if n := len(flows); n >= maxFlows || c.ctr.active.Load() >= int64(c.opt.LinkStreams()) {
+				mu.Unlock()
+				c.udp.flowsFull.Add(1)
+				c.udpLog(f, "datagram dropped", fmt.Errorf("%w: no room for a flow from %v (%d flows, max_flows %d)", ErrBusy, src, n, maxFlows))
+				continue
+			}
+			fl = &udpFlow{src: src, queue: make(chan []byte, udpQueue), done: make(chan struct{})}
+			fl.last.Store(time.Now().UnixNano())
+			flows[src] = fl
+			c.ctr.active.Add(1)
+			c.streams.add()
+			c.udp.flows.Add(1)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c.runFlow(ctx, f, fl, idle)
+				mu.Lock()
+				delete(flows, src)
+				mu.Unlock()
+				c.udp.flows.Add(-1)
+				c.streams.done()
+				c.ctr.active.Add(-1)
+			}()
+		}
+		mu.Unlock()
+		d := make([]byte, 2+n)
+		binary.BigEndian.PutUint16(d, uint16(n))
+		copy(d[2:], buf[:n])
+		if fl.queued.Add(int64(len(d))) > udpQueueBytes {
+			fl.queued.Add(-int64(len(d)))
+			c.udp.dropped.Add(1)
+			continue
+		}
+		select {
+		case fl.queue <- d:
+		case <-fl.done:
+			c.udp.dropped.Add(1)
+		default:
+			fl.queued.Add(-int64(len(d)))
+			c.udp.dropped.Add(1)
+		}
+	}
+	mu.Lock()
+	for _, fl := range flows {
+		fl.end()
+	}
+	mu.Unlock()
+}
+
+// end stops the flow's writer (once).
+func (fl *udpFlow) end() {
+	select {
+	case <-fl.done:
+	default:
+		close(fl.done)
+	}
+}
+
+// runFlow opens the flow's stream and runs it until it is idle, fails or
+// ctx ends: this goroutine writes queued datagrams, another reads answers
+// and sends them to the source.
+func (c *Client) runFlow(ctx context.Context, f UDPForward, fl *udpFlow, idle time.Duration) {
+	var endOnce sync.Once
+	end := func() { endOnce.Do(fl.end) }
+	defer end()
+	req, err := appendRequest(nil, kindUDP, f.Service)
+	if err != nil {
+		c.refused("udp "+f.Service, err)
+		return
+	}
+	st, err := c.openStream(ctx, req)
+	if err != nil {
+		c.refused("udp "+f.Service, err)
+		return
+	}
+	defer st.Close()
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		defer end()
+		_ = st.SetReadDeadline(time.Now().Add(2 * c.opt.DialTimeout))
+		if err := readResponse(st); err != nil {
+			c.refused("udp "+f.Service, err)
+			return
+		}
+		_ = st.SetReadDeadline(time.Time{})
+		err := readDatagrams(st, func(d []byte) error {
+			fl.last.Store(time.Now().UnixNano())
+			c.udp.down.Add(1)
+			_, err := f.Conn.WriteToUDPAddrPort(d, fl.src)
+			return err
+		})
+		// readDatagrams ends only with an error: EOF is the server's close.
+		if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+			if ce := c.log.Check(zap.DebugLevel, "UDP flow ended"); ce != nil {
+				ce.Write(zap.Stringer("source", fl.src), zap.Error(err))
+			}
+		}
+	}()
+	tick := time.NewTicker(max(idle/4, 10*time.Millisecond))
+	defer tick.Stop()
+loop:
+	for {
+		select {
+		case d := <-fl.queue:
+			fl.queued.Add(-int64(len(d)))
+			_ = st.SetWriteDeadline(time.Now().Add(c.opt.DialTimeout))
+			if _, err := st.Write(d); err != nil {
+				c.udp.dropped.Add(1)
+				break loop
+			}
+			c.udp.up.Add(1)
+			fl.last.Store(time.Now().UnixNano())
+		case <-tick.C:
+			if time.Since(time.Unix(0, fl.last.Load())) >= idle {
+				break loop
+			}
+		case <-fl.done:
+			break loop
+		case <-ctx.Done():
+			break loop
+		}
+	}
+	_ = st.Close()
+	_ = st.SetReadDeadline(aLongTimeAgo)
+	<-readerDone
+}
+
+// readDatagrams reads framed datagrams from r until it fails, calling
+// send with each; send's error ends it too. A frame of 0 or more than
+// udpMaxDatagram bytes is a protocol error.
+func readDatagrams(r io.Reader, send func([]byte) error) error {
+	buf := make([]byte, udpMaxDatagram)
+	var hdr [2]byte
+	for {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			return err
+		}
+		n := int(binary.BigEndian.Uint16(hdr[:]))
+		if n == 0 || n > udpMaxDatagram {
+			return fmt.Errorf("%w: datagram frame of %d bytes (want 1..%d)", ErrBadRequest, n, udpMaxDatagram)
+		}
+		if _, err := io.ReadFull(r, buf[:n]); err != nil {
+			return err
+		}
+		if err := send(buf[:n]); err != nil {
+			return err
+		}
+	}
+}
+
+func (c *Client) udpLog(f UDPForward, msg string, err error) {
+	if ok, n := c.refuseLog.allow(); ok {
+		c.log.Warn(msg, zap.Stringer("listen", f.Conn.LocalAddr()), zap.String("service", f.Service), zap.Error(err), zap.Uint64("not_logged", n))
+	}
+}
+
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// serveUDP serves a udp stream: a connected socket to the service's
+// target, datagrams both ways until the stream or the link ends.
+func (s *Server) serveUDP(ctx context.Context, st *yamux.Stream, name string, l *link) {
+	what := "udp " + name
+	log := l.log
+	// The client hears the same for a UDP service that does not exist and
+	// one it may not use; a reload that takes it away ends the flow.
+	var target string
+	ctx, done, err := s.hold(ctx, l, what, func(st *serverState, a *access) string {
+		t, ok := st.rules.UDPTarget(name)
+		switch {
+		case !ok:
+			return "UDP service removed from the config"
+		case !a.allows(name):
+			return "UDP service not allowed for this client"
+		}
+		target = t
+		return ""
+	})
+	if err != nil {
+		if !errors.Is(err, errReloaded) {
+			err = fmt.Errorf("%w: %w", ErrUnknownService, err)
+		}
+		s.refuse(st, statusUnknownService, "unknown UDP service", l, what, err)
+		return
+	}
+	defer done()
+	conn, err := s.dialer.DialContext(ctx, "udp", target)
+	if err != nil {
+		s.refuse(st, dialStatus(err), err.Error(), l, what, err)
+		return
+	}
+	defer conn.Close()
+	// A reload's cancel ends both directions, as the stream's end does.
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close(); _ = st.Close() })
+	defer stop()
+	if _, err := st.Write(appendResponse(nil, statusOK, "")); err != nil {
+		_ = st.Close()
+		s.stream(l, streamAborted)
+		return
+	}
+	s.ctr.active.Add(1)
+	defer s.ctr.active.Add(-1)
+	l.ctr.active.Add(1)
+	defer l.ctr.active.Add(-1)
+	s.udp.flows.Add(1)
+	defer s.udp.flows.Add(-1)
+
+	downDone := make(chan struct{})
+	go func() {
+		defer close(downDone)
+		buf := make([]byte, 2+udpMaxDatagram+1)
+		for {
+			n, err := conn.Read(buf[2:])
+			if err != nil {
+				if errors.Is(err, net.ErrClosed) {
+					return
+				}
+				// ICMP port unreachable and the like come back on
+				// a connected socket's next read: UDP goes on.
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					return
+				}
+				continue
+			}
+			if n > udpMaxDatagram {
+				s.udp.oversize.Add(1)
+				if ok, k := s.refuseLog.allow(); ok {
+					log.Warn("datagram refused", zap.String("service", name),
+						zap.Error(fmt.Errorf("%d bytes or more from %s: larger than %d", n, target, udpMaxDatagram)), zap.Uint64("not_logged", k))
+				}
+				continue
+			}
+			if n == 0 {
+				continue
+			}
+			binary.BigEndian.PutUint16(buf, uint16(n))
+			if _, err := st.Write(buf[:2+n]); err != nil {
+				return
+			}
+			s.udp.down.Add(1)
+		}
+	}()
+	err = readDatagrams(st, func(d []byte) error {
+		s.udp.up.Add(1)
+		if _, err := conn.Write(d); err != nil {
+			// A refused send (no listener yet) loses the datagram, as
+			// UDP would; the flow goes on.
+			s.udp.dropped.Add(1)
+		}
+		return nil
+	})
+	_ = st.Close()
+	_ = conn.Close()
+	<-downDone
+	// The stream's end (EOF, the link) ends a flow normally; only a
+	// malformed frame is the client's fault.
+	if errors.Is(err, ErrBadRequest) {
+		s.stream(l, streamAborted)
+		if ok, k := s.refuseLog.allow(); ok {
+			log.Warn("UDP flow aborted", zap.String("service", name), zap.Error(err), zap.Uint64("not_logged", k))
+		}
+		return
+	}
+	if errors.Is(context.Cause(ctx), errReloaded) {
+		s.stream(l, streamAborted)
+		return
+	}
+	s.stream(l, streamOK)
+}
