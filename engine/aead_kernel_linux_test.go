@@ -383,7 +383,7 @@ func BenchmarkKernelAEAD(b *testing.B) {
 		sealers = append(sealers, vs)
 	}
 	aad := aadOf(0, 0)
-	for _, n := range []int{64, 1024, 4096, 16384} {
+	for _, n := range []int{64, 1024, 4096, 16384, 65536} {
 		iv := make([]byte, 16)
 		buf := make([]byte, record.HeaderSize+n+engine.FrameTagSize)
 		out := make([]byte, len(buf))

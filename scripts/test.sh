@@ -81,7 +81,7 @@ vm_runs() {
 	# minutes; the figures in the doc are from 32 MiB runs.
 	case " ${OFFLOAD_VM_ARCHES-amd64 arm mipsle} " in
 	*" mipsle "*)
-		vm mipsle-router-anchor -arch mipsle -smp 1 -virtio-crypto -modules veth,wireguard -deb wireguard-tools \
+		vm mipsle-router-anchor -arch mipsle -smp 1 -virtio-crypto -modules veth,wireguard,authenc -deb wireguard-tools \
 			-bin ./cmd/offload -test ./harness/wgcompare -env OFFLOAD_ANCHOR_MIB=4 -env OFFLOAD_ANCHOR_ROUNDS=3 -timeout 15m \
 			-cmd 'offload frame-cost -evp aes-256-cbc -mac poly1305 -engine all -bytes 65536 -time 200ms' \
 			-cmd 'offload bench -suite aes-256-ctr-poly1305 -policy software -max-frame 64KiB -streams 1 -bytes 2MiB -repeat 1 -cpuprofile /tmp/ctr-sw.prof' \

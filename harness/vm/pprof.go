@@ -24,8 +24,9 @@ var components = []struct {
 	{"AES in Go (software engine, CTR's XOR)", regexp.MustCompile(`crypto/internal/fips140/aes|crypto/aes|crypto/cipher|subtle\.(XORBytes|xor)|engine\.\(\*soft`)},
 	// The record layer's Poly1305 is chacha20poly1305 sealing nothing
 	// with the frame as additional data: one ChaCha20 block per frame for
-	// the one-time key. math/bits is Poly1305's multiply-add, inlined.
-	{"Poly1305 (with its ChaCha20 one-time key)", regexp.MustCompile(`poly1305|/chacha20\.|^math/bits\.`)},
+	// the one-time key. math/bits is Poly1305's multiply-add, inlined;
+	// poly32 is the record layer's own 26-bit-limb Poly1305 (32-bit CPUs).
+	{"Poly1305 (with its ChaCha20 one-time key)", regexp.MustCompile(`poly1305|record\.\(\*poly32|/chacha20\.|^math/bits\.`)},
 	{"HMAC-SHA-256 / GMAC", regexp.MustCompile(`sha256|hmac|gcm|ghash`)},
 	{"key exchange (handshake)", regexp.MustCompile(`edwards25519|ecdh|curve25519|nistec|hkdf|flynn/noise|tunnel/handshake`)},
 	{"system calls (TCP and AF_ALG)", regexp.MustCompile(`(?i)syscall`)},
@@ -34,6 +35,12 @@ var components = []struct {
 	{"record layer and tunnel", regexp.MustCompile(`offload/tunnel`)},
 	{"yamux", regexp.MustCompile(`hashicorp/yamux`)},
 	{"load generator and sink (bench only)", regexp.MustCompile(`offload/internal/bench|hash/crc32|chacha8rand|math/rand|^main\.`)},
+	// Two runtime costs that stand out on 32-bit MIPS: the signal-driven
+	// preemption (GODEBUG=asyncpreemptoff=1 removes it) and the clock,
+	// which Go reads there with a clock_gettime system call (no vDSO), at
+	// every scheduling round while a timer is pending.
+	{"async preemption (runtime.asyncPreempt)", regexp.MustCompile(`^runtime\.asyncPreempt$`)},
+	{"clock reads (runtime.nanotime1, walltime)", regexp.MustCompile(`^runtime\.(nanotime1|walltime)$`)},
 	{"Go runtime (scheduler, GC, timers, preemption)", regexp.MustCompile(`^runtime\.|^internal/runtime|^sync\.|^internal/poll|^net\.|^time\.`)},
 }
 

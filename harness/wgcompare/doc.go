@@ -10,7 +10,10 @@
 //     aes-256-ctr-poly1305 in software at 64 KiB frames,
 //     aes-256-cbc-poly1305 in software at 64 KiB, and
 //     aes-256-cbc-poly1305 on the virtio-crypto device
-//     (afalg:virtio_crypto_aes_cbc) at 64 KiB and 16 KiB frames.
+//     (afalg:virtio_crypto_aes_cbc) at 64 KiB and 16 KiB frames, and
+//     aes-256-cbc-hmac-sha256 as whole frames in one kernel request
+//     (afalg-aead:virtio_crypto_aes_cbc: the device's AES-CBC and the
+//     kernel's HMAC-SHA256 in authenc) at 64 KiB.
 //
 // WireGuard runs between every other run, the other paths rotate from round
 // to round, and the table gives medians and ratios against WireGuard, with
@@ -25,7 +28,7 @@
 //
 // It runs inside the VM harness, and skips elsewhere:
 //
-//	go run ./harness/vm -arch mipsle -smp 1 -virtio-crypto -modules veth,wireguard \
+//	go run ./harness/vm -arch mipsle -smp 1 -virtio-crypto -modules veth,wireguard,authenc \
 //	    -deb wireguard-tools -bin ./cmd/offload -test ./harness/wgcompare \
 //	    -env OFFLOAD_ANCHOR_MIB=32 -env OFFLOAD_ANCHOR_ROUNDS=3 -timeout 40m
 //

@@ -63,6 +63,10 @@ var (
 			Suite: "aes-256-cbc-poly1305", Eng: "afalg:" + deviceDriver, Frame: "64KiB"},
 		{Name: "cbc-dev-16k", Label: "offload same, device, 16 KiB", Kind: "offload",
 			Suite: "aes-256-cbc-poly1305", Eng: "afalg:" + deviceDriver, Frame: "16KiB"},
+		// Whole frames in one kernel request: the device's AES-CBC and the
+		// kernel's HMAC-SHA256 (authenc); needs the authenc module.
+		{Name: "hmac-aead-64k", Label: "offload aes-256-cbc-hmac-sha256, device + kernel HMAC (afalg-aead), 64 KiB", Kind: "offload",
+			Suite: "aes-256-cbc-hmac-sha256", Eng: "afalg-aead:" + deviceDriver, Frame: "64KiB"},
 	}
 )
 
