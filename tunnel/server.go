@@ -38,6 +38,9 @@ type ServerConfig struct {
 	// and Access (clients.go). Empty means one client, DefaultClient,
 	// with Options.PSK and every service.
 	Clients []ServerClient
+	// ProxyProtocol, if not nil, reads a PROXY protocol v2 header from
+	// each connection first (proxylisten.go).
+	ProxyProtocol *ProxyProtocol
 }
 
 // Server is the tunnel's server end: it accepts links from clients and
@@ -54,6 +57,9 @@ type Server struct {
 	streams  *tracker
 	dialer   net.Dialer
 	guard    *engineGuard
+	proxy    *ProxyProtocol
+	ppStats  proxyStats
+	serving  atomic.Bool // Serve is accepting: Healthy
 
 	dropLog, failLog, refuseLog, linkLog rateLimit
 
@@ -86,6 +92,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if _, err := cfg.Options.yamuxConfig(nil); err != nil {
 		return nil, err
 	}
+	if err := checkProxyProtocol(cfg.ProxyProtocol); err != nil {
+		return nil, err
+	}
 	s := &Server{
 		opt:       cfg.Options,
 		log:       cfg.Logger.Named("server"),
@@ -101,6 +110,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		replay:    handshake.NewReplayCache(0),
 		maxLinks:  cfg.MaxLinks,
 		sessions:  map[*yamux.Session]struct{}{},
+		proxy:     cfg.ProxyProtocol,
 	}
 	s.ctr.limits = []limit{
 		{"max_links", cfg.MaxLinks},
@@ -121,6 +131,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 func (s *Server) RegisterMetrics(set *metrics.Set) {
 	set.RegisterMetricsWriter(s.ctr.writePrometheus)
 	set.RegisterMetricsWriter(s.clientCtr.writePrometheus)
+	if s.proxy != nil {
+		set.RegisterMetricsWriter(s.ppStats.writePrometheus)
+	}
 }
 
 // Stats returns the record layer's counters of all links.
@@ -144,7 +157,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.ctr.statusLoop(ctx, s.opt.StatusInterval, s.log)
 	}()
 	s.guard.start(ctx, s.opt.EngineCheckInterval, &wg)
-	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
+	ln = s.wrapListener(ln)
+	s.serving.Store(true)
+	stop := context.AfterFunc(ctx, func() {
+		s.serving.Store(false)
+		_ = ln.Close()
+	})
 	defer stop()
 
 	var serveErr error
@@ -183,6 +201,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			s.serveConn(ctx, hard, conn, sl, &wg)
 		}()
 	}
+	s.serving.Store(false)
 	_ = ln.Close()
 	s.shutdown(hardCancel)
 	wg.Wait()
