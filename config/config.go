@@ -189,6 +189,11 @@ type Server struct {
 	Clients []ServerClient
 
 	clientsSet bool // clients was in the file
+	// ProxyProtocol makes the listener read a PROXY protocol v2 header
+	// from each connection, which comes only from ProxyProtocolFrom (the
+	// load balancers; servers.go).
+	ProxyProtocol     bool
+	ProxyProtocolFrom []netip.Prefix
 }
 
 // Forward is one client listener: connections to Listen go through the
@@ -207,8 +212,9 @@ type Redial struct {
 // Client is the config of "offload client".
 type Client struct {
 	Common
-	// Server is the host:port of the offload server.
-	Server   string
+	// Servers are the offload servers' host:port, tried in turn (the
+	// file's server: X or servers: [X, Y]; servers.go).
+	Servers  []string
 	Forwards []Forward
 	Redial   Redial
 }
@@ -359,7 +365,7 @@ func Parse(name string, data []byte) (any, error) {
 		switch e.key {
 		case "services", "listen":
 			server = append(server, e.key)
-		case "server", "forwards":
+		case "server", "servers", "forwards":
 			client = append(client, e.key)
 		}
 	}
@@ -665,7 +671,10 @@ func (d *decoder) server(body ast.Node) *Server {
 		}},
 		d.clientsSpec(s),
 	)
+	proxySpecs, finishProxy := d.proxySpecs(s)
+	specs = append(specs, proxySpecs...)
 	d.object(top, specs)
+	finishProxy()
 	d.finishCommon(&s.Common)
 	d.finishClients(s, top)
 	if s.Metrics != "" && s.Metrics == s.Listen {
@@ -685,11 +694,7 @@ func (d *decoder) server(body ast.Node) *Server {
 func (d *decoder) client(body ast.Node) *Client {
 	c := &Client{Common: defaultCommon(d.file), Redial: Redial{Min: DefaultRedialMin, Max: DefaultRedialMax}}
 	top := value{node: body, at: atNode(body, at{1, 0})}
-	specs := append(d.common(&c.Common),
-		fieldSpec{name: "server", required: true, decode: func(v value) {
-			c.fields[v.field] = v.at
-			d.str(v, &c.Server, func(a string) error { return checkHostPort(a, addrDial, "address") })
-		}},
+	specs := append(append(d.common(&c.Common), d.serversSpecs(c)...),
 		fieldSpec{name: "forwards", required: true, decode: func(v value) { d.forwards(c, v) }},
 		fieldSpec{name: "redial", decode: func(v value) {
 			c.fields[v.field] = v.at
@@ -707,6 +712,7 @@ func (d *decoder) client(body ast.Node) *Client {
 		}},
 	)
 	d.object(top, specs)
+	d.finishServers(c, top)
 	if _, ok := c.fields["key_file"]; !ok && isMapping(top) {
 		d.errorf(top.at, "key_file", "missing (required)")
 	}

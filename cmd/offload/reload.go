@@ -64,6 +64,7 @@ func serverConfig(cfg *config.Server, opt tunnel.Options, key []byte) (tunnel.Se
 		MaxLinks:               cfg.MaxLinks,
 		MaxHandshakes:          cfg.MaxHandshakes,
 		MaxHandshakesPerSource: cfg.MaxHandshakesPerSource,
+		ProxyProtocol:          proxyProtocol(cfg),
 	}
 	if len(cfg.Clients) == 0 {
 		return sc, nil

@@ -76,6 +76,9 @@ func validateFile(stdout, stderr io.Writer, path string) bool {
 	case *config.Client:
 		common = &c.Common
 		summary = "client: " + plural(len(c.Forwards), "forward")
+		if len(c.Servers) > 1 {
+			summary += ", " + plural(len(c.Servers), "server")
+		}
 	default:
 		panic(fmt.Sprintf("config.Load returned %T", cfg))
 	}
