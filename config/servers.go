@@ -25,13 +25,7 @@ func (d *decoder) serversSpecs(c *Client) []fieldSpec {
 		}},
 		{name: "servers", decode: func(v value) {
 			c.fields[v.field] = v.at
-			items, ok := d.sequence(v)
-			if !ok {
-				return
-			}
-			if len(items) == 0 {
-				d.errorf(v.at, v.field, "no servers; list at least one host:port")
-			}
+			items := d.list(v, "no servers; list at least one host:port")
 			seen := map[string]int{}
 			var list []string
 			for _, item := range items {
@@ -91,13 +85,7 @@ func (d *decoder) proxySpecs(s *Server) (specs []fieldSpec, finish func()) {
 			}},
 			{name: "proxy_protocol_from", decode: func(v value) {
 				s.fields[v.field] = v.at
-				items, ok := d.sequence(v)
-				if !ok {
-					return
-				}
-				if len(items) == 0 {
-					d.errorf(v.at, v.field, "empty; list the load balancers' addresses or CIDRs")
-				}
+				items := d.list(v, "empty; list the load balancers' addresses or CIDRs")
 				for _, item := range items {
 					var p netip.Prefix
 					d.str(item, new(string), func(t string) error {
@@ -164,6 +152,16 @@ func (d *decoder) finishProxy(s *Server) {
 	case !s.ProxyProtocol && fromSet:
 		d.errorf(s.fields["proxy_protocol_from"], "proxy_protocol_from", "is set but proxy_protocol is not true")
 	}
+}
+
+// list returns a list's items, reporting an empty list with empty (what
+// the field wants) and anything but a list as sequence does.
+func (d *decoder) list(v value, empty string) []value {
+	items, ok := d.sequence(v)
+	if ok && len(items) == 0 {
+		d.errorf(v.at, v.field, "%s", empty)
+	}
+	return items
 }
 
 // boolean decodes true or false and reports whether it could.

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -124,25 +123,10 @@ func TestIPv6EveryAddress(t *testing.T) {
 		}
 		return ln
 	}
-	echoLn := listen6()
-	var echoes sync.WaitGroup
-	echoes.Add(1)
-	go func() {
-		defer echoes.Done()
-		for {
-			c, err := echoLn.Accept()
-			if err != nil {
-				return
-			}
-			echoes.Add(1)
-			go func() { defer echoes.Done(); defer c.Close(); testutil.Echo(c) }()
-		}
-	}()
-	defer echoes.Wait()
-	defer echoLn.Close()
+	echo := testutil.ServeOn(t, "::1", testutil.Echo)
 
 	log, logs := testLogger(t)
-	saddr, srv, _ := startServerOn(t, listen6(), ServerConfig{Options: testOptions(log), Services: map[string]string{"echo": echoLn.Addr().String()},
+	saddr, srv, _ := startServerOn(t, listen6(), ServerConfig{Options: testOptions(log), Services: map[string]string{"echo": echo},
 		ProxyProtocol: &ProxyProtocol{From: []netip.Prefix{netip.MustParsePrefix("::1/128")}}})
 	client := netip.MustParseAddrPort("[::1]:4242")
 	dead := deadAddr(t, "tcp", "::1")

@@ -144,21 +144,21 @@ func parseProxyHeader(b []byte) (proxyHeader, int, error) {
 		if transport != proxyStream {
 			return proxyHeader{}, 0, fmt.Errorf("%w: transport %d, want 1 (STREAM, TCP)", ErrProxyHeader, transport)
 		}
+		ipLen, name := 4, "INET"
+		if fam == proxyFamInet6 {
+			ipLen, name = 16, "INET6"
+		}
 		switch fam {
-		case proxyFamInet:
-			addrLen = 12
+		case proxyFamInet, proxyFamInet6:
+			// src, dst, then their ports.
+			addrLen = 2*ipLen + 4
 			if len(body) < addrLen {
-				return proxyHeader{}, 0, fmt.Errorf("%w: INET with %d bytes of addresses, want 12", ErrProxyHeader, len(body))
+				return proxyHeader{}, 0, fmt.Errorf("%w: %s with %d bytes of addresses, want %d", ErrProxyHeader, name, len(body), addrLen)
 			}
-			h.src = netip.AddrPortFrom(netip.AddrFrom4([4]byte(body[0:4])), binary.BigEndian.Uint16(body[8:10]))
-			h.dst = netip.AddrPortFrom(netip.AddrFrom4([4]byte(body[4:8])), binary.BigEndian.Uint16(body[10:12]))
-		case proxyFamInet6:
-			addrLen = 36
-			if len(body) < addrLen {
-				return proxyHeader{}, 0, fmt.Errorf("%w: INET6 with %d bytes of addresses, want 36", ErrProxyHeader, len(body))
-			}
-			h.src = netip.AddrPortFrom(netip.AddrFrom16([16]byte(body[0:16])), binary.BigEndian.Uint16(body[32:34]))
-			h.dst = netip.AddrPortFrom(netip.AddrFrom16([16]byte(body[16:32])), binary.BigEndian.Uint16(body[34:36]))
+			src, _ := netip.AddrFromSlice(body[:ipLen])
+			dst, _ := netip.AddrFromSlice(body[ipLen : 2*ipLen])
+			h.src = netip.AddrPortFrom(src, binary.BigEndian.Uint16(body[2*ipLen:]))
+			h.dst = netip.AddrPortFrom(dst, binary.BigEndian.Uint16(body[2*ipLen+2:]))
 		default:
 			return proxyHeader{}, 0, fmt.Errorf("%w: PROXY with address family %d; want 1 (INET) or 2 (INET6)", ErrProxyHeader, fam)
 		}

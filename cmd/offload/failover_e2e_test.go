@@ -491,29 +491,11 @@ func TestE2EFailoverIPv6(t *testing.T) {
 	if out, err := exec.Command(bin, "keygen", "-o", filepath.Join(dir, "offload.key")).CombinedOutput(); err != nil {
 		t.Fatalf("keygen: %v\n%s", err, out)
 	}
-	ln, err := net.Listen("tcp", "[::1]:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var echoes sync.WaitGroup
-	echoes.Add(1)
-	go func() {
-		defer echoes.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			echoes.Add(1)
-			go func() { defer echoes.Done(); defer c.Close(); testutil.Echo(c) }()
-		}
-	}()
-	defer echoes.Wait()
-	defer ln.Close()
+	echo := testutil.ServeOn(t, "::1", testutil.Echo)
 
 	dead, live := freePortOn(t, "::1"), freePortOn(t, "::1")
 	smetrics, cmetrics := freePortOn(t, "::1"), freePortOn(t, "::1")
-	scfg := writeServerConfig(t, dir, "server.yaml", live, smetrics, map[string]string{"echo": ln.Addr().String()}, "")
+	scfg := writeServerConfig(t, dir, "server.yaml", live, smetrics, map[string]string{"echo": echo}, "")
 	fwd := freePortOn(t, "::1")
 	ccfg := writeClientConfig(t, dir, "client.yaml", []string{dead, live}, map[string]string{"echo": fwd}, cmetrics)
 	if code, out, stderr := runCmd(t, "validate", ccfg, scfg); code != 0 || !strings.Contains(out, "2 servers") {
