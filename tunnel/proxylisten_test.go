@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"runtime"
 	"testing"
 	"time"
 
@@ -239,4 +240,44 @@ func isLoopback127(v any) bool {
 func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
+}
+
+// TestProxyProtocolPendingCost: connections that stop in the middle of
+// their header cost a few KiB each (the goroutine's stack with its 2 KiB
+// header buffer, the socket), and no more of them are held than there
+// are header slots.
+func TestProxyProtocolPendingCost(t *testing.T) {
+	leakCheck(t)
+	log, _ := testLogger(t)
+	const slots = 64
+	saddr, srv, _ := startServer(t, ServerConfig{Options: testOptions(log), Services: map[string]string{"x": "127.0.0.1:9"},
+		MaxHandshakes: slots, MaxHandshakesPerSource: slots,
+		ProxyProtocol: &ProxyProtocol{From: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, HeaderTimeout: time.Minute}})
+	dst := netip.MustParseAddrPort(saddr)
+	// The fixed part says 2 KiB follow; 100 bytes of them come.
+	hdr := appendProxyV2(nil, netip.MustParseAddrPort("127.40.0.1:1"), dst, make([]byte, proxyMaxBody-12))
+	hdr = hdr[:proxyFixedLen+100]
+	mem := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc + ms.StackInuse
+	}
+	before := mem()
+	for range 2 * slots {
+		c, err := dialFrom("127.0.0.1", saddr)
+		if err != nil {
+			continue // reset at once: the slots are full
+		}
+		defer c.Close()
+		_, _ = c.Write(hdr)
+	}
+	eventually(t, 10*time.Second, "the slots full and the rest refused", func() bool {
+		return srv.ppStats.pending.Load() == slots && srv.ppStats.results[ppBusy].Load() == slots
+	})
+	per := (int64(mem()) - int64(before)) / slots
+	t.Logf("%d connections in their header: %d bytes each (heap and stacks, this process's client ends included)", slots, per)
+	if per > 32<<10 {
+		t.Errorf("a pending header costs %d bytes, want a few KiB", per)
+	}
 }
