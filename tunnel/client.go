@@ -217,6 +217,7 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*yamux
 
 		reason := "closed"
 		wait := true
+		rotate := true // the next link goes to the next server
 	loop:
 		for {
 			select {
@@ -231,6 +232,7 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*yamux
 				// A new key: new streams go to a link made with it,
 				// this one finishes its streams (retire).
 				reason = "the key changed (reload)"
+				rotate = false // the server is fine
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
@@ -263,7 +265,10 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*yamux
 		}
 		// The server that dropped the link (or is going away) may take a
 		// while to come back: the next link goes to the next server.
-		next := c.servers.advance()
+		next := c.servers.addr()
+		if rotate {
+			next = c.servers.advance()
+		}
 		if up >= stableLink {
 			c.redial.reset()
 		}

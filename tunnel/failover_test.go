@@ -99,3 +99,38 @@ func TestFailoverServerStops(t *testing.T) {
 		t.Errorf("want the client linked to %s (link up lines: %d, links %d)", b, up, cli.ctr.links.Load())
 	}
 }
+
+// TestFailoverKeyRollStays: a new key (Reload) makes a new link on the
+// same server, not the next: the server is fine.
+func TestFailoverKeyRollStays(t *testing.T) {
+	leakCheck(t)
+	echoT := startTarget(t, testutil.Echo)
+	log, logs := testLogger(t)
+	// Both servers take the old and the new key, as during a rotation.
+	sopt := testOptions(log)
+	clients := []ServerClient{{Name: "c", Keys: [][]byte{testPSK(7), testPSK(8)}, Access: Access{AllServices: true}}}
+	a, _, _ := startServer(t, ServerConfig{Options: sopt, Services: map[string]string{"echo": echoT.addr()}, Clients: clients})
+	b, _, _ := startServer(t, ServerConfig{Options: sopt, Services: map[string]string{"echo": echoT.addr()}, Clients: clients})
+	addrs, cli, _ := startClient(t, ClientConfig{Options: testOptions(log), Servers: []string{a, b},
+		RedialMin: 20 * time.Millisecond, RedialMax: 100 * time.Millisecond}, "echo")
+	if err := testutil.EchoRoundTrip(addrs["echo"], 100000, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.Reload(testPSK(8), cli.forwards); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "a second link", func() bool {
+		return logs.FilterMessage("link up").FilterFieldKey("server").Len() == 2
+	})
+	if err := testutil.EchoRoundTrip(addrs["echo"], 100000, 2); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range logs.FilterMessage("link up").FilterFieldKey("server").All() {
+		if e.ContextMap()["server"] != a {
+			t.Errorf("link up on %v after a key roll, want %s", e.ContextMap()["server"], a)
+		}
+	}
+	if n := cli.servers.failovers.Load(); n != 0 {
+		t.Errorf("%d failovers for a key roll, want 0", n)
+	}
+}
