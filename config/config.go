@@ -192,6 +192,12 @@ type Server struct {
 
 	// ServerRules: socks_allow, udp_services, reverse_allow (socks.go).
 	ServerRules
+
+	// ProxyProtocol makes the listener read a PROXY protocol v2 header
+	// from each connection, which comes only from ProxyProtocolFrom (the
+	// load balancers; servers.go).
+	ProxyProtocol     bool
+	ProxyProtocolFrom []netip.Prefix
 }
 
 // Forward is one client listener: connections to Listen go through the
@@ -210,8 +216,9 @@ type Redial struct {
 // Client is the config of "offload client".
 type Client struct {
 	Common
-	// Server is the host:port of the offload server.
-	Server   string
+	// Servers are the offload servers' host:port, tried in turn (the
+	// file's server: X or servers: [X, Y]; servers.go).
+	Servers  []string
 	Forwards []Forward
 	Redial   Redial
 	// ClientDynamic: socks, udp_forwards, reverse (socks.go).
@@ -367,7 +374,7 @@ func Parse(name string, data []byte) (any, error) {
 		switch e.key {
 		case "services", "listen":
 			server = append(server, e.key)
-		case "server", "forwards":
+		case "server", "servers", "forwards":
 			client = append(client, e.key)
 		}
 	}
@@ -663,7 +670,10 @@ func (d *decoder) server(body ast.Node) *Server {
 		}},
 		d.clientsSpec(s),
 	)
+	proxySpecs, finishProxy := d.proxySpecs(s)
+	specs = append(specs, proxySpecs...)
 	d.object(top, append(specs, d.serverRuleSpecs(s)...))
+	finishProxy()
 	d.finishCommon(&s.Common)
 	d.finishClients(s, top)
 	d.finishServerRules(s)
@@ -684,11 +694,7 @@ func (d *decoder) server(body ast.Node) *Server {
 func (d *decoder) client(body ast.Node) *Client {
 	c := &Client{Common: defaultCommon(d.file), Redial: Redial{Min: DefaultRedialMin, Max: DefaultRedialMax}}
 	top := value{node: body, at: atNode(body, at{1, 0})}
-	specs := append(d.common(&c.Common),
-		fieldSpec{name: "server", required: true, decode: func(v value) {
-			c.fields[v.field] = v.at
-			d.str(v, &c.Server, func(a string) error { return checkHostPort(a, addrDial, "address") })
-		}},
+	specs := append(append(d.common(&c.Common), d.serversSpecs(c)...),
 		fieldSpec{name: "forwards", decode: func(v value) { d.forwards(c, v) }},
 		fieldSpec{name: "redial", decode: func(v value) {
 			c.fields[v.field] = v.at
@@ -706,6 +712,7 @@ func (d *decoder) client(body ast.Node) *Client {
 		}},
 	)
 	d.object(top, append(specs, d.clientDynamicSpecs(c)...))
+	d.finishServers(c, top)
 	if _, ok := c.fields["key_file"]; !ok && isMapping(top) {
 		d.errorf(top.at, "key_file", "missing (required)")
 	}

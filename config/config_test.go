@@ -122,7 +122,7 @@ redial:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Server != "192.0.2.1:7000" || c.KeyFile != "/etc/offload/offload.key" {
+	if !reflect.DeepEqual(c.Servers, []string{"192.0.2.1:7000"}) || c.KeyFile != "/etc/offload/offload.key" {
 		t.Errorf("got %+v", c)
 	}
 	wantF := []Forward{{"127.0.0.1:8080", "web"}, {":2222", "ssh"}}

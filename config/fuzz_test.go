@@ -47,6 +47,14 @@ func FuzzParse(f *testing.F) {
 			if len(v.Services) == 0 || v.Listen == "" {
 				t.Fatalf("server without services or listen: %+v", v)
 			}
+			if v.ProxyProtocol != (len(v.ProxyProtocolFrom) > 0) {
+				t.Fatalf("accepted proxy_protocol %v with from %v", v.ProxyProtocol, v.ProxyProtocolFrom)
+			}
+			for _, p := range v.ProxyProtocolFrom {
+				if !p.IsValid() || p.Bits() == 0 || p != p.Masked() {
+					t.Fatalf("accepted proxy_protocol_from %v", p)
+				}
+			}
 			for name, target := range v.Services {
 				if CheckServiceName(name) != nil || checkHostPort(target, addrDial, "target") != nil {
 					t.Fatalf("accepted service %q: %q", name, target)
@@ -54,8 +62,13 @@ func FuzzParse(f *testing.F) {
 			}
 		case *Client:
 			c = &v.Common
-			if len(v.Forwards) == 0 || v.Server == "" || v.Redial.Min <= 0 || v.Redial.Max < v.Redial.Min {
+			if len(v.Forwards) == 0 || len(v.Servers) == 0 || v.Redial.Min <= 0 || v.Redial.Max < v.Redial.Min {
 				t.Fatalf("accepted client %+v", v)
+			}
+			for _, a := range v.Servers {
+				if checkHostPort(a, addrDial, "address") != nil {
+					t.Fatalf("accepted server %q", a)
+				}
 			}
 		default:
 			t.Fatalf("Parse returned %T", v)

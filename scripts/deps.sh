@@ -5,7 +5,7 @@
 #   and the dpkg architectures armhf, mipsel for the 32-bit guests, which
 #   the VM harness takes kernels and busybox-static from), busybox-static,
 #   qemu-user-static, iproute2, xz-utils, shellcheck and systemd (for
-#   systemd-analyze verify); for the cryptodev stage's module builds
+#   systemd-analyze verify), haproxy (the load-balancer test); for the cryptodev stage's module builds
 #   (scripts/cryptodev-ko.sh) make, gcc and libelf1 (the kernel's build
 #   tools), and Debian's cross compilers gcc-arm-linux-gnueabihf and
 #   gcc-mipsel-linux-gnu for the 32-bit guests; curl, iperf3 and dnsutils
@@ -38,6 +38,10 @@ packages=(qemu-system-x86 busybox-static qemu-user-static iproute2 xz-utils)
 packages+=(socat openssh-server openssh-client spiped)
 # packaging checks: shellcheck (procd init script), systemd-analyze verify.
 packages+=(shellcheck systemd)
+# cmd/offload TestE2EHAProxy: two servers behind a real HAProxy (mode tcp,
+# send-proxy-v2, health checks); it fails under CI=true without it. Only
+# the binary is used: the test runs its own haproxy -db on loopback.
+packages+=(haproxy)
 # cryptodev stage: building cryptodev-linux against the VM kernels' headers.
 packages+=(make gcc libelf1)
 # tunnel tests: curl (SOCKS5), iperf3 -u and dig (UDP forwards); with

@@ -7,7 +7,9 @@
 #   gofmt       gofmt -l must list nothing
 #   vet         go vet ./...
 #   staticcheck staticcheck ./...
-#   test-race   go test -race -count=1 ./...
+#   test-race   go test -race -count=1 ./... (with cmd/offload's
+#               TestE2EHAProxy: two servers behind HAProxy, one killed
+#               mid-transfer; it skips without haproxy, fails under CI=true)
 #   test-noaes  GODEBUG=cpu.aes=off go test ./engine/... (software AES without AES-NI)
 #   cross       go build ./... for linux/mipsle, mips, arm, arm64 and darwin/arm64
 #   packaging   OpenWrt init script (sh -n, shellcheck, check-init.sh), router configs

@@ -35,8 +35,11 @@ type Forward struct {
 // ClientConfig configures a Client.
 type ClientConfig struct {
 	Options
-	// Server is the server's host:port.
+	// Server is the server's host:port: the same as Servers: {Server}.
 	Server string
+	// Servers are the servers to fail over between, tried in turn
+	// (failover.go); set Server or Servers, not both.
+	Servers []string
 	// Forwards are the local listeners; Run closes them.
 	Forwards []Forward
 	// Socks, if not nil, is a SOCKS5 listener (socks.go); Run closes it.
@@ -56,7 +59,7 @@ type ClientConfig struct {
 // forwards local connections over it.
 type Client struct {
 	opt      Options
-	server   string
+	servers  *serverRing
 	forwards []Forward
 	redial   backoff
 	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -73,6 +76,7 @@ type Client struct {
 	bg          sync.WaitGroup    // reverse.go's per-link goroutines
 
 	refuseLog rateLimit
+	running   atomic.Bool // Run is serving: Healthy
 
 	psk  atomic.Pointer[[]byte] // the key of the next handshake; Reload replaces it
 	roll chan struct{}          // Reload changed the key: move new streams to a new link
@@ -93,8 +97,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if len(cfg.PSK) != handshake.PSKSize {
 		return nil, fmt.Errorf("%w: pre-shared key is %d bytes, want %d", ErrConfig, len(cfg.PSK), handshake.PSKSize)
 	}
-	if _, _, err := net.SplitHostPort(cfg.Server); err != nil {
-		return nil, fmt.Errorf("%w: server %q: %w", ErrConfig, cfg.Server, err)
+	servers, err := newServerRing(cfg.Server, cfg.Servers)
+	if err != nil {
+		return nil, err
 	}
 	if len(cfg.Forwards) == 0 && cfg.Socks == nil && len(cfg.UDPForwards) == 0 && len(cfg.Reverse) == 0 {
 		return nil, fmt.Errorf("%w: no forwards, socks, UDP or reverse forwards", ErrConfig)
@@ -135,7 +140,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	c := &Client{
 		opt:         cfg.Options,
-		server:      cfg.Server,
+		servers:     servers,
 		forwards:    append([]Forward(nil), cfg.Forwards...),
 		udpForwards: cfg.UDPForwards,
 		udp:         udpCounters{role: "client"},
@@ -171,6 +176,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 func (c *Client) RegisterMetrics(set *metrics.Set) {
 	set.RegisterMetricsWriter(c.ctr.writePrometheus)
 	set.RegisterMetricsWriter(c.udp.writePrometheus)
+	set.RegisterMetricsWriter(c.servers.writePrometheus)
 }
 
 // Stats returns the record layer's counters of all links.
@@ -187,7 +193,11 @@ func (c *Client) Run(ctx context.Context) error {
 		c.ctr.statusLoop(ctx, c.opt.StatusInterval, c.log)
 	}()
 	c.guard.start(ctx, c.opt.EngineCheckInterval, &wg)
-	stop := context.AfterFunc(ctx, c.fwd.closeAll)
+	c.running.Store(true)
+	stop := context.AfterFunc(ctx, func() {
+		c.running.Store(false)
+		c.fwd.closeAll()
+	})
 	defer stop()
 	c.fwd.start(ctx, &wg, c.forwards, c.startForward)
 
@@ -225,7 +235,9 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*yamux
 				break
 			}
 			d := c.redial.next()
-			c.log.Warn("link failed; redialling", zap.String("server", c.server), zap.Error(err), zap.Duration("in", d))
+			failed := c.servers.addr()
+			c.log.Warn("link failed; redialling", zap.String("server", failed), zap.Error(err),
+				zap.String("next", c.servers.advance()), zap.Duration("in", d))
 			if !sleep(ctx, d) {
 				break
 			}
@@ -239,11 +251,13 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*yamux
 		c.down = make(chan struct{})
 		c.mu.Unlock()
 		c.ctr.links.Store(1)
-		c.log.Info("link up", zap.String("server", c.server), zap.Stringer("suite", c.opt.Suite))
+		server := c.servers.addr()
+		c.log.Info("link up", zap.String("server", server), zap.Stringer("suite", c.opt.Suite))
 		c.reverseUp(ctx, sess)
 
 		reason := "closed"
 		wait := true
+		rotate := true // the next link goes to the next server
 	loop:
 		for {
 			select {
@@ -258,6 +272,7 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*yamux
 				// A new key: new streams go to a link made with it,
 				// this one finishes its streams (retire).
 				reason = "the key changed (reload)"
+				rotate = false // the server is fine
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
@@ -284,16 +299,22 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*yamux
 		up := time.Since(start)
 		if err := rc.Err(); sess.IsClosed() && err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) {
 			c.ctr.linkErrors.Add(1)
-			c.log.Warn("link failed", zap.Error(err), zap.Duration("up", up))
+			c.log.Warn("link failed", zap.String("server", server), zap.Error(err), zap.Duration("up", up))
 		} else {
-			c.log.Warn("link down", zap.String("reason", reason), zap.Duration("up", up))
+			c.log.Warn("link down", zap.String("server", server), zap.String("reason", reason), zap.Duration("up", up))
+		}
+		// The server that dropped the link (or is going away) may take a
+		// while to come back: the next link goes to the next server.
+		next := c.servers.addr()
+		if rotate {
+			next = c.servers.advance()
 		}
 		if up >= stableLink {
 			c.redial.reset()
 		}
 		if wait {
 			d := c.redial.next()
-			c.log.Info("redialling", zap.Duration("in", d))
+			c.log.Info("redialling", zap.String("server", next), zap.Duration("in", d))
 			if !sleep(ctx, d) {
 				break
 			}
@@ -306,7 +327,7 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*yamux
 // connect dials the server and brings a link up.
 func (c *Client) connect(ctx context.Context) (*yamux.Session, *record.Conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, c.opt.DialTimeout)
-	conn, err := c.dial(dctx, "tcp", c.server)
+	conn, err := c.dial(dctx, "tcp", c.servers.addr())
 	cancel()
 	if err != nil {
 		return nil, nil, fmt.Errorf("dial: %w", err)

@@ -73,7 +73,7 @@ func (s *forwardSet) closeAll() {
 
 // startForward is the begin of the client's forwards.
 func (c *Client) startForward(ctx context.Context, f *forwardRun, wg *sync.WaitGroup) {
-	c.log.Info("forwarding", zap.Stringer("listen", f.ln.Addr()), zap.String("service", *f.service.Load()), zap.String("server", c.server))
+	c.log.Info("forwarding", zap.Stringer("listen", f.ln.Addr()), zap.String("service", *f.service.Load()), zap.Strings("servers", c.servers.addrs))
 	c.acceptLoop(ctx, f, wg)
 }
 

@@ -18,8 +18,8 @@ import (
 	"go.uber.org/zap"
 )
 
-// The metrics endpoint answers HTTP/1.x GET and HEAD of /metrics and
-// nothing else, without net/http: net/http's server brings HTTP/2,
+// The metrics endpoint answers HTTP/1.x GET and HEAD of /metrics, and of
+// /healthz when MetricsOptions.Health is set, and nothing else, without net/http: net/http's server brings HTTP/2,
 // crypto/tls and crypto/x509 into the binary, 2 MB of a router's 8 MiB
 // flash budget on MIPS (docs/budgets.md), for one read-only page a
 // Prometheus scraper fetches with a plain GET. Every connection is closed
@@ -37,6 +37,8 @@ import (
 // set (config: metrics, metrics_token_file). With a token every request
 // must carry "Authorization: Bearer TOKEN" or gets 401; the token is
 // compared in constant time, through SHA-256 so its length does not show.
+// /healthz needs no token: a load balancer's check learns only "serving"
+// (200) or "not now" (503), which it could learn from the tunnel port.
 const (
 	metricsHeadTimeout  = 5 * time.Second  // to read a request's head
 	metricsWriteTimeout = 10 * time.Second // to write the answer
@@ -52,6 +54,9 @@ type MetricsOptions struct {
 	// Logger gets refused requests (rate limited) and accept errors;
 	// nil means zap.NewNop().
 	Logger *zap.Logger
+	// Health, if not nil, answers /healthz: 200 while it returns true,
+	// 503 otherwise (Server.Healthy, Client.Healthy).
+	Health func() bool
 }
 
 // ServeMetrics serves set in the Prometheus text format at /metrics on ln
@@ -62,7 +67,7 @@ func ServeMetrics(ctx context.Context, ln net.Listener, set *metrics.Set, opt Me
 		log = zap.NewNop()
 	}
 	log = log.Named("metrics")
-	m := &metricsServer{set: set, log: log, refuseLog: rateLimit{every: 10 * time.Second}}
+	m := &metricsServer{set: set, log: log, health: opt.Health, refuseLog: rateLimit{every: 10 * time.Second}}
 	if len(opt.Token) > 0 {
 		sum := sha256.Sum256(opt.Token)
 		m.tokenSum = &sum
@@ -114,6 +119,7 @@ type metricsServer struct {
 	log       *zap.Logger
 	tokenSum  *[sha256.Size]byte // nil: no token required
 	pending   *hsSlots           // connections waiting for their head
+	health    func() bool        // nil: no /healthz
 	refuseLog rateLimit
 }
 
@@ -134,7 +140,22 @@ func (m *metricsServer) answer(conn net.Conn) error {
 	if err := conn.SetDeadline(time.Now().Add(metricsWriteTimeout)); err != nil {
 		return err
 	}
+	if path, _, _ := strings.Cut(req.target, "?"); req.bad == "" && path == "/healthz" && m.health != nil {
+		return answerHealth(conn, req.method, m.health())
+	}
 	return answerMetrics(conn, req, m.set, m.authorized)
+}
+
+// answerHealth answers /healthz: 200 while the end is healthy, 503 while
+// it is not (a server draining, a client without a link).
+func answerHealth(conn net.Conn, method string, healthy bool) error {
+	if method != "GET" && method != "HEAD" {
+		return writeAnswer(conn, 405, "Method Not Allowed", "text/plain", []byte("GET or HEAD\n"), true, "")
+	}
+	if !healthy {
+		return writeAnswer(conn, 503, "Service Unavailable", "text/plain", []byte("unavailable\n"), method == "GET", "")
+	}
+	return writeAnswer(conn, 200, "OK", "text/plain", []byte("ok\n"), method == "GET", "")
 }
 
 // authorized reports whether a request's Authorization header carries the

@@ -43,6 +43,9 @@ type ServerConfig struct {
 	// addresses it may use (rules.go); nil allows none of them. Clients
 	// have their own in Access.Rules.
 	Rules *Rules
+	// ProxyProtocol, if not nil, reads a PROXY protocol v2 header from
+	// each connection first (proxylisten.go).
+	ProxyProtocol *ProxyProtocol
 }
 
 // Server is the tunnel's server end: it accepts links from clients and
@@ -63,6 +66,9 @@ type Server struct {
 	// stopping is closed when the drain starts: reverse listeners close
 	// then, so that they do not hold the drain open.
 	stopping chan struct{}
+	proxy    *ProxyProtocol
+	ppStats  proxyStats
+	serving  atomic.Bool // Serve is accepting: Healthy
 
 	dropLog, failLog, refuseLog, linkLog rateLimit
 
@@ -95,6 +101,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if _, err := cfg.Options.yamuxConfig(nil); err != nil {
 		return nil, err
 	}
+	if err := checkProxyProtocol(cfg.ProxyProtocol); err != nil {
+		return nil, err
+	}
 	s := &Server{
 		opt:       cfg.Options,
 		udp:       udpCounters{role: "server"},
@@ -112,6 +121,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		replay:    handshake.NewReplayCache(0),
 		maxLinks:  cfg.MaxLinks,
 		sessions:  map[*yamux.Session]struct{}{},
+		proxy:     cfg.ProxyProtocol,
 	}
 	s.ctr.limits = []limit{
 		{"max_links", cfg.MaxLinks},
@@ -133,6 +143,9 @@ func (s *Server) RegisterMetrics(set *metrics.Set) {
 	set.RegisterMetricsWriter(s.ctr.writePrometheus)
 	set.RegisterMetricsWriter(s.clientCtr.writePrometheus)
 	set.RegisterMetricsWriter(s.udp.writePrometheus)
+	if s.proxy != nil {
+		set.RegisterMetricsWriter(s.ppStats.writePrometheus)
+	}
 }
 
 // Stats returns the record layer's counters of all links.
@@ -156,7 +169,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.ctr.statusLoop(ctx, s.opt.StatusInterval, s.log)
 	}()
 	s.guard.start(ctx, s.opt.EngineCheckInterval, &wg)
-	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
+	ln = s.wrapListener(ln)
+	s.serving.Store(true)
+	stop := context.AfterFunc(ctx, func() {
+		s.serving.Store(false)
+		_ = ln.Close()
+	})
 	defer stop()
 
 	var serveErr error
@@ -195,6 +213,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			s.serveConn(ctx, hard, conn, sl, &wg)
 		}()
 	}
+	s.serving.Store(false)
 	_ = ln.Close()
 	s.shutdown(hardCancel)
 	wg.Wait()

@@ -106,7 +106,7 @@ type udpFlow struct {
 // runUDP starts the UDP forwards' read loops; they end when ctx does.
 func (c *Client) runUDP(ctx context.Context, wg *sync.WaitGroup) {
 	for _, f := range c.udpForwards {
-		c.log.Info("forwarding UDP", zap.Stringer("listen", f.Conn.LocalAddr()), zap.String("service", f.Service), zap.String("server", c.server))
+		c.log.Info("forwarding UDP", zap.Stringer("listen", f.Conn.LocalAddr()), zap.String("service", f.Service), zap.Strings("servers", c.servers.addrs))
 		stop := context.AfterFunc(ctx, func() { _ = f.Conn.Close() })
 		wg.Add(1)
 		go func() {

@@ -62,7 +62,7 @@ func runClient(ctx context.Context, env *runEnv, file string) (int, error) {
 	}
 	cli, err := tunnel.NewClient(tunnel.ClientConfig{
 		Options:     opt,
-		Server:      cfg.Server,
+		Servers:     cfg.Servers,
 		Forwards:    forwards,
 		Socks:       socks,
 		UDPForwards: udp,
@@ -74,7 +74,7 @@ func runClient(ctx context.Context, env *runEnv, file string) (int, error) {
 		closeAll()
 		return 1, err
 	}
-	stopMetrics, err := startMetrics(ctx, &cfg.Common, cli.RegisterMetrics, log)
+	stopMetrics, err := startMetrics(ctx, &cfg.Common, cli.RegisterMetrics, cli.Healthy, log)
 	if err != nil {
 		closeAll()
 		return 1, err

@@ -65,6 +65,7 @@ func serverConfig(cfg *config.Server, opt tunnel.Options, key []byte) (tunnel.Se
 		MaxLinks:               cfg.MaxLinks,
 		MaxHandshakes:          cfg.MaxHandshakes,
 		MaxHandshakesPerSource: cfg.MaxHandshakesPerSource,
+		ProxyProtocol:          proxyProtocol(cfg),
 	}
 	rules, err := tunnel.NewRules(cfg.SocksAllow, cfg.UDPServices, cfg.ReverseAllow)
 	if err != nil {

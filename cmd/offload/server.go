@@ -49,7 +49,7 @@ func runServer(ctx context.Context, env *runEnv, file string) (int, error) {
 	if err != nil {
 		return 1, cfg.FieldError("listen", err)
 	}
-	stopMetrics, err := startMetrics(ctx, &cfg.Common, srv.RegisterMetrics, log)
+	stopMetrics, err := startMetrics(ctx, &cfg.Common, srv.RegisterMetrics, srv.Healthy, log)
 	if err != nil {
 		_ = ln.Close()
 		return 1, err
@@ -144,9 +144,12 @@ func configOptions(c *config.Common, key []byte, log *zap.Logger) tunnel.Options
 	}
 }
 
-// startMetrics serves Prometheus metrics on the config's metrics address,
-// if any, until ctx ends; the returned func waits for it to stop.
-func startMetrics(ctx context.Context, c *config.Common, register func(*metrics.Set), log *zap.Logger) (func(), error) {
+// startMetrics serves Prometheus metrics and /healthz (health) on the
+// config's metrics address, if any, until the returned func is called,
+// which stops it and waits. It outlives ctx on purpose: while an end
+// drains after ctx ended, /healthz answers 503, so a load balancer stops
+// sending it clients, instead of finding the port closed.
+func startMetrics(ctx context.Context, c *config.Common, register func(*metrics.Set), health func() bool, log *zap.Logger) (func(), error) {
 	if c.Metrics == "" {
 		return func() {}, nil
 	}
@@ -168,13 +171,14 @@ func startMetrics(ctx context.Context, c *config.Common, register func(*metrics.
 	register(set)
 	log.Info("metrics", zap.String("url", fmt.Sprintf("http://%s/metrics", ln.Addr())), zap.Bool("token", token != nil))
 	done := make(chan struct{})
+	mctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	go func() {
 		defer close(done)
-		if err := tunnel.ServeMetrics(ctx, ln, set, tunnel.MetricsOptions{Token: token, Logger: log}); err != nil {
+		if err := tunnel.ServeMetrics(mctx, ln, set, tunnel.MetricsOptions{Token: token, Logger: log, Health: health}); err != nil {
 			log.Error("metrics server failed", zap.Error(err))
 		}
 	}()
-	return func() { <-done }, nil
+	return func() { stop(); <-done }, nil
 }
 
 // applyMemoryLimit sets the runtime's soft memory limit from the config's
@@ -189,4 +193,13 @@ func applyMemoryLimit(limit int, log *zap.Logger) {
 		debug.SetMemoryLimit(int64(limit))
 		log.Info("memory limit", zap.Int("bytes", limit))
 	}
+}
+
+// proxyProtocol maps proxy_protocol and proxy_protocol_from to the
+// tunnel's setting; nil when it is off.
+func proxyProtocol(cfg *config.Server) *tunnel.ProxyProtocol {
+	if !cfg.ProxyProtocol {
+		return nil
+	}
+	return &tunnel.ProxyProtocol{From: cfg.ProxyProtocolFrom}
 }

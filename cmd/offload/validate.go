@@ -85,6 +85,9 @@ func validateFile(stdout, stderr io.Writer, path string) bool {
 		}
 		summary = "client: " + plural(len(c.Forwards), "forward") + dynamicSummary(
 			socks, "socks listener", len(c.UDPForwards), "UDP forward", len(c.Reverse), "reverse forward")
+		if len(c.Servers) > 1 {
+			summary += ", " + plural(len(c.Servers), "server")
+		}
 		if _, err := c.LoadSocksUsers(); err != nil {
 			fmt.Fprintln(stderr, err)
 			return false

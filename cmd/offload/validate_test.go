@@ -58,7 +58,7 @@ func TestValidateExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Server != s.Listen || len(c.Forwards) != 1 || c.Forwards[0] != (config.Forward{Listen: "127.0.0.1:8080", Service: "web"}) {
+	if len(c.Servers) != 1 || c.Servers[0] != s.Listen || len(c.Forwards) != 1 || c.Forwards[0] != (config.Forward{Listen: "127.0.0.1:8080", Service: "web"}) {
 		t.Errorf("client example: %+v", c)
 	}
 	if c.Suite != s.Suite {

@@ -91,7 +91,13 @@ func (s *SyncBuffer) String() string {
 // listener and waits for every h.
 func Serve(t testing.TB, h func(net.Conn)) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return ServeOn(t, "127.0.0.1", h)
+}
+
+// ServeOn is Serve on the loopback address host ("::1" for IPv6).
+func ServeOn(t testing.TB, host string, h func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}

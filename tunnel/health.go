@@ -1,0 +1,47 @@
+package tunnel
+
+import (
+	"fmt"
+	"net"
+)
+
+// Healthy reports whether the server is accepting links: true from the
+// start of Serve until its context ends or its listener fails, false
+// while it drains and after. A load balancer's health check (/healthz,
+// ServeMetrics) uses it to stop sending new clients to a server that is
+// going away, while its open streams finish.
+func (s *Server) Healthy() bool { return s.serving.Load() }
+
+// Healthy reports whether the client is running with a link up: false
+// before the first link, while it fails over or redials, and once it is
+// shutting down.
+func (c *Client) Healthy() bool {
+	return c.running.Load() && c.ctr.links.Load() > 0
+}
+
+// checkProxyProtocol refuses a PROXY protocol setting that would believe
+// a header from anyone.
+func checkProxyProtocol(p *ProxyProtocol) error {
+	if p == nil {
+		return nil
+	}
+	if len(p.From) == 0 {
+		return fmt.Errorf("%w: proxy protocol without the balancers' addresses (From): anyone could name any source", ErrConfig)
+	}
+	for _, pr := range p.From {
+		if !pr.IsValid() {
+			return fmt.Errorf("%w: proxy protocol: invalid prefix %v", ErrConfig, pr)
+		}
+	}
+	return nil
+}
+
+// wrapListener puts the PROXY protocol reader in front of ln if it is
+// configured. Header slots: as many as handshake slots, which they come
+// before.
+func (s *Server) wrapListener(ln net.Listener) net.Listener {
+	if s.proxy == nil {
+		return ln
+	}
+	return newProxyListener(ln, *s.proxy, s.slots.max, s.log.Named("proxy"), &s.ppStats)
+}

@@ -1,0 +1,311 @@
+package tunnel
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"go.uber.org/zap"
+)
+
+// DefaultProxyHeaderTimeout bounds reading a PROXY protocol header. A
+// balancer writes it as soon as it has connected, so a few seconds is
+// ample; a LOCAL health check may take as long to close.
+const DefaultProxyHeaderTimeout = 5 * time.Second
+
+// ProxyProtocol makes the server read a PROXY protocol v2 header
+// (proxyproto.go) from every connection before its handshake, and treat
+// the connection as coming from the address in it.
+//
+// Anyone who can reach the listener could write a header naming any
+// address, escaping the per-source handshake caps and falsifying the logs,
+// so the header is believed only from the balancers: a connection whose
+// own source is not in From is reset before a byte is read.
+type ProxyProtocol struct {
+	// From holds the balancers' addresses; it must not be empty.
+	From []netip.Prefix
+	// HeaderTimeout bounds reading the header, and a LOCAL connection's
+	// wait for its first byte (0: DefaultProxyHeaderTimeout).
+	HeaderTimeout time.Duration
+}
+
+// Outcomes of a connection on a PROXY protocol listener, the label of
+// offload_proxy_headers_total.
+const (
+	ppOK      = iota // PROXY header: served as the client's address
+	ppLocal          // LOCAL, then closed without a byte: a health check
+	ppServed         // LOCAL, then data: served with the balancer's address
+	ppRefused        // not from a balancer in From
+	ppBad            // missing or malformed header
+	ppTimeout        // no whole header within HeaderTimeout
+	ppBusy           // every header slot taken
+	numPPResults
+)
+
+var ppResultNames = [numPPResults]string{"ok", "health_check", "local", "refused", "bad", "timeout", "busy"}
+
+// proxyStats are a PROXY protocol listener's counters.
+type proxyStats struct {
+	results [numPPResults]atomic.Uint64
+	pending atomic.Int64 // connections in their header now
+}
+
+// proxyListener reads the header of every accepted connection in a
+// goroutine of its own (a slow one must not hold up the accept loop), at
+// most maxPending at once, and hands on the connections whose header it
+// accepted, wrapped so that RemoteAddr is the client's address.
+//
+// Close closes the listener and every connection still in its header, and
+// waits for their goroutines.
+type proxyListener struct {
+	net.Listener
+	cfg   ProxyProtocol
+	log   *zap.Logger
+	stats *proxyStats
+
+	badLog, refuseLog rateLimit
+
+	ready  chan net.Conn
+	failed chan error // the inner listener's final error
+	closed chan struct{}
+	sem    chan struct{} // header slots
+	once   sync.Once
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	pending map[net.Conn]struct{}
+}
+
+func newProxyListener(ln net.Listener, cfg ProxyProtocol, maxPending int, log *zap.Logger, stats *proxyStats) *proxyListener {
+	if cfg.HeaderTimeout <= 0 {
+		cfg.HeaderTimeout = DefaultProxyHeaderTimeout
+	}
+	l := &proxyListener{
+		Listener:  ln,
+		cfg:       cfg,
+		log:       log,
+		stats:     stats,
+		badLog:    rateLimit{every: 10 * time.Second},
+		refuseLog: rateLimit{every: 10 * time.Second},
+		ready:     make(chan net.Conn),
+		failed:    make(chan error, 1),
+		closed:    make(chan struct{}),
+		sem:       make(chan struct{}, maxPending),
+		pending:   map[net.Conn]struct{}{},
+	}
+	l.wg.Add(1)
+	go l.acceptLoop()
+	return l
+}
+
+// Accept returns the next connection whose header was accepted.
+func (l *proxyListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ready:
+		return c, nil
+	case err := <-l.failed:
+		l.failed <- err // for the next call too
+		return nil, err
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close stops accepting, resets the connections still in their header and
+// waits for their goroutines.
+func (l *proxyListener) Close() error {
+	var err error
+	l.once.Do(func() {
+		close(l.closed)
+		err = l.Listener.Close()
+		l.mu.Lock()
+		for c := range l.pending {
+			_ = c.SetDeadline(aLongTimeAgo)
+		}
+		l.mu.Unlock()
+	})
+	l.wg.Wait()
+	return err
+}
+
+func (l *proxyListener) acceptLoop() {
+	defer l.wg.Done()
+	var delay time.Duration
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			select {
+			case <-l.closed:
+				return
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && !errors.Is(err, net.ErrClosed) {
+				delay = acceptBackoff(delay)
+				l.log.Warn("accept failed; retrying", zap.Error(err), zap.Duration("in", delay))
+				select {
+				case <-time.After(delay):
+				case <-l.closed:
+					return
+				}
+				continue
+			}
+			l.failed <- err
+			return
+		}
+		delay = 0
+		if !l.fromBalancer(c.RemoteAddr()) {
+			resetConn(c)
+			l.stats.results[ppRefused].Add(1)
+			if ok, n := l.refuseLog.allow(); ok {
+				l.log.Warn("refused a connection that is not from a load balancer in proxy_protocol_from",
+					zap.Stringer("remote", c.RemoteAddr()), zap.Uint64("refusals_not_logged", n))
+			}
+			continue
+		}
+		select {
+		case l.sem <- struct{}{}:
+		default:
+			resetConn(c)
+			l.stats.results[ppBusy].Add(1)
+			if ok, n := l.badLog.allow(); ok {
+				l.log.Warn("PROXY protocol header slots full: refused a connection", zap.Int("slots", cap(l.sem)),
+					zap.Uint64("refusals_not_logged", n))
+			}
+			continue
+		}
+		l.mu.Lock()
+		l.pending[c] = struct{}{}
+		l.mu.Unlock()
+		l.stats.pending.Add(1)
+		l.wg.Add(1)
+		go l.header(c)
+	}
+}
+
+// fromBalancer reports whether a is in cfg.From.
+func (l *proxyListener) fromBalancer(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return false
+	}
+	ip, ok := netip.AddrFromSlice(ta.IP)
+	if !ok {
+		return false
+	}
+	ip = ip.Unmap()
+	for _, p := range l.cfg.From {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// header reads c's header and hands c on, or closes it.
+func (l *proxyListener) header(c net.Conn) {
+	defer l.wg.Done()
+	defer func() {
+		l.stats.pending.Add(-1)
+		<-l.sem
+	}()
+	res, conn, err := l.read(c)
+	l.mu.Lock()
+	delete(l.pending, c)
+	l.mu.Unlock()
+	l.stats.results[res].Add(1)
+	if conn == nil {
+		resetConn(c)
+		if err != nil {
+			if ok, n := l.badLog.allow(); ok {
+				l.log.Warn("closed a connection without a valid PROXY protocol header", zap.Stringer("balancer", c.RemoteAddr()),
+					zap.String("reason", ppResultNames[res]), zap.Error(err), zap.Uint64("failures_not_logged", n))
+			}
+		}
+		return
+	}
+	select {
+	case l.ready <- conn:
+	case <-l.closed:
+		resetConn(c)
+	}
+}
+
+// read reads the header within HeaderTimeout and returns the outcome and
+// the connection to serve (nil: close c; err says why, nil for a health
+// check).
+func (l *proxyListener) read(c net.Conn) (int, net.Conn, error) {
+	if err := c.SetReadDeadline(time.Now().Add(l.cfg.HeaderTimeout)); err != nil {
+		return ppBad, nil, err
+	}
+	h, err := readProxyHeader(c)
+	if err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return ppTimeout, nil, fmt.Errorf("no whole header within %v: %w", l.cfg.HeaderTimeout, err)
+		}
+		return ppBad, nil, err
+	}
+	if h.local {
+		// A balancer's health check: it connects, writes the header and
+		// closes. Serve it only if it goes on to send something.
+		data, err := waitData(c)
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return ppTimeout, nil, fmt.Errorf("LOCAL connection sent nothing within %v: %w", l.cfg.HeaderTimeout, err)
+		case err != nil || !data:
+			return ppLocal, nil, nil
+		}
+		if err := c.SetReadDeadline(time.Time{}); err != nil {
+			return ppBad, nil, err
+		}
+		return ppServed, c, nil
+	}
+	if err := c.SetReadDeadline(time.Time{}); err != nil {
+		return ppBad, nil, err
+	}
+	return ppOK, &proxiedConn{Conn: c, remote: h.addr()}, nil
+}
+
+// proxiedConn is a connection whose RemoteAddr is the client's address
+// from the PROXY header. It passes on what the server uses of the TCP
+// connection beneath: the socket for peeking at a first flight
+// (limit.go) and SO_LINGER for resets.
+type proxiedConn struct {
+	net.Conn
+	remote net.Addr
+}
+
+func (c *proxiedConn) RemoteAddr() net.Addr { return c.remote }
+
+func (c *proxiedConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, fmt.Errorf("%T has no socket", c.Conn)
+	}
+	return sc.SyscallConn()
+}
+
+func (c *proxiedConn) SetLinger(sec int) error {
+	lc, ok := c.Conn.(interface{ SetLinger(int) error })
+	if !ok {
+		return fmt.Errorf("%T has no SO_LINGER", c.Conn)
+	}
+	return lc.SetLinger(sec)
+}
+
+// writePrometheus writes offload_proxy_headers_total and
+// offload_proxy_headers_pending.
+func (st *proxyStats) writePrometheus(w io.Writer) {
+	for i := range st.results {
+		metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_proxy_headers_total{result=%q}`, ppResultNames[i]), st.results[i].Load())
+	}
+	metrics.WriteGaugeUint64(w, `offload_proxy_headers_pending`, uint64(max(st.pending.Load(), 0)))
+}
