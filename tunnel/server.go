@@ -398,15 +398,22 @@ func drain(st *yamux.Stream) {
 
 // linkDown logs why a link ended: a record-layer failure (tampering, a
 // broken peer) is a warning; a peer that hung up or our own close is info.
+// A reset before a byte of the next frame (record.ErrPeerReset) is a
+// hang-up too: a client that closes its socket with a keepalive or window
+// update unread makes its kernel send a reset instead of a FIN, and no
+// frame was cut; a reset inside a frame stays a failure.
 func (s *Server) linkDown(l *link, rc *record.Conn, up time.Duration) {
 	err := rc.Err()
-	if err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) {
+	switch {
+	case err == nil || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF):
+		l.log.Info("link down", zap.Duration("up", up))
+	case errors.Is(err, record.ErrPeerReset):
+		l.log.Info("link down", zap.Duration("up", up), zap.String("reason", "reset by the client between frames"))
+	default:
 		s.ctr.linkErrors.Add(1)
 		l.ctr.linkErrors.Add(1)
 		l.log.Warn("link failed", zap.Error(err), zap.Duration("up", up))
-		return
 	}
-	l.log.Info("link down", zap.Duration("up", up))
 }
 
 // serveStream reads a stream's request and serves it by kind, each
@@ -480,12 +487,15 @@ func (s *Server) serveDialled(ctx context.Context, st *yamux.Stream, conn net.Co
 }
 
 // refuse answers a stream with a non-OK status and closes it.
+//
+// The refusal is counted and logged before the client can hear it, so
+// that whoever sees the client's refusal finds the server's line too.
 func (s *Server) refuse(st *yamux.Stream, status byte, msg string, l *link, service string, err error) {
 	s.stream(l, streamRefused)
-	_ = st.SetWriteDeadline(time.Now().Add(s.opt.DialTimeout))
-	_, _ = st.Write(appendResponse(nil, status, msg))
-	_ = st.Close()
 	if ok, n := s.refuseLog.allow(); ok {
 		l.log.Warn("stream refused", zap.String("service", strconv.Quote(service)), zap.Error(err), zap.Uint64("refusals_not_logged", n))
 	}
+	_ = st.SetWriteDeadline(time.Now().Add(s.opt.DialTimeout))
+	_, _ = st.Write(appendResponse(nil, status, msg))
+	_ = st.Close()
 }

@@ -40,6 +40,13 @@ var (
 	// net.ErrClosed, like a closed TCP connection.
 	ErrClosed = fmt.Errorf("record: %w", net.ErrClosed)
 
+	// ErrPeerReset means the connection was reset (ECONNRESET) while
+	// the link waited for the next frame's header: the peer closed its
+	// socket with data unread, which makes its kernel reset rather than
+	// close, so it is a hang-up, not tampering. Nothing of any frame was
+	// lost or delivered in part. A reset inside a frame is not this.
+	ErrPeerReset = errors.New("record: the peer reset the link between frames")
+
 	// ErrSuite means New was given a suite the record layer does not
 	// implement (unknown MAC). Fix the configuration.
 	ErrSuite = errors.New("record: unsupported suite")

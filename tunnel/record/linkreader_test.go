@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"syscall"
 	"testing"
 )
 
@@ -112,6 +113,46 @@ func TestLinkReaderTruncated(t *testing.T) {
 			}
 			if !errors.Is(err, io.ErrUnexpectedEOF) {
 				t.Errorf("cut at %d (bulk %v): %v, want io.ErrUnexpectedEOF", cut, bulk, err)
+			}
+		}
+	}
+}
+
+// resetConn serves data, then fails every read with a reset.
+type resetConn struct{ pieceConn }
+
+func (r *resetConn) Read(b []byte) (int, error) {
+	if len(r.data) == 0 {
+		return 0, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+	}
+	return r.pieceConn.Read(b)
+}
+
+// A reset before a byte of the next header is a hang-up (ErrPeerReset);
+// one inside a header or a body is not, after small frames (read ahead)
+// and after a bulk one (read straight) alike.
+func TestLinkReaderReset(t *testing.T) {
+	for _, last := range []int{100, 64 << 10} {
+		whole := frameStream([]int{10, last})
+		for _, tc := range []struct {
+			name  string
+			data  []byte
+			reset bool // want ErrPeerReset
+		}{
+			{"between frames", whole, true},
+			{"inside a header", append(append([]byte(nil), whole...), 0, 0), false},
+			{"inside a body", whole[:len(whole)-1], false},
+		} {
+			l := &linkReader{conn: &resetConn{pieceConn{data: tc.data, piece: 4096}}, buf: make([]byte, readBufSize)}
+			var err error
+			for err == nil {
+				var h [HeaderSize]byte
+				if err = l.header(h[:]); err == nil {
+					err = l.body(make([]byte, binary.BigEndian.Uint32(h[:])))
+				}
+			}
+			if got := errors.Is(err, ErrPeerReset); got != tc.reset || !errors.Is(err, syscall.ECONNRESET) {
+				t.Errorf("last frame %d B, reset %s: %v; want ErrPeerReset %v, wrapping ECONNRESET", last, tc.name, err, tc.reset)
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 
 	"github.com/offload-dev/offload/engine"
 )
@@ -130,34 +131,36 @@ type linkReader struct {
 }
 
 // header fills h. It returns io.EOF only if the link ended before a byte
-// of it, io.ErrUnexpectedEOF if it ended inside.
+// of it, io.ErrUnexpectedEOF if it ended inside, and an error wrapping
+// ErrPeerReset if a reset came before a byte of it.
 func (l *linkReader) header(h []byte) error {
 	k := copy(h, l.buf[l.r:l.w])
 	l.r += k
 	if k == len(h) {
 		return nil
 	}
+	var n int
+	var err error
 	if l.bulk {
-		if _, err := io.ReadFull(l.conn, h[k:]); err != nil {
-			if err == io.EOF && k > 0 {
-				err = io.ErrUnexpectedEOF
-			}
-			return err
+		n, err = io.ReadFull(l.conn, h[k:])
+	} else {
+		// Read ahead: at least the rest of the header, as much as comes.
+		l.r, l.w = 0, 0
+		n, err = io.ReadAtLeast(l.conn, l.buf, len(h)-k)
+		l.w = n
+		if err == nil {
+			l.r = copy(h[k:], l.buf[:n])
 		}
+	}
+	switch {
+	case err == nil:
 		return nil
+	case err == io.EOF && k > 0:
+		return io.ErrUnexpectedEOF
+	case k == 0 && n == 0 && errors.Is(err, syscall.ECONNRESET):
+		return fmt.Errorf("%w: %w", ErrPeerReset, err)
 	}
-	// Read ahead: at least the rest of the header, as much as comes.
-	l.r, l.w = 0, 0
-	n, err := io.ReadAtLeast(l.conn, l.buf, len(h)-k)
-	l.w = n
-	if err != nil {
-		if err == io.EOF && k > 0 {
-			err = io.ErrUnexpectedEOF
-		}
-		return err
-	}
-	l.r = copy(h[k:], l.buf[:n])
-	return nil
+	return err
 }
 
 // body fills p, a frame's body: what was read ahead first, the rest
