@@ -185,11 +185,29 @@ func echoOnce(addr string) error {
 // socksEcho does a SOCKS5 CONNECT with username/password to host:port
 // through proxy and checks an echo.
 func socksEcho(proxy, user, pass, host, port string) error {
-	c, err := net.DialTimeout("tcp", proxy, time.Second)
+	c, err := socksConnect(proxy, user, pass, host, port)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	return echoConn(c)
+}
+
+// socksConnect does a SOCKS5 CONNECT with username/password to host:port
+// through proxy and returns the connection, with a 5 s deadline.
+func socksConnect(proxy, user, pass, host, port string) (net.Conn, error) {
+	c, err := net.DialTimeout("tcp", proxy, time.Second)
+	if err != nil {
+		return nil, err
+	}
+	if err := socksHandshake(c, user, pass, host, port); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func socksHandshake(c net.Conn, user, pass, host, port string) error {
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 	buf := make([]byte, 10)
 	req := []byte{5, 1, 2}
@@ -213,7 +231,7 @@ func socksEcho(proxy, user, pass, host, port string) error {
 	if buf[1] != 0 {
 		return fmt.Errorf("reply %d", buf[1])
 	}
-	return echoConn(c)
+	return nil
 }
 
 func echoConn(c net.Conn) error {
