@@ -155,3 +155,31 @@ func TestClientReloadDynamic(t *testing.T) {
 		t.Errorf("%d links, want 1: the reloads kept the link", n)
 	}
 }
+
+// TestClientReloadKeyReverse: after a new key the reverse forward moves
+// to the new link (the old link's registration ends, so its listener
+// frees the address) and the old link retires: a registration stream
+// left on it would keep it open for ever.
+func TestClientReloadKeyReverse(t *testing.T) {
+	leakCheck(t)
+	svc := echoOn(t, "127.0.0.1:0")
+	rev := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "127.0.0.1")))
+	slog, _ := testLogger(t)
+	sopt := testOptions(slog)
+	sopt.PSK = nil
+	addr, srv, _ := startServer(t, ServerConfig{Options: sopt, Rules: mustRules(t, nil, nil, []string{rev}), Clients: []ServerClient{{Name: "alice", Keys: [][]byte{testPSK(1), testPSK(2)},
+		Access: Access{AllServices: true, Rules: mustRules(t, nil, nil, []string{rev})}}}})
+	clog, clogs := testLogger(t)
+	copt := testOptions(clog)
+	copt.PSK = testPSK(1)
+	rs := []Reverse{{Listen: rev, Target: svc.addr()}}
+	_, cli, _ := startClient(t, ClientConfig{Options: copt, Server: addr, RedialMin: 20 * time.Millisecond, RedialMax: 200 * time.Millisecond, Reverse: rs})
+	eventually(t, 10*time.Second, "the reverse listener", func() bool { return dialEcho(rev) == nil })
+	if err := cli.Reload(ClientLive{PSK: testPSK(2), Reverse: rs}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "a second link and the old one retired", func() bool {
+		return clogs.FilterMessage("link up").Len() == 2 && srv.ctr.links.Load() == 1
+	})
+	eventually(t, 10*time.Second, "the reverse listener on the new link", func() bool { return dialEcho(rev) == nil })
+}
