@@ -311,21 +311,7 @@ func TestE2EClientReloadDynamic(t *testing.T) {
 	socksTarget := startE2ETarget(t, testutil.Echo)   // on the server's side
 	clientService := startE2ETarget(t, testutil.Echo) // on the client's side, reached in reverse
 	_, socksPort, _ := net.SplitHostPort(socksTarget.ln.Addr().String())
-	udpTarget, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer udpTarget.Close()
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			n, from, err := udpTarget.ReadFromUDPAddrPort(buf)
-			if err != nil {
-				return
-			}
-			_, _ = udpTarget.WriteToUDPAddrPort(buf[:n], from)
-		}
-	}()
+	udpTarget := udpEchoServer(t, net.IPv4(127, 0, 0, 1), "")
 	srvAddr, socksAddr, rev1, rev2 := freePort(t), freePort(t), freePort(t), freePort(t)
 	udpListen := freeUDPOn(t, "127.0.0.1")
 	serverCfg, clientCfg := filepath.Join(dir, "server.yaml"), filepath.Join(dir, "client.yaml")
@@ -454,7 +440,7 @@ reverse_allow:
 		if err := socksEcho(socksAddr, "bob", "two", "127.0.0.1", socksPort); err != nil {
 			t.Errorf("the new users file's user: %v", err)
 		}
-		waitFor(t, 10*time.Second, "the UDP forward added", func() error { return udpEchoOnce(udpListen) })
+		waitFor(t, 10*time.Second, "the UDP forward added", func() error { return udpEchoOnce(udpListen, "dgram") })
 		waitFor(t, 10*time.Second, "the reverse forward added", func() error { return echoOnce(rev2) })
 		waitFor(t, 10*time.Second, "the removed reverse forward to stop listening", func() error {
 			if c, err := net.DialTimeout("tcp", rev1, time.Second); err == nil {
@@ -486,18 +472,23 @@ reverse_allow:
 	}
 }
 
+// freeUDPOn is a UDP address on host free right now; it skips the test
+// if host is IPv6 and this host has no IPv6 loopback.
 func freeUDPOn(t *testing.T, host string) string {
 	t.Helper()
 	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP(host)})
 	if err != nil {
+		if strings.Contains(host, ":") {
+			t.Skipf("no IPv6 loopback: %v", err)
+		}
 		t.Fatal(err)
 	}
 	defer c.Close()
 	return c.LocalAddr().String()
 }
 
-// udpEchoOnce sends a datagram to addr and wants it back.
-func udpEchoOnce(addr string) error {
+// udpEchoOnce sends "dgram" to addr and wants want back.
+func udpEchoOnce(addr, want string) error {
 	c, err := net.Dial("udp", addr)
 	if err != nil {
 		return err
@@ -512,8 +503,36 @@ func udpEchoOnce(addr string) error {
 	if err != nil {
 		return err
 	}
-	if string(buf[:n]) != "dgram" {
-		return fmt.Errorf("got %q", buf[:n])
+	if string(buf[:n]) != want {
+		return fmt.Errorf("got %q, want %q", buf[:n], want)
 	}
 	return nil
+}
+
+// udpEchoServer answers every datagram to it with prefix and the
+// datagram, until the test ends; it skips the test if ip is IPv6 and this
+// host has no IPv6 loopback.
+func udpEchoServer(t *testing.T, ip net.IP, prefix string) *net.UDPConn {
+	t.Helper()
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: ip})
+	if err != nil {
+		if ip.To4() == nil {
+			t.Skipf("no IPv6 loopback: %v", err)
+		}
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { c.Close(); <-done })
+	go func() {
+		defer close(done)
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := c.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			_, _ = c.WriteToUDPAddrPort(append([]byte(prefix), buf[:n]...), from)
+		}
+	}()
+	return c
 }
