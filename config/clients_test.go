@@ -175,3 +175,20 @@ func TestChanged(t *testing.T) {
 		t.Errorf("Changed(a, a) = %q", got)
 	}
 }
+
+// TestSnake: config names of Go fields, acronyms included, so a live list
+// ("udp_services") matches the field it names.
+func TestSnake(t *testing.T) {
+	for in, want := range map[string]string{
+		"MaxHandshakesPerSource": "max_handshakes_per_source",
+		"UDPForwards":            "udp_forwards",
+		"UDPServices":            "udp_services",
+		"SocksUsersFile":         "socks_users_file",
+		"KeyFile":                "key_file",
+		"PSK":                    "psk",
+	} {
+		if got := snake(in); got != want {
+			t.Errorf("snake(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

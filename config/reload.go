@@ -48,12 +48,17 @@ func changed(a, b reflect.Value, skip map[string]bool, out *[]string) {
 }
 
 // snake turns a Go field name into its config name: MaxHandshakesPerSource
-// → max_handshakes_per_source.
+// → max_handshakes_per_source, UDPForwards → udp_forwards.
 func snake(s string) string {
 	var b strings.Builder
-	for i, r := range s {
+	rs := []rune(s)
+	for i, r := range rs {
 		if unicode.IsUpper(r) {
-			if i > 0 {
+			// An acronym is one word: UDPServices → udp_services, not
+			// u_d_p_services (which no live list would match).
+			prevLower := i > 0 && !unicode.IsUpper(rs[i-1])
+			endsAcronym := i > 0 && i+1 < len(rs) && unicode.IsLower(rs[i+1])
+			if prevLower || endsAcronym {
 				b.WriteByte('_')
 			}
 			r = unicode.ToLower(r)

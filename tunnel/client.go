@@ -28,8 +28,8 @@ type Forward struct {
 	Listener net.Listener
 	Service  string
 
-	// handle, if set, serves the connection instead (the SOCKS listener).
-	handle func(context.Context, net.Conn)
+	// socks: the connections speak SOCKS5 instead (the SOCKS listener).
+	socks bool
 }
 
 // ClientConfig configures a Client.
@@ -69,11 +69,12 @@ type Client struct {
 	streams  *tracker
 	guard    *engineGuard
 
-	udpForwards []UDPForward
+	udpForwards []UDPForward // at start; then fwd has them
 	udp         udpCounters
-	reverse     map[string]string // reverse listen address → target
-	socks       bool              // forwards has the SOCKS listener
-	bg          sync.WaitGroup    // reverse.go's per-link goroutines
+	rev         reverseSet     // the reverse forwards (reverse.go)
+	bg          sync.WaitGroup // reverse.go's per-link goroutines
+
+	socksUsers atomic.Pointer[map[string]string] // of the next SOCKS connections; Reload replaces it
 
 	refuseLog rateLimit
 	running   atomic.Bool // Run is serving: Healthy
@@ -94,32 +95,14 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if err := cfg.Options.setDefaults(); err != nil {
 		return nil, err
 	}
-	if len(cfg.PSK) != handshake.PSKSize {
-		return nil, fmt.Errorf("%w: pre-shared key is %d bytes, want %d", ErrConfig, len(cfg.PSK), handshake.PSKSize)
+	live := cfg.live()
+	reverse, err := checkLive(&live)
+	if err != nil {
+		return nil, err
 	}
 	servers, err := newServerRing(cfg.Server, cfg.Servers)
 	if err != nil {
 		return nil, err
-	}
-	if len(cfg.Forwards) == 0 && cfg.Socks == nil && len(cfg.UDPForwards) == 0 && len(cfg.Reverse) == 0 {
-		return nil, fmt.Errorf("%w: no forwards, socks, UDP or reverse forwards", ErrConfig)
-	}
-	reverse, err := checkReverse(cfg.Reverse)
-	if err != nil {
-		return nil, err
-	}
-	for _, f := range cfg.UDPForwards {
-		if f.Conn == nil || len(f.Service) == 0 || len(f.Service) > 255 || f.IdleTimeout < 0 || f.MaxFlows < 0 {
-			return nil, fmt.Errorf("%w: UDP forward %q: want a socket, a service name of 1..255 bytes, and no negative limits", ErrConfig, f.Service)
-		}
-	}
-	if cfg.Socks != nil && cfg.Socks.Listener == nil {
-		return nil, fmt.Errorf("%w: socks without a listener", ErrConfig)
-	}
-	for _, f := range cfg.Forwards {
-		if f.Listener == nil || len(f.Service) == 0 || len(f.Service) > 255 {
-			return nil, fmt.Errorf("%w: forward %q: want a listener and a service name of 1..255 bytes", ErrConfig, f.Service)
-		}
 	}
 	if cfg.RedialMin <= 0 {
 		cfg.RedialMin = DefaultRedialMin
@@ -144,7 +127,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		forwards:    append([]Forward(nil), cfg.Forwards...),
 		udpForwards: cfg.UDPForwards,
 		udp:         udpCounters{role: "client"},
-		reverse:     reverse,
+		rev:         reverseSet{targets: reverse},
 		redial:      backoff{min: cfg.RedialMin, max: cfg.RedialMax},
 		dial:        dial,
 		log:         cfg.Logger.Named("client"),
@@ -165,9 +148,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	c.guard = newEngineGuard(&c.opt, c.log)
 	c.ctr.guard, c.opt.verifier = c.guard, c.guard.verifier
+	c.setSocksUsers(cfg.Socks)
 	if cfg.Socks != nil {
-		c.socks = true
-		c.forwards = append(c.forwards, c.socksForward(cfg.Socks))
+		c.forwards = append(c.forwards, socksForward(cfg.Socks))
 	}
 	return c, nil
 }
@@ -199,9 +182,7 @@ func (c *Client) Run(ctx context.Context) error {
 		c.fwd.closeAll()
 	})
 	defer stop()
-	c.fwd.start(ctx, &wg, c.forwards, c.startForward)
-
-	c.runUDP(ctx, &wg)
+	c.fwd.start(ctx, &wg, c.forwards, c.udpForwards, c.startForward, c.startUDP)
 
 	old := c.linkLoop(ctx, &wg)
 
@@ -383,7 +364,7 @@ func (c *Client) acceptLoop(ctx context.Context, f *forwardRun, wg *sync.WaitGro
 			continue
 		}
 		delay = 0
-		service := *f.service.Load()
+		service, socks := *f.service.Load(), f.socks.Load()
 		// LinkStreams, not MaxStreams: the server accepts no more streams
 		// per link than its buffer budget holds, and a stream refused here
 		// is a clean reset rather than one that waits in its backlog.
@@ -399,8 +380,9 @@ func (c *Client) acceptLoop(ctx context.Context, f *forwardRun, wg *sync.WaitGro
 			defer wg.Done()
 			defer c.streams.done()
 			defer c.ctr.active.Add(-1)
-			if f.handle != nil {
-				f.handle(ctx, conn)
+			if socks {
+				// The users of the reload last before this connection.
+				c.serveSocks(ctx, conn, *c.socksUsers.Load())
 				return
 			}
 			c.serveLocal(ctx, conn, service)

@@ -301,7 +301,7 @@ func TestClientReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cli.Reload(testPSK(1), []Forward{{Listener: lnA, Service: "a"}}); !errors.Is(err, ErrConfig) {
+	if err := cli.Reload(ClientLive{PSK: testPSK(1), Forwards: []Forward{{Listener: lnA, Service: "a"}}}); !errors.Is(err, ErrConfig) {
 		t.Fatalf("reload before Run: %v, want ErrConfig", err)
 	}
 	rctx, rcancel := context.WithCancel(context.Background())
@@ -314,7 +314,7 @@ func TestClientReload(t *testing.T) {
 
 	// Remove b's forward, add one to b on another port, and a new key.
 	lnC := listen(t)
-	if err := cli.Reload(testPSK(2), []Forward{{Listener: lnA, Service: "a"}, {Listener: lnC, Service: "b"}}); err != nil {
+	if err := cli.Reload(ClientLive{PSK: testPSK(2), Forwards: []Forward{{Listener: lnA, Service: "a"}, {Listener: lnC, Service: "b"}}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := net.DialTimeout("tcp", lnB.Addr().String(), time.Second); err == nil {
@@ -345,7 +345,7 @@ func TestClientReload(t *testing.T) {
 		t.Errorf("%d links closed by the server's reload, want 0", n)
 	}
 	// Re-point a at b.
-	if err := cli.Reload(testPSK(2), []Forward{{Listener: lnA, Service: "b"}, {Listener: lnC, Service: "b"}}); err != nil {
+	if err := cli.Reload(ClientLive{PSK: testPSK(2), Forwards: []Forward{{Listener: lnA, Service: "b"}, {Listener: lnC, Service: "b"}}}); err != nil {
 		t.Fatal(err)
 	}
 	before := tgB.accepted()

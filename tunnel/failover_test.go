@@ -116,7 +116,7 @@ func TestFailoverKeyRollStays(t *testing.T) {
 	if err := testutil.EchoRoundTrip(addrs["echo"], 100000, 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := cli.Reload(testPSK(8), cli.forwards); err != nil {
+	if err := cli.Reload(ClientLive{PSK: testPSK(8), Forwards: cli.forwards}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "a second link", func() bool {

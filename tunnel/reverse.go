@@ -63,13 +63,80 @@ func checkReverse(rs []Reverse) (map[string]string, error) {
 	return out, nil
 }
 
+// reverseSet is the client's reverse forwards and their registrations on
+// the current link.
+type reverseSet struct {
+	mu      sync.Mutex
+	targets map[string]string // canonical listen address → target
+	ctx     context.Context   // Run's; nil before the first link
+	sess    *yamux.Session    // the link registrations go to
+	regs    map[string]context.CancelFunc
+}
+
+// target is the target of the reverse forward on listen, if there is one.
+func (c *Client) reverseTarget(listen string) (string, bool) {
+	c.rev.mu.Lock()
+	defer c.rev.mu.Unlock()
+	t, ok := c.rev.targets[listen]
+	return t, ok
+}
+
+// registerLocked starts the registration of listen on the current link;
+// cancelling it closes the registration's stream, and with it the
+// server's listener.
+func (c *Client) registerLocked(listen string) {
+	ctx, cancel := context.WithCancel(c.rev.ctx)
+	c.rev.regs[listen] = cancel
+	sess := c.rev.sess
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		defer cancel()
+		c.registerReverse(ctx, sess, listen)
+	}()
+}
+
+// reloadReverse makes targets the reverse forwards: a removed one's
+// registration ends (the server closes its listener), an added one is
+// asked for on the current link (or on the next, if none is up), and a
+// changed target is dialled by the next connections.
+func (c *Client) reloadReverse(targets map[string]string, n *reloadCounts) {
+	c.rev.mu.Lock()
+	defer c.rev.mu.Unlock()
+	for listen, old := range c.rev.targets {
+		t, ok := targets[listen]
+		switch {
+		case !ok:
+			c.log.Info("reverse forward removed", zap.String("reverse_listen", listen), zap.String("target", old))
+			if cancel := c.rev.regs[listen]; cancel != nil {
+				cancel()
+				delete(c.rev.regs, listen)
+			}
+			n.revRemoved++
+		case t != old:
+			c.log.Info("reverse forward changed", zap.String("reverse_listen", listen), zap.String("target", t), zap.String("was", old))
+			n.revChanged++
+		}
+	}
+	up := c.rev.sess != nil && !c.rev.sess.IsClosed() && c.rev.ctx.Err() == nil
+	for listen, t := range targets {
+		if _, ok := c.rev.targets[listen]; ok {
+			continue
+		}
+		c.log.Info("reverse forward added", zap.String("reverse_listen", listen), zap.String("target", t), zap.Bool("link_up", up))
+		n.revAdded++
+		if up {
+			defer c.registerLocked(listen) // once targets has it
+		}
+	}
+	c.rev.targets = targets
+}
+
 // reverseUp starts, for a link that just came up, the loop that serves
 // the server's reverse-connect streams and one registration loop per
-// reverse forward. They end with the session.
+// reverse forward. They end with the session. The accept loop runs even
+// without reverse forwards: a reload may add one.
 func (c *Client) reverseUp(ctx context.Context, sess *yamux.Session) {
-	if len(c.reverse) == 0 {
-		return
-	}
 	c.bg.Add(1)
 	go func() {
 		defer c.bg.Done()
@@ -88,12 +155,17 @@ func (c *Client) reverseUp(ctx context.Context, sess *yamux.Session) {
 			}()
 		}
 	}()
-	for listen := range c.reverse {
-		c.bg.Add(1)
-		go func() {
-			defer c.bg.Done()
-			c.registerReverse(ctx, sess, listen)
-		}()
+	c.rev.mu.Lock()
+	defer c.rev.mu.Unlock()
+	// The last link's registrations end: if it is still up (retiring
+	// after a key change) its listeners would hold the addresses this
+	// link asks for, and their streams would keep it from retiring.
+	for _, cancel := range c.rev.regs {
+		cancel()
+	}
+	c.rev.ctx, c.rev.sess, c.rev.regs = ctx, sess, map[string]context.CancelFunc{}
+	for listen := range c.rev.targets {
+		c.registerLocked(listen)
 	}
 }
 
@@ -103,7 +175,8 @@ func (c *Client) reverseUp(ctx context.Context, sess *yamux.Session) {
 // listener), it asks again after the redial backoff. A denial is final
 // for this link.
 func (c *Client) registerReverse(ctx context.Context, sess *yamux.Session, listen string) {
-	log := c.log.With(zap.String("reverse_listen", listen), zap.String("target", c.reverse[listen]))
+	target, _ := c.reverseTarget(listen)
+	log := c.log.With(zap.String("reverse_listen", listen), zap.String("target", target))
 	retry := backoff{min: c.redial.min, max: c.redial.max}
 	for !sess.IsClosed() && ctx.Err() == nil {
 		err := c.holdReverse(ctx, sess, listen, log)
@@ -171,7 +244,7 @@ func (c *Client) serveReverseConn(ctx context.Context, st *yamux.Stream) {
 	}
 	_ = st.SetReadDeadline(time.Time{})
 	what := "reverse " + req.arg
-	target, ok := c.reverse[req.arg]
+	target, ok := c.reverseTarget(req.arg)
 	if !ok {
 		err := fmt.Errorf("%w: no reverse forward listens on %s", ErrDenied, req.arg)
 		c.refuseStream(st, statusDenied, err.Error(), what, err)

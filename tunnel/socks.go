@@ -87,10 +87,10 @@ func socksRefuse(reply byte, format string, args ...any) error {
 }
 
 // socksForward is the Forward that serves the SOCKS listener.
-func (c *Client) socksForward(s *Socks) Forward {
-	return Forward{Listener: s.Listener, Service: "socks", handle: func(ctx context.Context, conn net.Conn) {
-		c.serveSocks(ctx, conn, s.Users)
-	}}
+// Its users are the client's (setSocksUsers), not the Forward's: a reload
+// that keeps the listener may change them.
+func socksForward(s *Socks) Forward {
+	return Forward{Listener: s.Listener, Service: "socks", socks: true}
 }
 
 // serveSocks runs SOCKS5 on conn and carries the connection.

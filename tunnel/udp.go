@@ -103,32 +103,28 @@ type udpFlow struct {
 	done   chan struct{}
 }
 
-// runUDP starts the UDP forwards' read loops; they end when ctx does.
-func (c *Client) runUDP(ctx context.Context, wg *sync.WaitGroup) {
-	for _, f := range c.udpForwards {
-		c.log.Info("forwarding UDP", zap.Stringer("listen", f.Conn.LocalAddr()), zap.String("service", f.Service), zap.Strings("servers", c.servers.addrs))
-		stop := context.AfterFunc(ctx, func() { _ = f.Conn.Close() })
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer stop()
-			c.udpLoop(ctx, f, wg)
-		}()
-	}
+// startUDP is the begin of the client's UDP forwards (clientreload.go):
+// it runs r's read loop until its socket is closed (at shutdown, or by a
+// reload that removes it).
+func (c *Client) startUDP(ctx context.Context, r *udpRun, wg *sync.WaitGroup) {
+	f := r.cfg.Load()
+	c.log.Info("forwarding UDP", zap.Stringer("listen", f.Conn.LocalAddr()), zap.String("service", f.Service), zap.Strings("servers", c.servers.addrs))
+	c.udpLoop(ctx, r, wg)
 }
 
 // udpLoop reads the listener and hands each datagram to its source's flow,
-// starting flows as sources appear.
-func (c *Client) udpLoop(ctx context.Context, f UDPForward, wg *sync.WaitGroup) {
-	idle := cmpOr(f.IdleTimeout, DefaultUDPIdleTimeout)
-	maxFlows := cmpOr(f.MaxFlows, DefaultUDPMaxFlows)
+// starting flows as sources appear, each with the forward's settings of
+// the moment (a reload may change them; running flows keep theirs).
+func (c *Client) udpLoop(ctx context.Context, r *udpRun, wg *sync.WaitGroup) {
+	conn := r.cfg.Load().Conn
 	var mu sync.Mutex
 	flows := map[netip.AddrPort]*udpFlow{}
 	// One byte more than the largest datagram: a datagram that fills it
 	// was bigger than allowed (the kernel cut it), and is refused.
 	buf := make([]byte, udpMaxDatagram+1)
 	for {
-		n, src, err := f.Conn.ReadFromUDPAddrPort(buf)
+		n, src, err := conn.ReadFromUDPAddrPort(buf)
+		f := *r.cfg.Load()
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				break
@@ -148,6 +144,7 @@ func (c *Client) udpLoop(ctx context.Context, f UDPForward, wg *sync.WaitGroup) 
 		mu.Lock()
 		fl := flows[src]
 		if fl == nil {
+			maxFlows := cmpOr(f.MaxFlows, DefaultUDPMaxFlows)
 			if n := len(flows); n >= maxFlows || c.ctr.active.Load() >= int64(c.opt.LinkStreams()) {
 				mu.Unlock()
 				c.udp.flowsFull.Add(1)
@@ -163,7 +160,7 @@ func (c *Client) udpLoop(ctx context.Context, f UDPForward, wg *sync.WaitGroup) 
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				c.runFlow(ctx, f, fl, idle)
+				c.runFlow(ctx, f, fl, cmpOr(f.IdleTimeout, DefaultUDPIdleTimeout))
 				mu.Lock()
 				delete(flows, src)
 				mu.Unlock()

@@ -35,21 +35,7 @@ func TestE2EDynamic(t *testing.T) {
 	echo := func(c net.Conn) { _, _ = io.Copy(c, c) }
 	socksTarget := startE2ETarget(t, echo)   // on the server's side
 	clientService := startE2ETarget(t, echo) // on the client's side, reached in reverse
-	udpTarget, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv6loopback})
-	if err != nil {
-		t.Skipf("no IPv6 loopback: %v", err)
-	}
-	defer udpTarget.Close()
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			n, from, err := udpTarget.ReadFromUDPAddrPort(buf)
-			if err != nil {
-				return
-			}
-			_, _ = udpTarget.WriteToUDPAddrPort(append([]byte("echo:"), buf[:n]...), from)
-		}
-	}()
+	udpTarget := udpEchoServer(t, net.IPv6loopback, "echo:")
 	canary := startE2ETarget(t, echo)
 	_, canaryPort, _ := net.SplitHostPort(canary.ln.Addr().String())
 	serverAddr, socksAddr, reverseAddr := freePort(t), freePort(t), freePort(t)
@@ -118,26 +104,7 @@ reverse:
 	}
 
 	// UDP over IPv6.
-	waitFor(t, 10*time.Second, "UDP forward", func() error {
-		c, err := net.Dial("udp", udpListen)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(time.Second))
-		if _, err := c.Write([]byte("dgram")); err != nil {
-			return err
-		}
-		buf := make([]byte, 100)
-		n, err := c.Read(buf)
-		if err != nil {
-			return err
-		}
-		if string(buf[:n]) != "echo:dgram" {
-			return fmt.Errorf("got %q", buf[:n])
-		}
-		return nil
-	})
+	waitFor(t, 10*time.Second, "UDP forward", func() error { return udpEchoOnce(udpListen, "echo:dgram") })
 
 	if code := cli.stop(t); code != 0 {
 		t.Errorf("client exit %d", code)
@@ -162,15 +129,7 @@ reverse:
 	}
 }
 
-func freeUDP(t *testing.T) string {
-	t.Helper()
-	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv6loopback})
-	if err != nil {
-		t.Skipf("no IPv6 loopback: %v", err)
-	}
-	defer c.Close()
-	return c.LocalAddr().String()
-}
+func freeUDP(t *testing.T) string { return freeUDPOn(t, "::1") }
 
 func echoOnce(addr string) error {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
@@ -185,11 +144,29 @@ func echoOnce(addr string) error {
 // socksEcho does a SOCKS5 CONNECT with username/password to host:port
 // through proxy and checks an echo.
 func socksEcho(proxy, user, pass, host, port string) error {
-	c, err := net.DialTimeout("tcp", proxy, time.Second)
+	c, err := socksConnect(proxy, user, pass, host, port)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	return echoConn(c)
+}
+
+// socksConnect does a SOCKS5 CONNECT with username/password to host:port
+// through proxy and returns the connection, with a 5 s deadline.
+func socksConnect(proxy, user, pass, host, port string) (net.Conn, error) {
+	c, err := net.DialTimeout("tcp", proxy, time.Second)
+	if err != nil {
+		return nil, err
+	}
+	if err := socksHandshake(c, user, pass, host, port); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func socksHandshake(c net.Conn, user, pass, host, port string) error {
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 	buf := make([]byte, 10)
 	req := []byte{5, 1, 2}
@@ -213,7 +190,7 @@ func socksEcho(proxy, user, pass, host, port string) error {
 	if buf[1] != 0 {
 		return fmt.Errorf("reply %d", buf[1])
 	}
-	return echoConn(c)
+	return nil
 }
 
 func echoConn(c net.Conn) error {

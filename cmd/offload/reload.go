@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 
 	"go.uber.org/zap"
@@ -17,7 +18,7 @@ import (
 
 // Reload on SIGHUP. Each end re-reads its config file and applies what can
 // change at run time through the same function that applied it at start
-// (serverConfig, clientForwards), so whatever those map reloads too; the
+// (serverConfig, clientSettings), so whatever those map reloads too; the
 // settings that can't are compared with the running ones (config.Changed)
 // and each that differs is logged as needing a restart, its old value kept.
 // A config that does not load, or that the tunnel refuses, changes nothing:
@@ -27,7 +28,7 @@ import (
 // Settings a reload applies; every other one needs a restart.
 var (
 	serverLive = []string{"services", "clients", "key_file", "socks_allow", "udp_services", "reverse_allow"}
-	clientLive = []string{"forwards", "key_file"}
+	clientLive = []string{"forwards", "key_file", "socks", "socks_users_file", "udp_forwards", "reverse"}
 )
 
 // onHangup calls reload on every SIGHUP until ctx ends; it returns when
@@ -133,28 +134,92 @@ func needsRestart(log *zap.Logger, fields []string) {
 	}
 }
 
-// clientForwards opens the listeners of cfg's forwards, at start and at
-// every reload, reusing those in have (by listen address as written). On
-// an error it closes what it opened and returns an *config.Error at the
-// forward.
-func clientForwards(cfg *config.Client, have map[string]net.Listener) (fwds []tunnel.Forward, lns map[string]net.Listener, opened []net.Listener, err error) {
-	lns = map[string]net.Listener{}
-	for i, f := range cfg.Forwards {
-		ln, ok := have[f.Listen]
-		if !ok {
-			ln, err = net.Listen("tcp", f.Listen)
-			if err != nil {
-				for _, o := range opened {
-					_ = o.Close()
-				}
-				return nil, nil, nil, cfg.FieldError(forwardField(i), err)
-			}
-			opened = append(opened, ln)
-		}
-		lns[f.Listen] = ln
-		fwds = append(fwds, tunnel.Forward{Listener: ln, Service: f.Service})
+// clientSockets are a running client's listeners (forwards' and SOCKS's)
+// and UDP sockets, by listen address as written in the config: a reload
+// that keeps an address keeps its socket, and what runs on it.
+type clientSockets struct {
+	tcp map[string]net.Listener
+	udp map[string]*net.UDPConn
+}
+
+// close closes every socket in s.
+func (s *clientSockets) close() {
+	for _, ln := range s.tcp {
+		_ = ln.Close()
 	}
-	return fwds, lns, opened, nil
+	for _, c := range s.udp {
+		_ = c.Close()
+	}
+}
+
+// clientSettings maps what a reload may change of a client config to the
+// tunnel's, at start (have is empty) and at every reload: it reads the
+// key and the SOCKS users files and opens the sockets of cfg's forwards,
+// SOCKS listener and UDP forwards, reusing those in have. It returns the
+// sockets of cfg (next) and those it opened, which the caller closes if
+// the tunnel refuses the config. On an error it closes what it opened
+// and returns an *config.Error at the field.
+func clientSettings(cfg *config.Client, have clientSockets) (live tunnel.ClientLive, next, opened clientSockets, err error) {
+	next = clientSockets{tcp: map[string]net.Listener{}, udp: map[string]*net.UDPConn{}}
+	opened = clientSockets{tcp: map[string]net.Listener{}, udp: map[string]*net.UDPConn{}}
+	fail := func(err error) (tunnel.ClientLive, clientSockets, clientSockets, error) {
+		opened.close()
+		return tunnel.ClientLive{}, clientSockets{}, clientSockets{}, err
+	}
+	if live.PSK, err = cfg.LoadKey(); err != nil {
+		return fail(err)
+	}
+	listen := func(addr string) (net.Listener, error) {
+		if ln, ok := have.tcp[addr]; ok {
+			next.tcp[addr] = ln
+			return ln, nil
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		opened.tcp[addr], next.tcp[addr] = ln, ln
+		return ln, nil
+	}
+	for i, f := range cfg.Forwards {
+		ln, err := listen(f.Listen)
+		if err != nil {
+			return fail(cfg.FieldError(forwardField(i), err))
+		}
+		live.Forwards = append(live.Forwards, tunnel.Forward{Listener: ln, Service: f.Service})
+	}
+	if cfg.Socks != "" {
+		// The users file is read before the listener opens: a bad one
+		// (its mode, a line) must not leave a new listener behind.
+		users, err := cfg.LoadSocksUsers()
+		if err != nil {
+			return fail(err)
+		}
+		ln, err := listen(cfg.Socks)
+		if err != nil {
+			return fail(cfg.FieldError("socks", err))
+		}
+		live.Socks = &tunnel.Socks{Listener: ln, Users: users}
+	}
+	for i, f := range cfg.UDPForwards {
+		conn, ok := have.udp[f.Listen]
+		if !ok {
+			a, err := net.ResolveUDPAddr("udp", f.Listen)
+			if err == nil {
+				conn, err = net.ListenUDP("udp", a)
+			}
+			if err != nil {
+				return fail(cfg.FieldError("udp_forwards["+strconv.Itoa(i)+"]", err))
+			}
+			opened.udp[f.Listen] = conn
+		}
+		next.udp[f.Listen] = conn
+		live.UDPForwards = append(live.UDPForwards, tunnel.UDPForward{Conn: conn, Service: f.Service, IdleTimeout: f.IdleTimeout, MaxFlows: f.MaxFlows})
+	}
+	for _, r := range cfg.Reverse {
+		live.Reverse = append(live.Reverse, tunnel.Reverse{Listen: r.Listen, Target: r.Target})
+	}
+	return live, next, opened, nil
 }
 
 // clientReloader reloads a running client from its config file.
@@ -162,7 +227,7 @@ type clientReloader struct {
 	cli   *tunnel.Client
 	start *config.Client
 	file  string
-	lns   map[string]net.Listener // the running forwards' listeners, by listen address
+	socks clientSockets // the running config's
 	log   *zap.Logger
 }
 
@@ -171,21 +236,15 @@ func (r *clientReloader) reload() error {
 	if err != nil {
 		return err
 	}
-	key, err := next.LoadKey()
+	live, socks, opened, err := clientSettings(next, r.socks)
 	if err != nil {
 		return err
 	}
-	fwds, lns, opened, err := clientForwards(next, r.lns)
-	if err != nil {
+	if err := r.cli.Reload(live); err != nil {
+		opened.close()
 		return err
 	}
-	if err := r.cli.Reload(key, fwds); err != nil {
-		for _, o := range opened {
-			_ = o.Close()
-		}
-		return err
-	}
-	r.lns = lns // the tunnel closed the listeners left out
+	r.socks = socks // the tunnel closed the sockets left out
 	needsRestart(r.log, config.Changed(r.start, next, clientLive...))
 	return nil
 }

@@ -281,3 +281,258 @@ func readAll(c net.Conn) error {
 func isReset(err error) bool {
 	return err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded)
 }
+
+// TestE2EClientReloadDynamic runs the built server and client and changes
+// the client's socks, socks_users_file, udp_forwards and reverse with
+// SIGHUP: a SOCKS connection open across the reloads carries on, a new
+// users file applies to new connections, a UDP forward added works and,
+// removed, frees its port, a reverse forward added listens on the server
+// and a removed one stops; a config with the SOCKS listener on a taken
+// port, or a users file with a bad mode, is refused, changes nothing and
+// leaves no socket of its own open.
+func TestE2EClientReloadDynamic(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	bin := buildOffload(t)
+	dir := t.TempDir()
+	if out, err := exec.Command(bin, "keygen", "-o", filepath.Join(dir, "offload.key")).CombinedOutput(); err != nil {
+		t.Fatalf("keygen: %v\n%s", err, out)
+	}
+	users := func(name, body string, mode os.FileMode) {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil { // WriteFile keeps an existing file's mode
+			t.Fatal(err)
+		}
+	}
+	users("socks.users", "alice:one\n", 0o600)
+	socksTarget := startE2ETarget(t, testutil.Echo)   // on the server's side
+	clientService := startE2ETarget(t, testutil.Echo) // on the client's side, reached in reverse
+	_, socksPort, _ := net.SplitHostPort(socksTarget.ln.Addr().String())
+	udpTarget := udpEchoServer(t, net.IPv4(127, 0, 0, 1), "")
+	srvAddr, socksAddr, rev1, rev2 := freePort(t), freePort(t), freePort(t), freePort(t)
+	udpListen := freeUDPOn(t, "127.0.0.1")
+	serverCfg, clientCfg := filepath.Join(dir, "server.yaml"), filepath.Join(dir, "client.yaml")
+	if err := os.WriteFile(serverCfg, []byte(fmt.Sprintf(`listen: %s
+key_file: offload.key
+drain_timeout: 1s
+socks_allow:
+  - 127.0.0.1/32:%s
+udp_services:
+  echo: %s
+reverse_allow:
+  - %s
+  - %s
+`, srvAddr, socksPort, udpTarget.LocalAddr(), rev1, rev2)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fwd := freePort(t)
+	// client writes the client config; forward adds a forward to fwd.
+	client := func(socks, usersFile, udp string, forward bool, reverse ...string) {
+		t.Helper()
+		var b strings.Builder
+		fmt.Fprintf(&b, "server: %s\nkey_file: offload.key\ndrain_timeout: 1s\nredial: {min: 100ms, max: 1s}\nsocks: %s\nsocks_users_file: %s\n", srvAddr, socks, usersFile)
+		if forward {
+			fmt.Fprintf(&b, "forwards:\n  - {listen: '%s', service: x}\n", fwd)
+		}
+		if udp != "" {
+			fmt.Fprintf(&b, "udp_forwards:\n  - {listen: '%s', service: echo, idle_timeout: 2s}\n", udp)
+		}
+		if len(reverse) > 0 {
+			b.WriteString("reverse:\n")
+			for _, r := range reverse {
+				fmt.Fprintf(&b, "  - {listen: '%s', target: '%s'}\n", r, clientService.ln.Addr())
+			}
+		}
+		if err := os.WriteFile(clientCfg, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	client(socksAddr, "socks.users", "", false, rev1)
+	srv := startProc(t, "server", bin, "server", "-c", serverCfg)
+	cli := startProc(t, "client", bin, "client", "-c", clientCfg)
+	waitFor(t, 15*time.Second, "the first reverse forward", func() error { return echoOnce(rev1) })
+	long, err := socksConnect(socksAddr, "alice", "one", "127.0.0.1", socksPort)
+	if err != nil {
+		t.Fatalf("SOCKS at start: %v", err)
+	}
+	defer long.Close()
+	echo(t, long, "before")
+
+	hup := func(want string) {
+		t.Helper()
+		before := len(cli.out.String())
+		if err := cli.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "the client to log "+want, func() error {
+			if !strings.Contains(cli.out.String()[before:], want) {
+				return errors.New("not yet")
+			}
+			return nil
+		})
+	}
+	// udpFree says whether nothing listens on addr: it can be bound.
+	udpFree := func(addr string) bool {
+		a, err := net.ResolveUDPAddr("udp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := net.ListenUDP("udp", a)
+		if err != nil {
+			return false
+		}
+		c.Close()
+		return true
+	}
+
+	t.Run("refused", func(t *testing.T) {
+		// SOCKS moved to a taken port, with a forward and a UDP
+		// forward: refused at socks, and the sockets it opened (the
+		// forward's, before socks) are closed again.
+		taken, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer taken.Close()
+		client(taken.Addr().String(), "socks.users", udpListen, true, rev1)
+		hup("reload refused")
+		if c, err := net.DialTimeout("tcp", fwd, time.Second); err == nil {
+			c.Close()
+			t.Errorf("a refused reload left its forward listening")
+		}
+		if out := cli.out.String(); !strings.Contains(out, "client.yaml:5: socks:") || !strings.Contains(out, "address already in use") {
+			t.Errorf("the refusal does not name file:line, socks and the cause:\n%s", out)
+		}
+		if !udpFree(udpListen) {
+			t.Errorf("a refused reload left its UDP socket open")
+		}
+		// A users file anyone may read.
+		users("open.users", "bob:two\n", 0o644)
+		client(socksAddr, "open.users", udpListen, true, rev1)
+		hup("reload refused")
+		if !strings.Contains(cli.out.String(), "open.users") {
+			t.Errorf("the refusal does not name the users file:\n%s", cli.out)
+		}
+		if c, err := net.DialTimeout("tcp", fwd, time.Second); err == nil {
+			c.Close()
+			t.Errorf("a refused reload left its forward listening")
+		}
+		if !udpFree(udpListen) {
+			t.Errorf("a refused reload left its UDP socket open")
+		}
+		if err := socksEcho(socksAddr, "alice", "one", "127.0.0.1", socksPort); err != nil {
+			t.Errorf("the old users after refused reloads: %v", err)
+		}
+		echo(t, long, "after refusals")
+	})
+
+	t.Run("applied", func(t *testing.T) {
+		users("socks.users", "bob:two\n", 0o600)
+		client(socksAddr, "socks.users", udpListen, false, rev2)
+		hup("reloaded")
+		echo(t, long, "across the reload")
+		if err := socksEcho(socksAddr, "alice", "one", "127.0.0.1", socksPort); err == nil {
+			t.Errorf("a user no longer in the users file got through")
+		}
+		if err := socksEcho(socksAddr, "bob", "two", "127.0.0.1", socksPort); err != nil {
+			t.Errorf("the new users file's user: %v", err)
+		}
+		waitFor(t, 10*time.Second, "the UDP forward added", func() error { return udpEchoOnce(udpListen, "dgram") })
+		waitFor(t, 10*time.Second, "the reverse forward added", func() error { return echoOnce(rev2) })
+		waitFor(t, 10*time.Second, "the removed reverse forward to stop listening", func() error {
+			if c, err := net.DialTimeout("tcp", rev1, time.Second); err == nil {
+				c.Close()
+				return fmt.Errorf("%s still accepts", rev1)
+			}
+			return nil
+		})
+		if out := cli.out.String(); strings.Contains(out, "needs a restart") {
+			t.Errorf("a reload of socks, udp_forwards and reverse reported a restart:\n%s", out)
+		}
+
+		client(socksAddr, "socks.users", "", false, rev2)
+		hup("reloaded")
+		if !udpFree(udpListen) {
+			t.Errorf("the removed UDP forward's socket is still open")
+		}
+		echo(t, long, "the link stays")
+	})
+
+	if code := cli.stop(t); code != 0 {
+		t.Errorf("client exit %d", code)
+	}
+	if code := srv.stop(t); code != 0 {
+		t.Errorf("server exit %d", code)
+	}
+	if n := strings.Count(cli.out.String(), "link up"); n != 1 {
+		t.Errorf("%d links, want 1: the reloads kept the link", n)
+	}
+}
+
+// freeUDPOn is a UDP address on host free right now; it skips the test
+// if host is IPv6 and this host has no IPv6 loopback.
+func freeUDPOn(t *testing.T, host string) string {
+	t.Helper()
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP(host)})
+	if err != nil {
+		if strings.Contains(host, ":") {
+			t.Skipf("no IPv6 loopback: %v", err)
+		}
+		t.Fatal(err)
+	}
+	defer c.Close()
+	return c.LocalAddr().String()
+}
+
+// udpEchoOnce sends "dgram" to addr and wants want back.
+func udpEchoOnce(addr, want string) error {
+	c, err := net.Dial("udp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("dgram")); err != nil {
+		return err
+	}
+	buf := make([]byte, 100)
+	n, err := c.Read(buf)
+	if err != nil {
+		return err
+	}
+	if string(buf[:n]) != want {
+		return fmt.Errorf("got %q, want %q", buf[:n], want)
+	}
+	return nil
+}
+
+// udpEchoServer answers every datagram to it with prefix and the
+// datagram, until the test ends; it skips the test if ip is IPv6 and this
+// host has no IPv6 loopback.
+func udpEchoServer(t *testing.T, ip net.IP, prefix string) *net.UDPConn {
+	t.Helper()
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: ip})
+	if err != nil {
+		if ip.To4() == nil {
+			t.Skipf("no IPv6 loopback: %v", err)
+		}
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { c.Close(); <-done })
+	go func() {
+		defer close(done)
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := c.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			_, _ = c.WriteToUDPAddrPort(append([]byte(prefix), buf[:n]...), from)
+		}
+	}()
+	return c
+}
