@@ -288,7 +288,7 @@ func (s *Server) recheckLocked(l *link, st *serverState) string {
 // that does not exist and one it may not use.
 func (s *Server) open(parent context.Context, l *link, service string) (ctx context.Context, target string, done func(), refusal string, err error) {
 	const hidden = "no such service for this client"
-	still := func(st *serverState, a *access) string {
+	ctx, st, done, err := s.hold(parent, l, service, func(st *serverState, a *access) string {
 		switch _, ok := st.services[service]; {
 		case !ok:
 			return "service removed from the config"
@@ -296,28 +296,20 @@ func (s *Server) open(parent context.Context, l *link, service string) (ctx cont
 			return "service no longer allowed for this client"
 		}
 		return ""
-	}
-	ctx, done, err = s.hold(parent, l, service, func(st *serverState, a *access) string {
-		if why := still(st, a); why != "" {
-			return why
-		}
-		target = st.services[service]
-		return ""
 	})
-	switch {
-	case err == nil:
-		return ctx, target, done, "", nil
-	case errors.Is(err, errReloaded):
-		return nil, "", nil, hidden, err
-	case errors.Is(err, errNotAllowed) && l.allServices():
-		return nil, "", nil, "", ErrUnknownService
-	case errors.Is(err, errNotAllowed):
-		if _, ok := s.state.Load().services[service]; !ok {
-			return nil, "", nil, hidden, ErrUnknownService
-		}
-		return nil, "", nil, hidden, errNotAllowed
+	if err == nil {
+		return ctx, st.services[service], done, "", nil
 	}
-	return nil, "", nil, hidden, err
+	if !errors.Is(err, errNotAllowed) {
+		return nil, "", nil, hidden, err // the link was closed by a reload
+	}
+	switch _, ok := st.services[service]; {
+	case !ok && l.allServices():
+		return nil, "", nil, "", ErrUnknownService
+	case !ok:
+		return nil, "", nil, hidden, ErrUnknownService
+	}
+	return nil, "", nil, hidden, errNotAllowed
 }
 
 // hold registers a stream of l for reloads once check, run under the
@@ -325,20 +317,24 @@ func (s *Server) open(parent context.Context, l *link, service string) (ctx cont
 // may run (""): ctx is then cancelled, with errReloaded as its cause, if
 // a reload takes that away (check runs again on every reload). Otherwise
 // the error wraps errNotAllowed with check's reason, or errReloaded if a
-// reload closed the link. done unregisters the stream.
-func (s *Server) hold(parent context.Context, l *link, what string, check func(st *serverState, a *access) string) (ctx context.Context, done func(), err error) {
+// reload closed the link. st is the state check ran against (nil if the
+// link was closed), for the caller to look up what it may use; done
+// unregisters the stream. check must not keep what it reads: a reload
+// runs it again under the link's lock while the stream runs.
+func (s *Server) hold(parent context.Context, l *link, what string, check func(st *serverState, a *access) string) (ctx context.Context, st *serverState, done func(), err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed != "" {
-		return nil, nil, fmt.Errorf("%w: %s", errReloaded, l.closed)
+		return nil, nil, nil, fmt.Errorf("%w: %s", errReloaded, l.closed)
 	}
-	if why := check(s.state.Load(), l.access); why != "" {
-		return nil, nil, fmt.Errorf("%w: %s", errNotAllowed, why)
+	st = s.state.Load()
+	if why := check(st, l.access); why != "" {
+		return nil, st, nil, fmt.Errorf("%w: %s", errNotAllowed, why)
 	}
 	ctx, cancel := context.WithCancelCause(parent)
 	ls := &linkStream{what: what, still: check, cancel: cancel}
 	l.streams[ls] = struct{}{}
-	return ctx, func() {
+	return ctx, st, func() {
 		l.mu.Lock()
 		delete(l.streams, ls)
 		l.mu.Unlock()

@@ -277,7 +277,7 @@ func (s *Server) serveReverse(ctx context.Context, st *yamux.Stream, arg string,
 	ap := netip.MustParseAddrPort(arg) // readRequest checked it
 	// A reload that takes the address out of the client's reverse_allow
 	// closes the listener (ctx).
-	ctx, done, err := s.hold(ctx, l, what, func(_ *serverState, a *access) string {
+	ctx, _, done, err := s.hold(ctx, l, what, func(_ *serverState, a *access) string {
 		if !a.rules.ReverseAllowed(ap) {
 			return "listen address no longer in reverse_allow"
 		}

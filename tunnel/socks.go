@@ -328,7 +328,7 @@ func (s *Server) serveSocks(ctx context.Context, st *yamux.Stream, arg string, l
 	}
 	// A reload that takes the destination out of the client's
 	// socks_allow ends the stream.
-	ctx, done, err := s.hold(ctx, l, what, func(_ *serverState, a *access) string {
+	ctx, _, done, err := s.hold(ctx, l, what, func(_ *serverState, a *access) string {
 		for _, addr := range allowed {
 			if _, ok := a.rules.SocksAllowed(name, addr, port); !ok {
 				return "destination no longer in socks_allow"

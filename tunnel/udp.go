@@ -317,16 +317,13 @@ func (s *Server) serveUDP(ctx context.Context, st *yamux.Stream, name string, l 
 	log := l.log
 	// The client hears the same for a UDP service that does not exist and
 	// one it may not use; a reload that takes it away ends the flow.
-	var target string
-	ctx, done, err := s.hold(ctx, l, what, func(st *serverState, a *access) string {
-		t, ok := st.rules.UDPTarget(name)
-		switch {
+	ctx, state, done, err := s.hold(ctx, l, what, func(st *serverState, a *access) string {
+		switch _, ok := st.rules.UDPTarget(name); {
 		case !ok:
 			return "UDP service removed from the config"
 		case !a.allows(name):
 			return "UDP service not allowed for this client"
 		}
-		target = t
 		return ""
 	})
 	if err != nil {
@@ -337,6 +334,7 @@ func (s *Server) serveUDP(ctx context.Context, st *yamux.Stream, name string, l 
 		return
 	}
 	defer done()
+	target, _ := state.rules.UDPTarget(name)
 	conn, err := s.dialer.DialContext(ctx, "udp", target)
 	if err != nil {
 		s.refuse(st, dialStatus(err), err.Error(), l, what, err)
