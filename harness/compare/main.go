@@ -369,24 +369,35 @@ func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
 		}{ot.name, offloadSetup(ot.name, ot.suite)})
 	}
 	var failed []string
+	// A tool gets a second start on fresh ports if the first does not come
+	// up: freePort's port is free when it is picked, but the tool binds it
+	// later, and anything on the machine may take it in between (spiped
+	// once failed so in CI: "Address already in use").
+	const starts = 2
 	for _, s := range setups {
-		fmt.Fprintf(log, "compare: starting %s\n", s.name)
-		t, info, err := s.fn(ctx, filepath.Join(work, strings.ReplaceAll(s.name, " ", "")), sink)
-		if t != nil {
-			tuts = append(tuts, t)
-		}
-		if err == nil {
-			err = firstByte(ctx, t.addr)
+		var err error
+		for try := 1; try <= starts; try++ {
+			fmt.Fprintf(log, "compare: starting %s\n", s.name)
+			var t *tunnelUnderTest
+			var info toolInfo
+			t, info, err = s.fn(ctx, filepath.Join(work, strings.ReplaceAll(s.name, " ", "")+strconv.Itoa(try)), sink)
+			if err == nil {
+				err = firstByte(ctx, t.addr)
+			}
+			if err == nil {
+				tuts = append(tuts, t)
+				rep.Tools = append(rep.Tools, info)
+				break
+			}
+			fmt.Fprintf(log, "compare: %s did not come up (start %d of %d): %v\n", s.name, try, starts, err)
+			for _, p := range slices.Backward(t.procsOrNil()) {
+				fmt.Fprintf(log, "compare: %s output:\n%s\n", p.name, p.output())
+				p.stop()
+			}
 		}
 		if err != nil {
 			failed = append(failed, fmt.Sprintf("%s: %v", s.name, err))
-			fmt.Fprintf(log, "compare: %s did not come up: %v\n", s.name, err)
-			for _, p := range t.procsOrNil() {
-				fmt.Fprintf(log, "compare: %s output:\n%s\n", p.name, p.output())
-			}
-			continue
 		}
-		rep.Tools = append(rep.Tools, info)
 	}
 	if len(failed) > 0 {
 		return rep, fmt.Errorf("tools that did not run: %s", strings.Join(failed, "; "))
