@@ -73,7 +73,8 @@ const (
 	yamuxNewStream = 256 << 10
 
 	// Server caps against floods and replays (docs/tunnel.md).
-	DefaultMaxLinks               = 4  // links up at once
+	DefaultMaxLinks               = 4  // links up at once with key_file; with clients, max_links_per_client per client if more
+	DefaultMaxLinksPerClient      = 2  // one client's links: one, and one while it redials
 	DefaultMaxHandshakes          = 64 // unauthenticated connections in their handshake
 	DefaultMaxHandshakesPerSource = 8  // of them from one IPv4 address or IPv6 /64
 	MaxMaxLinks                   = 1024
@@ -176,9 +177,14 @@ type Server struct {
 	// Services maps a service name (what clients ask for) to the host:port
 	// the server dials for it. Nothing else is ever dialled.
 	Services map[string]string
-	// MaxLinks caps the links up at once; a client beyond it is refused
-	// (busy) and redials.
+	// MaxLinks caps the links up at once; a client with no link beyond it
+	// is refused (busy) and redials. 0 (not in the file): the tunnel's
+	// default, DefaultMaxLinks or MaxLinksPerClient per client if more
+	// (tunnel.LinkCaps).
 	MaxLinks int
+	// MaxLinksPerClient caps one client's links: a new one beyond it
+	// replaces the client's oldest.
+	MaxLinksPerClient int
 	// MaxHandshakes caps unauthenticated connections in their handshake,
 	// MaxHandshakesPerSource those from one IPv4 address or IPv6 /64.
 	MaxHandshakes          int
@@ -644,7 +650,7 @@ func isLoopbackHost(host string) bool {
 
 func (d *decoder) server(body ast.Node) *Server {
 	s := &Server{Common: defaultCommon(d.file), Services: map[string]string{},
-		MaxLinks: DefaultMaxLinks, MaxHandshakes: DefaultMaxHandshakes, MaxHandshakesPerSource: DefaultMaxHandshakesPerSource}
+		MaxLinksPerClient: DefaultMaxLinksPerClient, MaxHandshakes: DefaultMaxHandshakes, MaxHandshakesPerSource: DefaultMaxHandshakesPerSource}
 	top := value{node: body, at: atNode(body, at{1, 0})}
 	specs := append(d.common(&s.Common),
 		fieldSpec{name: "listen", required: true, decode: func(v value) {
@@ -663,6 +669,10 @@ func (d *decoder) server(body ast.Node) *Server {
 			d.targets(s, entries, s.Services)
 		}},
 		fieldSpec{name: "max_links", decode: func(v value) { s.fields[v.field] = v.at; d.count(v, &s.MaxLinks, MaxMaxLinks) }},
+		fieldSpec{name: "max_links_per_client", decode: func(v value) {
+			s.fields[v.field] = v.at
+			d.count(v, &s.MaxLinksPerClient, MaxMaxLinks)
+		}},
 		fieldSpec{name: "max_handshakes", decode: func(v value) { s.fields[v.field] = v.at; d.count(v, &s.MaxHandshakes, MaxMaxHandshakes) }},
 		fieldSpec{name: "max_handshakes_per_source", decode: func(v value) {
 			s.fields[v.field] = v.at
@@ -679,6 +689,13 @@ func (d *decoder) server(body ast.Node) *Server {
 	d.finishServerRules(s)
 	if s.Metrics != "" && s.Metrics == s.Listen {
 		d.errorf(s.fields["metrics"], "metrics", "same address as listen")
+	}
+	if s.MaxLinks > 0 && s.MaxLinksPerClient > s.MaxLinks {
+		a, ok := s.fields["max_links_per_client"]
+		if !ok {
+			a = s.fields["max_links"]
+		}
+		d.errorf(a, "max_links_per_client", "%d is more than max_links %d", s.MaxLinksPerClient, s.MaxLinks)
 	}
 	if s.MaxHandshakesPerSource > s.MaxHandshakes {
 		a, ok := s.fields["max_handshakes_per_source"]

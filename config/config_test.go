@@ -58,7 +58,7 @@ func TestParseServerDefaults(t *testing.T) {
 		},
 		Listen:                 "192.0.2.1:7000",
 		Services:               map[string]string{"web": "127.0.0.1:8080", "ssh": "127.0.0.1:22"},
-		MaxLinks:               4,
+		MaxLinksPerClient:      2,
 		MaxHandshakes:          64,
 		MaxHandshakesPerSource: 8,
 	}
@@ -81,6 +81,7 @@ handshake_timeout: 1m
 max_streams: 10
 link_buffer: 64MiB
 max_links: 2
+max_links_per_client: 1
 max_handshakes: 32
 max_handshakes_per_source: 4
 drain_timeout: 0s
@@ -106,8 +107,8 @@ engine_check_interval: 1m
 		c.LinkBuffer != 64<<20 || c.Verify != 100 || c.EngineCheckInterval != time.Minute {
 		t.Errorf("got %+v", c)
 	}
-	if s.MaxLinks != 2 || s.MaxHandshakes != 32 || s.MaxHandshakesPerSource != 4 {
-		t.Errorf("server caps: %d links, %d handshakes, %d per source", s.MaxLinks, s.MaxHandshakes, s.MaxHandshakesPerSource)
+	if s.MaxLinks != 2 || s.MaxLinksPerClient != 1 || s.MaxHandshakes != 32 || s.MaxHandshakesPerSource != 4 {
+		t.Errorf("server caps: %d links, %d per client, %d handshakes, %d per source", s.MaxLinks, s.MaxLinksPerClient, s.MaxHandshakes, s.MaxHandshakesPerSource)
 	}
 }
 
@@ -220,6 +221,8 @@ func TestErrorPositions(t *testing.T) {
 		{"max_streams", false, goodServer + "max_streams: 0\n", []string{"6:max_streams"}},
 		{"server caps", false, goodServer + "max_links: 0\nmax_handshakes: 5000\nmax_handshakes_per_source: x\n",
 			[]string{"6:max_links", "7:max_handshakes", "8:max_handshakes_per_source"}},
+		{"per client over all", false, goodServer + "max_links: 2\nmax_links_per_client: 3\n", []string{"7:max_links_per_client"}},
+		{"per client zero", false, goodServer + "max_links_per_client: 0\n", []string{"6:max_links_per_client"}},
 		{"per source over all", false, goodServer + "max_handshakes: 4\nmax_handshakes_per_source: 8\n", []string{"7:max_handshakes_per_source"}},
 		{"link_buffer range", false, goodServer + "link_buffer: 256KiB\n", []string{"6:link_buffer"}},
 		{"link_buffer below one stream", false, goodServer + "link_buffer: 1MiB\n", []string{"6:link_buffer"}},
@@ -409,6 +412,7 @@ func TestDefaultsMatchTunnel(t *testing.T) {
 		{"yamux_window", DefaultYamuxWindow, tunnel.DefaultYamuxWindow},
 		{"link_buffer", DefaultLinkBuffer, tunnel.DefaultLinkBuffer},
 		{"max_links", DefaultMaxLinks, tunnel.DefaultMaxLinks},
+		{"max_links_per_client", DefaultMaxLinksPerClient, tunnel.DefaultMaxLinksPerClient},
 		{"max_handshakes", DefaultMaxHandshakes, tunnel.DefaultMaxHandshakes},
 		{"max_handshakes_per_source", DefaultMaxHandshakesPerSource, tunnel.DefaultMaxHandshakesPerSource},
 	}

@@ -142,10 +142,11 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	psk := cfg.PSK
 	c.psk.Store(&psk)
-	c.ctr.limits = []limit{
+	limits := []limit{
 		{"link_streams", cfg.Options.LinkStreams()},
 		{"link_buffer_bytes", cfg.Options.LinkBuffer},
 	}
+	c.ctr.limits = func() []limit { return limits }
 	c.guard = newEngineGuard(&c.opt, c.log)
 	c.ctr.guard, c.opt.verifier = c.guard, c.guard.verifier
 	c.setSocksUsers(cfg.Socks)

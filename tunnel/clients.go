@@ -103,6 +103,8 @@ type serverState struct {
 	keys     *handshake.KeySet
 	owner    []*clientEntry // by key index in keys
 	keyIDs   [][32]byte     // by key index: which key, without holding it
+
+	maxLinks, perClient int // ServerConfig's MaxLinks and MaxLinksPerClient, defaults applied
 }
 
 type clientEntry struct {
@@ -178,7 +180,26 @@ func newServerState(cfg *ServerConfig) (*serverState, error) {
 		return nil, fmt.Errorf("%w: client keys: %w", ErrConfig, err)
 	}
 	st.keys = ks
+	st.maxLinks, st.perClient = LinkCaps(cfg.MaxLinks, cfg.MaxLinksPerClient, len(cfg.Clients))
+	if st.perClient > st.maxLinks {
+		return nil, fmt.Errorf("%w: max_links_per_client %d is more than max_links %d", ErrConfig, st.perClient, st.maxLinks)
+	}
 	return st, nil
+}
+
+// LinkCaps applies the defaults to a server's max_links and
+// max_links_per_client (0: unset) for a server with clients clients (0:
+// one, the key_file's): DefaultMaxLinksPerClient per client, and as many
+// links in all as that makes, at least DefaultMaxLinks, so that with the
+// defaults every client can always come up.
+func LinkCaps(maxLinks, perClient, clients int) (int, int) {
+	if perClient <= 0 {
+		perClient = DefaultMaxLinksPerClient
+	}
+	if maxLinks <= 0 {
+		maxLinks = max(DefaultMaxLinks, max(clients, 1)*perClient)
+	}
+	return maxLinks, perClient
 }
 
 // Check reports whether NewServer would accept c's options, services and
@@ -194,6 +215,7 @@ func (c ServerConfig) Check() error {
 
 // link is one client's link on the server.
 type link struct {
+	seq    uint64 // order of coming up: the lowest of a client's is its oldest
 	client string
 	keyID  [32]byte
 	sess   *yamux.Session
@@ -224,28 +246,64 @@ var errReloaded = errors.New("closed by a reload")
 // service names; the server's log says which.
 var errNotAllowed = errors.New("service not allowed for this client")
 
+// errLinksFull refuses a client's link: max_links links are up and none
+// of them is the client's.
+var errLinksFull = errors.New("links full")
+
 // addLinkLocked registers l unless a reload since its handshake removed
-// its client or key: then it returns false (recheckLocked logged why) and
-// the caller closes the session. s.mu is held.
-func (s *Server) addLinkLocked(l *link) bool {
+// its client or key (recheckLocked logged why) or the links are full; the
+// caller then closes l's session. A client at max_links_per_client, or
+// one with a link when max_links are up, gets l in place of its oldest
+// link, which addLinkLocked unregisters and returns for the caller to
+// close: a client keeps one link, so an older one is a link it gave up
+// (its side died before the server noticed), and one client can never
+// hold the links other clients need. s.mu is held.
+func (s *Server) addLinkLocked(l *link) (replaced *link, err error) {
 	if s.links == nil {
 		s.links = map[*link]struct{}{}
 	}
-	if why := s.recheckLocked(l, s.state.Load()); why != "" {
-		return false
+	st := s.state.Load()
+	if why := s.recheckLocked(l, st); why != "" {
+		return nil, fmt.Errorf("%w: %s", errReloaded, why)
 	}
+	var oldest *link
+	n := 0
+	for o := range s.links {
+		if o.client == l.client {
+			n++
+			if oldest == nil || o.seq < oldest.seq {
+				oldest = o
+			}
+		}
+	}
+	switch {
+	case n >= st.perClient || (len(s.links) >= st.maxLinks && n > 0):
+		s.removeLinkLocked(oldest)
+		s.ctr.linksReplaced.Add(1)
+		replaced = oldest
+	case len(s.links) >= st.maxLinks:
+		return nil, fmt.Errorf("%w: %d links up, max_links %d, none of them client %s's", errLinksFull, len(s.links), st.maxLinks, l.client)
+	}
+	s.linkSeq++
+	l.seq = s.linkSeq
 	s.links[l] = struct{}{}
 	l.ctr.links.Add(1)
-	return true
+	s.ctr.links.Add(1)
+	return replaced, nil
 }
 
 func (s *Server) removeLink(l *link) {
 	s.mu.Lock()
-	_, ok := s.links[l]
-	delete(s.links, l)
+	s.removeLinkLocked(l)
 	s.mu.Unlock()
-	if ok {
+}
+
+// removeLinkLocked unregisters l if it still is. s.mu is held.
+func (s *Server) removeLinkLocked(l *link) {
+	if _, ok := s.links[l]; ok {
+		delete(s.links, l)
 		l.ctr.links.Add(-1)
+		s.ctr.links.Add(-1)
 	}
 }
 

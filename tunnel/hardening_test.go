@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -354,33 +356,133 @@ func TestLinkBuffer(t *testing.T) {
 	eventually(t, 5*time.Second, "the link to go", func() bool { return srv.ctr.links.Load() == 0 })
 }
 
-// TestMaxLinks: links beyond max_links are refused with a busy alert, the
-// client says so, and a freed link lets the next one in.
+// TestMaxLinks: a client's new link beyond max_links_per_client replaces
+// its oldest (which a redialling client has given up), so one client can
+// never hold the links others need; a client with no link beyond
+// max_links is refused with a busy alert, and gets in once one is freed.
 func TestMaxLinks(t *testing.T) {
 	leakCheck(t)
 	log, _ := testLogger(t)
 	opt := testOptions(log)
-	addr, srv, _ := startServer(t, ServerConfig{Options: opt, Services: map[string]string{"x": "127.0.0.1:1"}, MaxLinks: 2})
+	clients := []ServerClient{
+		{Name: "alice", Keys: [][]byte{testPSK(1)}, Access: Access{AllServices: true}},
+		{Name: "bob", Keys: [][]byte{testPSK(2)}, Access: Access{AllServices: true}},
+		{Name: "carol", Keys: [][]byte{testPSK(3)}, Access: Access{AllServices: true}},
+	}
+	addr, srv, _ := startServer(t, ServerConfig{Options: opt, Services: map[string]string{"x": "127.0.0.1:1"},
+		Clients: clients, MaxLinks: 2, MaxLinksPerClient: 1})
 	opt.setDefaults()
-	_, s1 := genuineLink(t, addr, opt)
-	_, s2 := genuineLink(t, addr, opt)
-	eventually(t, 5*time.Second, "two links", func() bool { return srv.ctr.links.Load() == 2 })
+	as := func(b byte) Options { o := opt; o.PSK = testPSK(b); return o }
+	links := func(n int64) func() bool { return func() bool { return srv.ctr.links.Load() == n } }
+
+	_, a1 := genuineLink(t, addr, as(1))
+	eventually(t, 5*time.Second, "alice's link", links(1))
+	_, a2 := genuineLink(t, addr, as(1))
+	select {
+	case <-a1.CloseChan():
+	case <-time.After(5 * time.Second):
+		t.Fatal("alice's second link did not replace her first")
+	}
+	_, b1 := genuineLink(t, addr, as(2))
+	eventually(t, 5*time.Second, "alice's and bob's links", links(2))
+	if n := srv.ctr.linksReplaced.Load(); n != 1 {
+		t.Errorf("%d links replaced, want 1", n)
+	}
+
+	// Full, and carol has no link to replace: busy.
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = handshake.Client(context.Background(), c, opt.handshakeConfig())
+	carol := as(3)
+	_, err = handshake.Client(context.Background(), c, carol.handshakeConfig())
 	c.Close()
 	if !errors.Is(err, handshake.ErrBusy) {
-		t.Fatalf("third link: %v, want ErrBusy", err)
+		t.Fatalf("carol with the links full: %v, want ErrBusy", err)
 	}
-	if srv.ctr.handshakes[hsBusy].Load() != 1 || srv.ctr.links.Load() != 2 {
-		t.Fatalf("busy %d, links %d", srv.ctr.handshakes[hsBusy].Load(), srv.ctr.links.Load())
+	// Full, but bob has one: his new link replaces it.
+	_, b2 := genuineLink(t, addr, as(2))
+	select {
+	case <-b1.CloseChan():
+	case <-time.After(5 * time.Second):
+		t.Fatal("bob's new link did not replace his old one while the links were full")
 	}
-	s1.Close()
-	eventually(t, 5*time.Second, "a link to go", func() bool { return srv.ctr.links.Load() == 1 })
-	_, s3 := genuineLink(t, addr, opt)
-	eventually(t, 5*time.Second, "the third link", func() bool { return srv.ctr.links.Load() == 2 })
-	s2.Close()
-	s3.Close()
+	if srv.ctr.handshakes[hsBusy].Load() != 1 || srv.ctr.links.Load() != 2 || srv.ctr.linksReplaced.Load() != 2 {
+		t.Fatalf("busy %d, links %d, replaced %d; want 1, 2, 2",
+			srv.ctr.handshakes[hsBusy].Load(), srv.ctr.links.Load(), srv.ctr.linksReplaced.Load())
+	}
+	if a2.IsClosed() || b2.IsClosed() {
+		t.Fatal("a newest link was closed")
+	}
+	a2.Close()
+	eventually(t, 5*time.Second, "alice's link to go", links(1))
+	_, c1 := genuineLink(t, addr, as(3))
+	eventually(t, 5*time.Second, "carol's link", links(2))
+	b2.Close()
+	c1.Close()
+	eventually(t, 5*time.Second, "the links to go", links(0))
+}
+
+// TestOneClientCannotHoldTheLinks: at the defaults, a client that opens
+// link after link (a stolen key, a broken client) keeps
+// max_links_per_client of them and every other client still comes up.
+func TestOneClientCannotHoldTheLinks(t *testing.T) {
+	leakCheck(t)
+	log, _ := testLogger(t)
+	opt := testOptions(log)
+	clients := []ServerClient{
+		{Name: "alice", Keys: [][]byte{testPSK(1)}, Access: Access{AllServices: true}},
+		{Name: "bob", Keys: [][]byte{testPSK(2)}, Access: Access{AllServices: true}},
+	}
+	addr, srv, _ := startServer(t, ServerConfig{Options: opt, Services: map[string]string{"x": "127.0.0.1:1"}, Clients: clients})
+	opt.setDefaults()
+	bob := opt
+	bob.PSK = testPSK(2)
+	var sessions []*yamux.Session
+	for range 3 * DefaultMaxLinks {
+		_, s := genuineLink(t, addr, bob)
+		sessions = append(sessions, s)
+	}
+	eventually(t, 5*time.Second, "bob at his cap", func() bool {
+		return srv.ctr.links.Load() == DefaultMaxLinksPerClient && srv.clientCounters("bob").links.Load() == DefaultMaxLinksPerClient
+	})
+	alice := opt
+	alice.PSK = testPSK(1)
+	_, a := genuineLink(t, addr, alice)
+	eventually(t, 5*time.Second, "alice's link", func() bool { return srv.clientCounters("alice").links.Load() == 1 })
+	if n := srv.ctr.handshakes[hsBusy].Load(); n != 0 {
+		t.Errorf("%d clients refused busy", n)
+	}
+	var b strings.Builder
+	srv.ctr.writePrometheus(&b)
+	for _, want := range []string{`offload_limit{role="server",name="max_links"} 4`, `offload_limit{role="server",name="max_links_per_client"} 2`,
+		fmt.Sprintf("offload_links_replaced_total %d", 3*DefaultMaxLinks-DefaultMaxLinksPerClient)} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	a.Close()
+	for _, s := range sessions {
+		s.Close()
+	}
+	eventually(t, 5*time.Second, "the links to go", func() bool { return srv.ctr.links.Load() == 0 })
+}
+
+func TestLinkCaps(t *testing.T) {
+	for _, c := range []struct{ links, per, clients, wantLinks, wantPer int }{
+		{0, 0, 0, DefaultMaxLinks, DefaultMaxLinksPerClient},
+		{0, 0, 1, DefaultMaxLinks, DefaultMaxLinksPerClient},
+		{0, 0, 10, 20, 2},
+		{0, 3, 10, 30, 3},
+		{5, 0, 10, 5, 2},
+		{0, 1, 2, DefaultMaxLinks, 1},
+	} {
+		l, p := LinkCaps(c.links, c.per, c.clients)
+		if l != c.wantLinks || p != c.wantPer {
+			t.Errorf("LinkCaps(%d, %d, %d) = %d, %d; want %d, %d", c.links, c.per, c.clients, l, p, c.wantLinks, c.wantPer)
+		}
+	}
+	if _, err := NewServer(ServerConfig{Options: Options{PSK: testPSK(1)}, Services: map[string]string{"x": "127.0.0.1:1"}, MaxLinks: 1, MaxLinksPerClient: 2}); err == nil {
+		t.Error("max_links_per_client over max_links accepted")
+	}
 }

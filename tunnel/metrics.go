@@ -87,14 +87,24 @@ type counters struct {
 	streams    [numStreamResults]atomic.Uint64
 	active     atomic.Int64 // open streams
 	links      atomic.Int64 // server: links up; client: 1 while the link is up
-	redials    atomic.Uint64
-	linkErrors atomic.Uint64 // links that ended with a record-layer error
+	// linksReplaced counts a server's links closed for a newer link of
+	// the same client (max_links_per_client).
+	linksReplaced atomic.Uint64
+	redials       atomic.Uint64
+	linkErrors    atomic.Uint64 // links that ended with a record-layer error
 	// backlogResets counts new streams yamux reset because the link was
 	// at LinkStreams and its accept backlog full.
 	backlogResets atomic.Uint64
 
-	limits  []limit    // the caps in force, as offload_limit gauges
-	pending func() int // server: handshakes in progress
+	limits  func() []limit // the caps in force, as offload_limit gauges
+	pending func() int     // server: handshakes in progress
+}
+
+func (c *counters) limitsNow() []limit {
+	if c.limits == nil {
+		return nil
+	}
+	return c.limits()
 }
 
 // limit is one configured cap, exported so that a dashboard can put the
@@ -130,11 +140,12 @@ func (c *counters) writePrometheus(w io.Writer) {
 		metrics.WriteCounterUint64(w, `offload_redials_total`, c.redials.Load())
 	} else {
 		metrics.WriteGaugeUint64(w, `offload_links_active`, uint64(max(c.links.Load(), 0)))
+		metrics.WriteCounterUint64(w, `offload_links_replaced_total`, c.linksReplaced.Load())
 	}
 	if c.pending != nil {
 		metrics.WriteGaugeUint64(w, `offload_handshakes_pending`, uint64(c.pending()))
 	}
-	for _, l := range c.limits {
+	for _, l := range c.limitsNow() {
 		metrics.WriteGaugeUint64(w, fmt.Sprintf(`offload_limit{role=%q,name=%q}`, c.role, l.name), uint64(max(l.value, 0)))
 	}
 	metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_link_errors_total{role=%q}`, c.role), c.linkErrors.Load())

@@ -31,9 +31,15 @@ type ServerConfig struct {
 	// MaxHandshakesPerSource caps them per source address, an IPv4
 	// address or an IPv6 /64 (0: DefaultMaxHandshakesPerSource).
 	MaxHandshakesPerSource int
-	// MaxLinks caps the links up at once (0: DefaultMaxLinks). A client
-	// with the PSK beyond it is refused with a busy alert and redials.
+	// MaxLinks caps the links up at once (0: DefaultMaxLinks, or
+	// MaxLinksPerClient per client with Clients, if that is more). A
+	// client with no link beyond it is refused with a busy alert and
+	// redials; one that has a link replaces its oldest.
 	MaxLinks int
+	// MaxLinksPerClient caps one client's links (0:
+	// DefaultMaxLinksPerClient): a client's new link beyond it replaces
+	// the client's oldest, which a client that redials has given up.
+	MaxLinksPerClient int
 	// Clients are the clients the server accepts, each with its own keys
 	// and Access (clients.go). Empty means one client, DefaultClient,
 	// with Options.PSK, every service and Rules.
@@ -51,18 +57,17 @@ type ServerConfig struct {
 // Server is the tunnel's server end: it accepts links from clients and
 // forwards their streams to its services.
 type Server struct {
-	opt      Options
-	state    atomic.Pointer[serverState] // services and clients; Reload swaps it
-	log      *zap.Logger
-	ctr      *counters
-	pool     *bufPool
-	slots    *hsSlots
-	replay   *handshake.ReplayCache
-	maxLinks int
-	streams  *tracker
-	dialer   net.Dialer
-	guard    *engineGuard
-	udp      udpCounters
+	opt     Options
+	state   atomic.Pointer[serverState] // services and clients; Reload swaps it
+	log     *zap.Logger
+	ctr     *counters
+	pool    *bufPool
+	slots   *hsSlots
+	replay  *handshake.ReplayCache
+	streams *tracker
+	dialer  net.Dialer
+	guard   *engineGuard
+	udp     udpCounters
 	// stopping is closed when the drain starts: reverse listeners close
 	// then, so that they do not hold the drain open.
 	stopping chan struct{}
@@ -77,6 +82,7 @@ type Server struct {
 	mu       sync.Mutex
 	sessions map[*yamux.Session]struct{}
 	links    map[*link]struct{}
+	linkSeq  uint64 // links that came up
 	closing  bool
 }
 
@@ -94,9 +100,6 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	if cfg.MaxHandshakesPerSource <= 0 {
 		cfg.MaxHandshakesPerSource = DefaultMaxHandshakesPerSource
-	}
-	if cfg.MaxLinks <= 0 {
-		cfg.MaxLinks = DefaultMaxLinks
 	}
 	if _, err := cfg.Options.yamuxConfig(nil); err != nil {
 		return nil, err
@@ -119,17 +122,20 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		linkLog:   rateLimit{every: 10 * time.Second},
 		slots:     newHSSlots(cfg.MaxHandshakes, cfg.MaxHandshakesPerSource, cfg.Suite),
 		replay:    handshake.NewReplayCache(0),
-		maxLinks:  cfg.MaxLinks,
 		sessions:  map[*yamux.Session]struct{}{},
 		proxy:     cfg.ProxyProtocol,
 	}
-	s.ctr.limits = []limit{
-		{"max_links", cfg.MaxLinks},
-		{"max_handshakes", cfg.MaxHandshakes},
-		{"max_handshakes_per_source", cfg.MaxHandshakesPerSource},
-		{"link_streams", cfg.Options.LinkStreams()},
-		{"link_buffer_bytes", cfg.Options.LinkBuffer},
-		{"replay_cache_entries", handshake.DefaultReplayCache},
+	s.ctr.limits = func() []limit {
+		st := s.state.Load()
+		return []limit{
+			{"max_links", st.maxLinks},
+			{"max_links_per_client", st.perClient},
+			{"max_handshakes", cfg.MaxHandshakes},
+			{"max_handshakes_per_source", cfg.MaxHandshakesPerSource},
+			{"link_streams", cfg.Options.LinkStreams()},
+			{"link_buffer_bytes", cfg.Options.LinkBuffer},
+			{"replay_cache_entries", handshake.DefaultReplayCache},
+		}
 	}
 	s.ctr.pending = s.slots.len
 	s.state.Store(st)
@@ -252,9 +258,9 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 	remote := conn.RemoteAddr()
 	hc := s.opt.handshakeConfig()
 	hc.Replay = s.replay
-	hc.Admit = s.admit
-	hc.FlightRead = func() { s.slots.flightRead(sl) }
 	state := s.state.Load() // the keys this handshake tries, and their clients
+	hc.Admit = func(key int) error { return s.admit(state, key) }
+	hc.FlightRead = func() { s.slots.flightRead(sl) }
 	hc.Keys = state.keys
 	keys, keyIdx, err := handshake.ServerKey(ctx, slotConn{Conn: conn, slots: s.slots, sl: sl}, hc)
 	evicted := s.slots.release(sl)
@@ -283,18 +289,6 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 		return
 	}
 	// The client proved it holds the keys: only now does it cost a link.
-	if !s.reserveLink() {
-		keys.Wipe()
-		resetConn(conn)
-		s.ctr.handshakes[hsBusy].Add(1)
-		if ok, n := s.linkLog.allow(); ok {
-			s.log.Warn("links full: refused a client", zap.Stringer("remote", remote), zap.String("client", state.owner[keyIdx].name), zap.Int("max_links", s.maxLinks),
-				zap.Uint64("refusals_not_logged", n))
-		}
-		return
-	}
-	defer s.ctr.links.Add(-1)
-	s.ctr.handshakes[hsOK].Add(1)
 	rc, err := record.New(conn, keys, s.opt.Suite, s.opt.recordOptions(s.ctr.stats))
 	keys.Wipe()
 	if err != nil {
@@ -311,13 +305,31 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 	}
 	l := s.newLink(sess, state, keyIdx, remote)
 	s.mu.Lock()
-	if s.closing || !s.addLinkLocked(l) {
+	if s.closing {
 		s.mu.Unlock()
 		_ = sess.Close()
 		return
 	}
+	replaced, err := s.addLinkLocked(l)
+	if err != nil {
+		s.mu.Unlock()
+		_ = sess.Close()
+		if errors.Is(err, errLinksFull) {
+			s.ctr.handshakes[hsBusy].Add(1)
+			if ok, n := s.linkLog.allow(); ok {
+				l.log.Warn("links full: refused a client", zap.Error(err), zap.Uint64("refusals_not_logged", n))
+			}
+		}
+		return
+	}
 	s.sessions[sess] = struct{}{}
 	s.mu.Unlock()
+	s.ctr.handshakes[hsOK].Add(1)
+	if replaced != nil {
+		replaced.log.Warn("link replaced by a newer link of its client", zap.Stringer("newer", remote),
+			zap.Int("max_links_per_client", s.state.Load().perClient))
+		_ = replaced.sess.Close()
+	}
 	defer s.removeLink(l)
 	log := l.log
 	log.Info("link up")
@@ -360,31 +372,21 @@ accept:
 	s.linkDown(l, rc, time.Since(start))
 }
 
-// admit is the handshake's Admit: an authenticated client is refused with
-// a busy alert while the links are full. It reserves nothing (a replayed
-// first flight gets this far too); reserveLink does, after the client
-// confirmed the keys.
-func (s *Server) admit() error {
-	if n := s.ctr.links.Load(); n >= int64(s.maxLinks) {
-		// Counted here, before the busy alert goes out, so that the
-		// count is there by the time the client has its answer.
-		s.ctr.handshakes[hsBusy].Add(1)
-		return fmt.Errorf("%d links up, max_links %d", n, s.maxLinks)
+// admit is the handshake's Admit: a client (st's key key) is refused
+// with a busy alert while the links are full, unless it has a link that
+// its new one would replace (addLinkLocked). It reserves nothing (a
+// replayed first flight gets this far too); addLinkLocked decides again
+// once the client confirmed the keys.
+func (s *Server) admit(st *serverState, key int) error {
+	now := s.state.Load()
+	n := s.ctr.links.Load()
+	if n < int64(now.maxLinks) || s.clientCounters(st.owner[key].name).links.Load() > 0 {
+		return nil
 	}
-	return nil
-}
-
-// reserveLink counts a new link if there is room for it.
-func (s *Server) reserveLink() bool {
-	for {
-		n := s.ctr.links.Load()
-		if n >= int64(s.maxLinks) {
-			return false
-		}
-		if s.ctr.links.CompareAndSwap(n, n+1) {
-			return true
-		}
-	}
+	// Counted here, before the busy alert goes out, so that the count is
+	// there by the time the client has its answer.
+	s.ctr.handshakes[hsBusy].Add(1)
+	return fmt.Errorf("%d links up, max_links %d", n, now.maxLinks)
 }
 
 // drain waits until the peer has closed st too, discarding what it still

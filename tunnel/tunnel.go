@@ -41,7 +41,8 @@ const (
 	DefaultStatusInterval         = time.Minute
 	DefaultMaxHandshakes          = 64
 	DefaultMaxHandshakesPerSource = 8
-	DefaultMaxLinks               = 4
+	DefaultMaxLinks               = 4 // with one client; 2 per client with Clients
+	DefaultMaxLinksPerClient      = 2 // one, and one while it redials before the server noticed
 	DefaultLinkBuffer             = 16 << 20
 	DefaultRedialMin              = 500 * time.Millisecond
 	DefaultRedialMax              = 30 * time.Second

@@ -27,7 +27,7 @@ import (
 
 // Settings a reload applies; every other one needs a restart.
 var (
-	serverLive = []string{"services", "clients", "key_file", "socks_allow", "udp_services", "reverse_allow"}
+	serverLive = []string{"services", "clients", "key_file", "socks_allow", "udp_services", "reverse_allow", "max_links", "max_links_per_client"}
 	clientLive = []string{"forwards", "key_file", "socks", "socks_users_file", "udp_forwards", "reverse"}
 )
 
@@ -64,6 +64,7 @@ func serverConfig(cfg *config.Server, opt tunnel.Options, key []byte) (tunnel.Se
 		Options:                opt,
 		Services:               cfg.Services,
 		MaxLinks:               cfg.MaxLinks,
+		MaxLinksPerClient:      cfg.MaxLinksPerClient,
 		MaxHandshakes:          cfg.MaxHandshakes,
 		MaxHandshakesPerSource: cfg.MaxHandshakesPerSource,
 		ProxyProtocol:          proxyProtocol(cfg),

@@ -129,10 +129,11 @@ type Config struct {
 	// confirmation). Share one cache among all handshakes of a server.
 	Replay *ReplayCache
 	// Admit, on the server, is called once the client's first message
-	// authenticated and is not a replay, before the server answers. An
-	// error refuses the client with a busy alert; Server returns it
-	// wrapped with ErrBusy. nil admits everyone.
-	Admit func() error
+	// authenticated and is not a replay, before the server answers, with
+	// the index in Keys of the key it holds (0 without Keys): which
+	// client it is. An error refuses the client with a busy alert; Server
+	// returns it wrapped with ErrBusy. nil admits everyone.
+	Admit func(key int) error
 	// FlightRead, on the server, is called once the whole first flight
 	// has been read, before it is checked: from then on the handshake
 	// waits on the network only for the confirmation. nil means none.
@@ -418,7 +419,7 @@ func (h *state) server() (record.Keys, error) {
 		return record.Keys{}, fmt.Errorf("handshake failed: %w: the client's ephemeral key was seen before", ErrReplay)
 	}
 	if h.cfg.Admit != nil {
-		if err := h.cfg.Admit(); err != nil {
+		if err := h.cfg.Admit(h.cfg.keyIndex); err != nil {
 			h.alert(alertBusy, "")
 			return record.Keys{}, fmt.Errorf("handshake failed: %w: %w", ErrBusy, err)
 		}

@@ -168,7 +168,7 @@ func TestHandshakeAdmitBusy(t *testing.T) {
 	cfg := Config{Suite: ctr256, PSK: newPSK(t), Timeout: 5 * time.Second}
 	scfg := cfg
 	full := errors.New("4 links")
-	scfg.Admit = func() error { return full }
+	scfg.Admit = func(int) error { return full }
 	cli, srv := both(c1, c2, cfg, scfg)
 	if !errors.Is(srv.err, ErrBusy) || !errors.Is(srv.err, full) {
 		t.Errorf("server: got %v, want ErrBusy wrapping the Admit error", srv.err)
