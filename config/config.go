@@ -55,8 +55,14 @@ const (
 	DefaultDialTimeout      = 10 * time.Second
 	DefaultHandshakeTimeout = 10 * time.Second
 	DefaultDrainTimeout     = 10 * time.Second
-	DefaultMaxStreams       = 1024
-	MaxMaxStreams           = 65536
+	// DefaultRekeyInterval is the longest a direction's keys are used
+	// before the sender moves to the next epoch (docs/protocol.md,
+	// "Rekey"); the frame and byte limits are fixed.
+	DefaultRekeyInterval = time.Hour
+	MinRekeyInterval     = time.Second
+	MaxRekeyInterval     = 24 * time.Hour
+	DefaultMaxStreams    = 1024
+	MaxMaxStreams        = 65536
 
 	// DefaultLinkBuffer is the budget of one link's stream receive
 	// buffers: a link carries at most
@@ -132,6 +138,9 @@ type Common struct {
 	DialTimeout time.Duration
 	// HandshakeTimeout bounds the tunnel handshake.
 	HandshakeTimeout time.Duration
+	// RekeyInterval is how long this end sends under one epoch's keys at
+	// most before it moves to the next.
+	RekeyInterval time.Duration
 	// MaxStreams caps concurrent streams on one link.
 	MaxStreams int
 	// LinkBuffer is the budget of one link's stream receive buffers in
@@ -280,6 +289,7 @@ func defaultCommon(file string) Common {
 		Keepalive:           DefaultKeepalive,
 		DialTimeout:         DefaultDialTimeout,
 		HandshakeTimeout:    DefaultHandshakeTimeout,
+		RekeyInterval:       DefaultRekeyInterval,
 		MaxStreams:          DefaultMaxStreams,
 		LinkBuffer:          DefaultLinkBuffer,
 		DrainTimeout:        DefaultDrainTimeout,
@@ -563,6 +573,17 @@ func (d *decoder) common(c *Common) []fieldSpec {
 		track("dial_timeout", func(v value) { d.duration(v, &c.DialTimeout, true) }),
 		track("handshake_timeout", func(v value) { d.duration(v, &c.HandshakeTimeout, true) }),
 		track("drain_timeout", func(v value) { d.duration(v, &c.DrainTimeout, false) }),
+		track("rekey_interval", func(v value) {
+			var t time.Duration
+			d.duration(v, &t, true)
+			if t != 0 && (t < MinRekeyInterval || t > MaxRekeyInterval) {
+				d.errorf(v.at, v.field, "%v: want %v to %v", t, MinRekeyInterval, MaxRekeyInterval)
+				return
+			}
+			if t != 0 {
+				c.RekeyInterval = t
+			}
+		}),
 		track("max_streams", func(v value) { d.count(v, &c.MaxStreams, MaxMaxStreams) }),
 		track("link_buffer", func(v value) { d.size(v, &c.LinkBuffer, MinYamuxWindow+yamuxNewStream, MaxLinkBuffer) }),
 		track("log", func(v value) {

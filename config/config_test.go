@@ -64,6 +64,7 @@ func TestParseServerDefaults(t *testing.T) {
 	}
 	// Not in the literal above, so that its alignment stays as it was.
 	want.EngineCheckInterval = 5 * time.Minute
+	want.RekeyInterval = time.Hour
 	s.fields = nil
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("got  %+v\nwant %+v", s, want)
@@ -89,6 +90,7 @@ log: {level: debug, format: json}
 metrics: "[::1]:9100"
 verify: 100
 engine_check_interval: 1m
+rekey_interval: 10m
 `
 	s, err := ParseServer("/etc/offload/server.yaml", []byte(src))
 	if err != nil {
@@ -104,7 +106,7 @@ engine_check_interval: 1m
 	if c.Engine != "afalg:cbc(aes-generic)" || c.MaxFrame != 64<<10 || c.YamuxWindow != 4<<20 ||
 		c.Keepalive != 0 || c.DialTimeout != 3*time.Second || c.HandshakeTimeout != time.Minute ||
 		c.MaxStreams != 10 || c.DrainTimeout != 0 || c.Log != (Log{zapcore.DebugLevel, "json"}) || c.Metrics != "[::1]:9100" ||
-		c.LinkBuffer != 64<<20 || c.Verify != 100 || c.EngineCheckInterval != time.Minute {
+		c.LinkBuffer != 64<<20 || c.Verify != 100 || c.EngineCheckInterval != time.Minute || c.RekeyInterval != 10*time.Minute {
 		t.Errorf("got %+v", c)
 	}
 	if s.MaxLinks != 2 || s.MaxLinksPerClient != 1 || s.MaxHandshakes != 32 || s.MaxHandshakesPerSource != 4 {
@@ -219,6 +221,9 @@ func TestErrorPositions(t *testing.T) {
 		{"durations", false, goodServer + "keepalive: 15\ndial_timeout: 0\nhandshake_timeout: -1s\ndrain_timeout: soon\n",
 			[]string{"6:keepalive", "7:dial_timeout", "8:handshake_timeout", "9:drain_timeout"}},
 		{"max_streams", false, goodServer + "max_streams: 0\n", []string{"6:max_streams"}},
+		{"rekey_interval", false, goodServer + "rekey_interval: 100ms\n", []string{"6:rekey_interval"}},
+		{"rekey_interval zero", false, goodServer + "rekey_interval: 0s\n", []string{"6:rekey_interval"}},
+		{"rekey_interval long", false, goodServer + "rekey_interval: 48h\n", []string{"6:rekey_interval"}},
 		{"server caps", false, goodServer + "max_links: 0\nmax_handshakes: 5000\nmax_handshakes_per_source: x\n",
 			[]string{"6:max_links", "7:max_handshakes", "8:max_handshakes_per_source"}},
 		{"per client over all", false, goodServer + "max_links: 2\nmax_links_per_client: 3\n", []string{"7:max_links_per_client"}},
@@ -411,6 +416,7 @@ func TestDefaultsMatchTunnel(t *testing.T) {
 		{"max_streams", DefaultMaxStreams, tunnel.DefaultMaxStreams},
 		{"yamux_window", DefaultYamuxWindow, tunnel.DefaultYamuxWindow},
 		{"link_buffer", DefaultLinkBuffer, tunnel.DefaultLinkBuffer},
+		{"rekey_interval", int(DefaultRekeyInterval), int(record.DefaultRekeyInterval)},
 		{"max_links", DefaultMaxLinks, tunnel.DefaultMaxLinks},
 		{"max_links_per_client", DefaultMaxLinksPerClient, tunnel.DefaultMaxLinksPerClient},
 		{"max_handshakes", DefaultMaxHandshakes, tunnel.DefaultMaxHandshakes},

@@ -9,7 +9,8 @@
 #   (scripts/cryptodev-ko.sh) make, gcc and libelf1 (the kernel's build
 #   tools), and Debian's cross compilers gcc-arm-linux-gnueabihf and
 #   gcc-mipsel-linux-gnu for the 32-bit guests; curl, iperf3 and dnsutils
-#   (dig) for the SOCKS5 and UDP tests; staticcheck (pinned) with
+#   (dig) for the SOCKS5 and UDP tests; python3-cryptography for the
+#   protocol-from-the-docs test; staticcheck (pinned) with
 #   go install. The kernel headers are not installed: cryptodev-ko.sh
 #   unpacks the VM kernel's own into the VM cache. The VM harness fetches
 #   what goes into guests itself with apt-get download (kernels,
@@ -47,6 +48,10 @@ packages+=(make gcc libelf1)
 # tunnel tests: curl (SOCKS5), iperf3 -u and dig (UDP forwards); with
 # CI=true those tests fail rather than skip when one is missing.
 packages+=(curl iperf3 dnsutils)
+# cmd/offload TestE2EProtocolFromDocs: a client written from
+# docs/protocol.md in Python (testdata/refclient.py) takes its primitives
+# from python3-cryptography; it fails under CI=true without it.
+packages+=(python3 python3-cryptography)
 foreign=()
 for a in $arches; do
 	case $a in

@@ -76,6 +76,9 @@ type Options struct {
 	YamuxWindow int
 	// Keepalive is yamux's keepalive interval; 0 disables keepalives.
 	Keepalive time.Duration
+	// RekeyInterval is the longest this end sends under one epoch's keys
+	// (0: record.DefaultRekeyInterval).
+	RekeyInterval time.Duration
 	// DialTimeout bounds a dial: a target on the server, the server on
 	// the client. On the client it is also how long a local connection
 	// waits for the link to come up before it is refused.
@@ -207,7 +210,8 @@ func (o *Options) recordOptions(stats *record.Stats) record.Options {
 		Stats:    stats,
 		Verify:   o.verifier,
 
-		RekeyFrames: o.rekeyFrames,
+		RekeyFrames:   o.rekeyFrames,
+		RekeyInterval: o.RekeyInterval,
 	}
 }
 

@@ -134,6 +134,7 @@ func configOptions(c *config.Common, key []byte, log *zap.Logger) tunnel.Options
 		Keepalive:        c.Keepalive,
 		DialTimeout:      c.DialTimeout,
 		HandshakeTimeout: c.HandshakeTimeout,
+		RekeyInterval:    c.RekeyInterval,
 		MaxStreams:       c.MaxStreams,
 		LinkBuffer:       c.LinkBuffer,
 		DrainTimeout:     c.DrainTimeout,
