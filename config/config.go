@@ -622,8 +622,10 @@ func (d *decoder) finishCommon(c *Common) {
 		return
 	}
 	host, port, _ := net.SplitHostPort(c.Metrics) // checked when decoded
-	if host == "" {
+	if host == "" || isLocalhost(host) {
 		// Loopback unless told otherwise: metrics are for this host.
+		// localhost is not looked up: a hosts file that names another
+		// address would have validate pass what the start refuses.
 		c.Metrics = net.JoinHostPort("127.0.0.1", port)
 		return
 	}
@@ -632,10 +634,16 @@ func (d *decoder) finishCommon(c *Common) {
 	}
 }
 
+// isLocalhost reports whether host is the name localhost (any case, with
+// or without the root's dot).
+func isLocalhost(host string) bool {
+	return strings.EqualFold(strings.TrimSuffix(host, "."), "localhost")
+}
+
 // isLoopbackHost reports whether host is "localhost" or a loopback IP
 // address.
 func isLoopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
+	if isLocalhost(host) {
 		return true
 	}
 	a, err := netip.ParseAddr(host)

@@ -430,7 +430,11 @@ func TestMetricsAddress(t *testing.T) {
 		src, addr, token string
 	}{
 		{"metrics: :9100\n", "127.0.0.1:9100", ""},
-		{"metrics: localhost:9100\n", "localhost:9100", ""},
+		// localhost is not resolved: a hosts file naming another
+		// address made validate pass what the start refused.
+		{"metrics: localhost:9100\n", "127.0.0.1:9100", ""},
+		{"metrics: LocalHost:9100\n", "127.0.0.1:9100", ""},
+		{"metrics: localhost.:9100\n", "127.0.0.1:9100", ""},
 		{"metrics: 127.0.0.2:9100\n", "127.0.0.2:9100", ""},
 		{"metrics: '[::1]:9100'\n", "[::1]:9100", ""},
 		{"metrics: 0.0.0.0:9100\nmetrics_token_file: metrics.token\n", "0.0.0.0:9100", "/etc/offload/metrics.token"},
