@@ -13,6 +13,7 @@ import (
 	"github.com/offload-dev/offload/engine/enginetest"
 	"github.com/offload-dev/offload/internal/testutil"
 	"github.com/offload-dev/offload/tunnel/record"
+	"github.com/offload-dev/offload/tunnel/suite"
 )
 
 // pinnedOne sends every frame to engine 1 until the engine checks exclude
@@ -183,5 +184,38 @@ func TestEngineVerifyOptions(t *testing.T) {
 	srv, err := NewServer(ServerConfig{Options: o, Services: map[string]string{"a": "127.0.0.1:1"}})
 	if err != nil || srv.opt.verifier != nil {
 		t.Errorf("software only with verify 3: %v, verifier %v", err, srv.opt.verifier)
+	}
+}
+
+// An engine that seals whole frames (engine: afalg-aead) is checked on
+// whole frames too: its Crypters may pass the known answer while its
+// sealer tags wrong ciphertext. Before, SelfTest alone ran: the engine
+// stayed in, and with verify 0 the echo came back corrupt under valid
+// tags. Now it is taken out at start and the data arrives intact.
+func TestEngineCheckFrameSealerAtStart(t *testing.T) {
+	leakCheck(t)
+	echo, srv, cli, logs := checkedPair(t, func() engine.Engine { return &enginetest.FaultyFrames{} }, func(o *Options) {
+		if o.Suite.MAC != suite.HMACSHA256 {
+			t.Fatalf("suite %v: frame sealers serve hmac-sha256 suites only", o.Suite)
+		}
+	})
+	if err := testutil.EchoRoundTrip(echo, 200<<10, 3); err != nil {
+		t.Fatalf("echo with a sealer that tags wrong ciphertext: %v", err)
+	}
+	for _, c := range []*counters{srv.ctr, cli.ctr} {
+		m := metricsText(c)
+		for _, want := range []string{
+			`offload_engine_out{role="` + c.role + `",engine="faulty-frames"} 1`,
+			`offload_engine_check_failures_total{role="` + c.role + `",engine="faulty-frames",check="kat"} 1`,
+		} {
+			if !strings.Contains(m, want+"\n") {
+				t.Errorf("%s metrics lack %s:\n%s", c.role, want, m)
+			}
+		}
+	}
+	for _, e := range logs.FilterMessageSnippet("is taken out").All() {
+		if err, _ := e.ContextMap()["error"].(string); !strings.Contains(err, "frame") {
+			t.Errorf("log says %v, want the frame self-test's error", e.ContextMap())
+		}
 	}
 }
