@@ -89,6 +89,9 @@ const (
 	DefaultEngineCheckInterval = 5 * time.Minute
 	// MaxVerify bounds verify (one in N engine frames re-checked).
 	MaxVerify = 1 << 20
+	// MinEngineCheckInterval is the shortest engine_check_interval other
+	// than 0 (only at start).
+	MinEngineCheckInterval = time.Second
 
 	// MaxFileSize bounds a config file; real ones are a few KiB.
 	MaxFileSize = 256 << 10
@@ -524,7 +527,15 @@ func (d *decoder) common(c *Common) []fieldSpec {
 			}
 			c.Verify = n
 		}),
-		track("engine_check_interval", func(v value) { d.duration(v, &c.EngineCheckInterval, false) }),
+		track("engine_check_interval", func(v value) {
+			t := c.EngineCheckInterval // kept if the value is refused
+			d.duration(v, &t, false)
+			if t != 0 && t < MinEngineCheckInterval {
+				d.errorf(v.at, v.field, "%v: want 0 (only at start) or at least %v; the known answers would run back to back", t, MinEngineCheckInterval)
+				return
+			}
+			c.EngineCheckInterval = t
+		}),
 		track("memory_limit", func(v value) {
 			s, ok := d.scalar(v)
 			if !ok {

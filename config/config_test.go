@@ -231,6 +231,10 @@ func TestErrorPositions(t *testing.T) {
 		{"verify", false, goodServer + "verify: -1\n", []string{"6:verify"}},
 		{"verify unit", false, goodServer + "verify: 1KiB\n", []string{"6:verify"}},
 		{"verify huge", false, goodServer + "verify: 2000000\n", []string{"6:verify"}},
+		// 1ns ran the known answers back to back: 109% CPU on the 2-core
+		// development machine.
+		{"engine_check_interval tiny", false, goodServer + "engine_check_interval: 1ns\n", []string{"6:engine_check_interval"}},
+		{"engine_check_interval under a second", false, goodServer + "engine_check_interval: 999ms\n", []string{"6:engine_check_interval"}},
 		{"engine_check_interval", false, goodServer + "engine_check_interval: 5\n", []string{"6:engine_check_interval"}},
 		{"metrics not loopback", false, goodServer + "metrics: 192.0.2.1:9100\n", []string{"6:metrics"}},
 		{"metrics all interfaces", false, goodServer + "metrics: 0.0.0.0:9100\n", []string{"6:metrics"}},
