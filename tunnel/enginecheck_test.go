@@ -219,3 +219,42 @@ func TestEngineCheckFrameSealerAtStart(t *testing.T) {
 		}
 	}
 }
+
+// A sealer that goes wrong after the check at start: verify 1 catches the
+// first wrong frame before it is sent, the echo arrives intact, and the
+// engine is out with check "verify"; without verify, the periodic known
+// answer on whole frames takes it out.
+func TestEngineCheckFrameSealerLater(t *testing.T) {
+	leakCheck(t)
+	var broken atomic.Bool
+	bad := func(uint64) bool { return broken.Load() }
+	t.Run("verify", func(t *testing.T) {
+		broken.Store(false)
+		echo, srv, cli, _ := checkedPair(t, func() engine.Engine { return &enginetest.FaultyFrames{Bad: bad} }, func(o *Options) { o.Verify = 1 })
+		eventually(t, 5*time.Second, "both ends' checks at start", func() bool { return srv.guard.rounds.Load() > 0 && cli.guard.rounds.Load() > 0 })
+		if srv.guard.isOut(1) || cli.guard.isOut(1) {
+			t.Fatal("a right engine was taken out at start")
+		}
+		broken.Store(true)
+		if err := testutil.EchoRoundTrip(echo, 256<<10, 3); err != nil {
+			t.Fatalf("echo with verify 1: %v", err)
+		}
+		if !cli.guard.isOut(1) {
+			t.Error("verify did not take the client's engine out")
+		}
+		m := metricsText(cli.ctr)
+		if !strings.Contains(m, `offload_engine_check_failures_total{role="client",engine="faulty-frames",check="verify"} 1`+"\n") {
+			t.Errorf("client metrics lack the verify failure:\n%s", m)
+		}
+	})
+	t.Run("periodic", func(t *testing.T) {
+		broken.Store(false)
+		_, srv, _, _ := checkedPair(t, func() engine.Engine { return &enginetest.FaultyFrames{Bad: bad} }, func(o *Options) { o.EngineCheckInterval = 20 * time.Millisecond })
+		eventually(t, 5*time.Second, "the server's check at start", func() bool { return srv.guard.rounds.Load() > 0 })
+		if srv.guard.isOut(1) {
+			t.Fatal("a right engine was taken out at start")
+		}
+		broken.Store(true)
+		eventually(t, 5*time.Second, "the periodic whole-frame check to take the engine out", func() bool { return srv.guard.isOut(1) })
+	})
+}
