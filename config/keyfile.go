@@ -262,5 +262,37 @@ func LoadToken(path string) ([]byte, error) {
 	if bytes.Count(tok, tok[:1]) == len(tok) {
 		return nil, &sentinelError{fmt.Sprintf("token file %s: rule value: token is one character repeated, not a secret", path), ErrTokenFormat}
 	}
+	if why := weakToken(tok); why != "" {
+		return nil, &sentinelError{fmt.Sprintf("token file %s: rule value: token %s, not a secret", path, why), ErrTokenFormat}
+	}
 	return tok, nil
+}
+
+// minTokenChars is the fewest distinct characters a token may have. A
+// random 16-character hex token has fewer than 4 with odds of about 2^-29,
+// a base64 one about 2^-55; a pattern repeated (a period of at most half
+// the token) has odds of 16^-8 = 2^-32 for 16 hex characters, less for
+// any longer or richer token.
+const minTokenChars = 4
+
+// weakToken says why tok was made by hand, not drawn at random, or
+// returns "".
+func weakToken(tok []byte) string {
+	for p := 1; p <= len(tok)/2; p++ {
+		if bytes.Equal(tok[p:], tok[:len(tok)-p]) {
+			return fmt.Sprintf("repeats a pattern of %d characters", p)
+		}
+	}
+	var seen [256]bool
+	distinct := 0
+	for _, c := range tok {
+		if !seen[c] {
+			seen[c] = true
+			distinct++
+		}
+	}
+	if distinct < minTokenChars {
+		return fmt.Sprintf("has only %d distinct characters", distinct)
+	}
+	return ""
 }

@@ -189,6 +189,9 @@ func TestLoadToken(t *testing.T) {
 		{"space inside", "secret token for tests\n", 0o600, ErrTokenFormat},
 		{"two lines", good + "\n" + good + "\n", 0o600, ErrTokenFormat},
 		{"one character", strings.Repeat("x", 32), 0o600, ErrTokenFormat},
+		{"two characters", strings.Repeat("ab", 16), 0o600, ErrTokenFormat},
+		{"a word repeated", strings.Repeat("password", 4), 0o600, ErrTokenFormat},
+		{"three characters", "aaaaaaaaaabbbbbbbbbcccc", 0o600, ErrTokenFormat},
 		{"empty", "", 0o600, ErrTokenFormat},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
