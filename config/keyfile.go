@@ -219,7 +219,11 @@ func openRegular(path, what string) (*os.File, os.FileInfo, error) {
 	}
 	if !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, nil, &sentinelError{fmt.Sprintf("%s %s: rule regular file: it is not a regular file (%v)", what, path, fi.Mode().Type()), ErrNotRegular}
+		rule := "rule regular file: it" // the secret files' rules
+		if what == "config" {
+			rule = "it"
+		}
+		return nil, nil, &sentinelError{fmt.Sprintf("%s %s: %s is not a regular file (%v)", what, path, rule, fi.Mode().Type()), ErrNotRegular}
 	}
 	return f, fi, nil
 }
