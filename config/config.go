@@ -96,6 +96,9 @@ const (
 	DefaultEngineCheckInterval = 5 * time.Minute
 	// MaxVerify bounds verify (one in N engine frames re-checked).
 	MaxVerify = 1 << 20
+	// MinEngineCheckInterval is the shortest engine_check_interval other
+	// than 0 (only at start).
+	MinEngineCheckInterval = time.Second
 
 	// MaxFileSize bounds a config file; real ones are a few KiB.
 	MaxFileSize = 256 << 10
@@ -540,7 +543,15 @@ func (d *decoder) common(c *Common) []fieldSpec {
 			}
 			c.Verify = n
 		}),
-		track("engine_check_interval", func(v value) { d.duration(v, &c.EngineCheckInterval, false) }),
+		track("engine_check_interval", func(v value) {
+			t := c.EngineCheckInterval // kept if the value is refused
+			d.duration(v, &t, false)
+			if t != 0 && t < MinEngineCheckInterval {
+				d.errorf(v.at, v.field, "%v: want 0 (only at start) or at least %v; the known answers would run back to back", t, MinEngineCheckInterval)
+				return
+			}
+			c.EngineCheckInterval = t
+		}),
 		track("memory_limit", func(v value) {
 			s, ok := d.scalar(v)
 			if !ok {
@@ -649,8 +660,10 @@ func (d *decoder) finishCommon(c *Common) {
 		return
 	}
 	host, port, _ := net.SplitHostPort(c.Metrics) // checked when decoded
-	if host == "" {
+	if host == "" || isLocalhost(host) {
 		// Loopback unless told otherwise: metrics are for this host.
+		// localhost is not looked up: a hosts file that names another
+		// address would have validate pass what the start refuses.
 		c.Metrics = net.JoinHostPort("127.0.0.1", port)
 		return
 	}
@@ -659,10 +672,16 @@ func (d *decoder) finishCommon(c *Common) {
 	}
 }
 
+// isLocalhost reports whether host is the name localhost (any case, with
+// or without the root's dot).
+func isLocalhost(host string) bool {
+	return strings.EqualFold(strings.TrimSuffix(host, "."), "localhost")
+}
+
 // isLoopbackHost reports whether host is "localhost" or a loopback IP
 // address.
 func isLoopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
+	if isLocalhost(host) {
 		return true
 	}
 	a, err := netip.ParseAddr(host)

@@ -239,6 +239,10 @@ func TestErrorPositions(t *testing.T) {
 		{"verify", false, goodServer + "verify: -1\n", []string{"6:verify"}},
 		{"verify unit", false, goodServer + "verify: 1KiB\n", []string{"6:verify"}},
 		{"verify huge", false, goodServer + "verify: 2000000\n", []string{"6:verify"}},
+		// 1ns ran the known answers back to back: 109% CPU on the 2-core
+		// development machine.
+		{"engine_check_interval tiny", false, goodServer + "engine_check_interval: 1ns\n", []string{"6:engine_check_interval"}},
+		{"engine_check_interval under a second", false, goodServer + "engine_check_interval: 999ms\n", []string{"6:engine_check_interval"}},
 		{"engine_check_interval", false, goodServer + "engine_check_interval: 5\n", []string{"6:engine_check_interval"}},
 		{"metrics not loopback", false, goodServer + "metrics: 192.0.2.1:9100\n", []string{"6:metrics"}},
 		{"metrics all interfaces", false, goodServer + "metrics: 0.0.0.0:9100\n", []string{"6:metrics"}},
@@ -440,7 +444,11 @@ func TestMetricsAddress(t *testing.T) {
 		src, addr, token string
 	}{
 		{"metrics: :9100\n", "127.0.0.1:9100", ""},
-		{"metrics: localhost:9100\n", "localhost:9100", ""},
+		// localhost is not resolved: a hosts file naming another
+		// address made validate pass what the start refused.
+		{"metrics: localhost:9100\n", "127.0.0.1:9100", ""},
+		{"metrics: LocalHost:9100\n", "127.0.0.1:9100", ""},
+		{"metrics: localhost.:9100\n", "127.0.0.1:9100", ""},
 		{"metrics: 127.0.0.2:9100\n", "127.0.0.2:9100", ""},
 		{"metrics: '[::1]:9100'\n", "[::1]:9100", ""},
 		{"metrics: 0.0.0.0:9100\nmetrics_token_file: metrics.token\n", "0.0.0.0:9100", "/etc/offload/metrics.token"},

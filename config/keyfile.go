@@ -67,15 +67,50 @@ func DecodeKey(data []byte) ([]byte, error) {
 	key := make([]byte, base64.StdEncoding.DecodedLen(len(text)))
 	n, err := base64.StdEncoding.Decode(key, text)
 	if err != nil {
-		return nil, &sentinelError{fmt.Sprintf("not a base64 key (%v); make one with offload keygen", err), ErrKeyFormat}
+		return nil, &sentinelError{fmt.Sprintf("rule value: not a base64 key (%v); make one with offload keygen", err), ErrKeyFormat}
 	}
 	if n != KeySize {
-		return nil, &sentinelError{fmt.Sprintf("key is %d bytes, want %d; make one with offload keygen", n, KeySize), ErrKeyLength}
+		return nil, &sentinelError{fmt.Sprintf("rule value: key is %d bytes, want %d; make one with offload keygen", n, KeySize), ErrKeyLength}
 	}
 	if bytes.Count(key[:n], key[:1]) == n {
 		return nil, &sentinelError{fmt.Sprintf("rule value: key is %d bytes of 0x%02x, not a secret; make one with offload keygen", n, key[0]), ErrKeyWeak}
 	}
+	if why := weakKey(key[:n]); why != "" {
+		return nil, &sentinelError{fmt.Sprintf("rule value: key %s, not a secret; make one with offload keygen", why), ErrKeyWeak}
+	}
 	return key[:n], nil
+}
+
+// Weak keys beyond one repeated byte. Either rule refuses a random key
+// with odds below 2^-100: a period of at most maxKeyPeriod bytes means the
+// other bytes repeat the first ones (2^-128 for a period of 16), and
+// fewer than minKeyBytes distinct values among 32 random bytes has odds
+// of about 2^-122. What they catch is a key made by hand: a repeated
+// pattern ("abab..."), a counter, zeros with a byte changed.
+const (
+	maxKeyPeriod = KeySize / 2
+	minKeyBytes  = 8
+)
+
+// weakKey says why key is not random enough, or returns "".
+func weakKey(key []byte) string {
+	for p := 1; p <= maxKeyPeriod; p++ {
+		if bytes.Equal(key[p:], key[:len(key)-p]) {
+			return fmt.Sprintf("repeats a pattern of %d bytes (%x)", p, key[:p])
+		}
+	}
+	var seen [256]bool
+	distinct := 0
+	for _, b := range key {
+		if !seen[b] {
+			seen[b] = true
+			distinct++
+		}
+	}
+	if distinct < minKeyBytes {
+		return fmt.Sprintf("has only %d distinct byte values (a random key has about 30)", distinct)
+	}
+	return ""
 }
 
 // OpenPrivate opens a secret file (a key or a token file) for reading after
@@ -114,7 +149,7 @@ func LoadKey(path string) ([]byte, error) {
 		return nil, fmt.Errorf("key file %s: %w", path, err)
 	}
 	if len(data) > maxKeyFile {
-		return nil, fmt.Errorf("key file %s: %w: more than %d bytes", path, ErrTooLarge, maxKeyFile)
+		return nil, fmt.Errorf("key file %s: rule value: %w: more than %d bytes", path, ErrTooLarge, maxKeyFile)
 	}
 	key, err := DecodeKey(data)
 	if err != nil {
@@ -184,7 +219,11 @@ func openRegular(path, what string) (*os.File, os.FileInfo, error) {
 	}
 	if !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, nil, &sentinelError{fmt.Sprintf("%s %s is not a regular file (%v)", what, path, fi.Mode().Type()), ErrNotRegular}
+		rule := "rule regular file: it" // the secret files' rules
+		if what == "config" {
+			rule = "it"
+		}
+		return nil, nil, &sentinelError{fmt.Sprintf("%s %s: %s is not a regular file (%v)", what, path, rule, fi.Mode().Type()), ErrNotRegular}
 	}
 	return f, fi, nil
 }
@@ -213,7 +252,7 @@ func LoadToken(path string) ([]byte, error) {
 		return nil, fmt.Errorf("token file %s: %w", path, err)
 	}
 	if len(data) > maxKeyFile {
-		return nil, fmt.Errorf("token file %s: %w: more than %d bytes", path, ErrTooLarge, maxKeyFile)
+		return nil, fmt.Errorf("token file %s: rule value: %w: more than %d bytes", path, ErrTooLarge, maxKeyFile)
 	}
 	tok := bytes.TrimSpace(data)
 	if len(tok) < MinToken || len(tok) > MaxToken {
@@ -227,5 +266,37 @@ func LoadToken(path string) ([]byte, error) {
 	if bytes.Count(tok, tok[:1]) == len(tok) {
 		return nil, &sentinelError{fmt.Sprintf("token file %s: rule value: token is one character repeated, not a secret", path), ErrTokenFormat}
 	}
+	if why := weakToken(tok); why != "" {
+		return nil, &sentinelError{fmt.Sprintf("token file %s: rule value: token %s, not a secret", path, why), ErrTokenFormat}
+	}
 	return tok, nil
+}
+
+// minTokenChars is the fewest distinct characters a token may have. A
+// random 16-character hex token has fewer than 4 with odds of about 2^-29,
+// a base64 one about 2^-55; a pattern repeated (a period of at most half
+// the token) has odds of 16^-8 = 2^-32 for 16 hex characters, less for
+// any longer or richer token.
+const minTokenChars = 4
+
+// weakToken says why tok was made by hand, not drawn at random, or
+// returns "".
+func weakToken(tok []byte) string {
+	for p := 1; p <= len(tok)/2; p++ {
+		if bytes.Equal(tok[p:], tok[:len(tok)-p]) {
+			return fmt.Sprintf("repeats a pattern of %d characters", p)
+		}
+	}
+	var seen [256]bool
+	distinct := 0
+	for _, c := range tok {
+		if !seen[c] {
+			seen[c] = true
+			distinct++
+		}
+	}
+	if distinct < minTokenChars {
+		return fmt.Sprintf("has only %d distinct characters", distinct)
+	}
+	return ""
 }

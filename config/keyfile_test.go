@@ -189,6 +189,9 @@ func TestLoadToken(t *testing.T) {
 		{"space inside", "secret token for tests\n", 0o600, ErrTokenFormat},
 		{"two lines", good + "\n" + good + "\n", 0o600, ErrTokenFormat},
 		{"one character", strings.Repeat("x", 32), 0o600, ErrTokenFormat},
+		{"two characters", strings.Repeat("ab", 16), 0o600, ErrTokenFormat},
+		{"a word repeated", strings.Repeat("password", 4), 0o600, ErrTokenFormat},
+		{"three characters", "aaaaaaaaaabbbbbbbbbcccc", 0o600, ErrTokenFormat},
 		{"empty", "", 0o600, ErrTokenFormat},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -206,5 +209,70 @@ func TestLoadToken(t *testing.T) {
 				t.Errorf("%q does not name the token file", err)
 			}
 		})
+	}
+}
+
+// TestLoadKeyWeak: keys made by hand, not by keygen, are refused with the
+// value rule; random keys are not.
+func TestLoadKeyWeak(t *testing.T) {
+	rep := func(pat []byte) []byte { return bytes.Repeat(pat, KeySize/len(pat)+1)[:KeySize] }
+	zerosAndOne := make([]byte, KeySize)
+	zerosAndOne[KeySize-1] = 1
+	counter := make([]byte, KeySize)
+	for i := range counter {
+		counter[i] = byte(i / 5) // 0 0 0 0 0 1 1 ... 6 6
+	}
+	for _, tt := range []struct {
+		name string
+		key  []byte
+		says string
+	}{
+		{"2-byte pattern", rep([]byte("ab")), "repeats a pattern of 2 bytes (6162)"},
+		{"3-byte pattern", rep([]byte{1, 2, 3}), "repeats a pattern of 3 bytes"},
+		{"16-byte pattern", rep([]byte("0123456789abcdef")), "repeats a pattern of 16 bytes"},
+		{"zeros and a one", zerosAndOne, "only 2 distinct byte values"},
+		{"7 values", counter, "only 7 distinct byte values"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := LoadKey(writeFile(t, "k", EncodeKey(tt.key), 0o600))
+			if !errors.Is(err, ErrKeyWeak) {
+				t.Fatalf("LoadKey: %v, want ErrKeyWeak", err)
+			}
+			for _, want := range []string{"rule value", tt.says} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("%q does not say %q", err, want)
+				}
+			}
+		})
+	}
+	for i := 0; i < 1000; i++ {
+		key, err := GenerateKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := DecodeKey(EncodeKey(key)); err != nil {
+			t.Fatalf("random key %x: %v", key, err)
+		}
+	}
+}
+
+// TestLoadKeyRefusalsNameRule: every refusal of a key's contents or kind
+// says which rule failed.
+func TestLoadKeyRefusalsNameRule(t *testing.T) {
+	key := testKey()
+	for _, tt := range []struct {
+		name, rule string
+		data       []byte
+	}{
+		{"short", "rule value", EncodeKey(key[:16])},
+		{"garbage", "rule value", []byte("not a key\n")},
+		{"huge", "rule value", bytes.Repeat([]byte("A"), maxKeyFile+1)},
+	} {
+		if _, err := LoadKey(writeFile(t, "k", tt.data, 0o600)); err == nil || !strings.Contains(err.Error(), tt.rule) {
+			t.Errorf("%s: %v does not say %q", tt.name, err, tt.rule)
+		}
+	}
+	if _, err := LoadKey(t.TempDir()); err == nil || !strings.Contains(err.Error(), "rule regular file") {
+		t.Errorf("directory: %v does not say %q", err, "rule regular file")
 	}
 }

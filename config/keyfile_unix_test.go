@@ -183,3 +183,92 @@ func TestLoadKeySymlink(t *testing.T) {
 		t.Fatalf("link in a safe directory: %v", err)
 	}
 }
+
+// TestLoadKeySymlinkChain: every directory a lookup happens in counts,
+// including those of the links in between. A link in a safe directory to
+// a link in an open one, which leads back to a key in a safe directory,
+// passes both the real path and the path as written; whoever can write
+// the open directory replaces the middle link and picks the key.
+func TestLoadKeySymlinkChain(t *testing.T) {
+	safe := safeDir(t)
+	open := safeDir(t)
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	p := writeKey(t, safe)
+	mid := filepath.Join(open, "mid")
+	if err := os.Symlink(p, mid); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(safe, "link.key")
+	if err := os.Symlink(mid, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadKey(link); !errors.Is(err, ErrKeyDirectory) || !strings.Contains(err.Error(), "directory "+open+" ") {
+		t.Fatalf("file link: %v, want ErrKeyDirectory naming %s", err, open)
+	}
+	// The same with a directory link: safe/d -> open/dl -> safe/real/.
+	real := filepath.Join(safe, "real")
+	if err := os.Mkdir(real, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeKey(t, real)
+	dl := filepath.Join(open, "dl")
+	if err := os.Symlink(real, dl); err != nil {
+		t.Fatal(err)
+	}
+	d := filepath.Join(safe, "d")
+	if err := os.Symlink(dl, d); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadKey(filepath.Join(d, "offload.key")); !errors.Is(err, ErrKeyDirectory) || !strings.Contains(err.Error(), "directory "+open+" ") {
+		t.Fatalf("directory link: %v, want ErrKeyDirectory naming %s", err, open)
+	}
+	// Relative links that stay in safe directories are fine.
+	if err := os.Symlink("real/offload.key", filepath.Join(safe, "rel.key")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadKey(filepath.Join(safe, "rel.key")); err != nil {
+		t.Fatalf("relative link in a safe directory: %v", err)
+	}
+	// A link loop is an error, not a hang.
+	loop := filepath.Join(safe, "loop")
+	if err := os.Symlink(loop, loop); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadKey(loop); err == nil {
+		t.Fatal("a link loop was accepted")
+	}
+}
+
+// TestLoadKeySymlinkOwner: a link another user made in a sticky directory
+// (/tmp) is theirs to point anywhere, though the sticky bit keeps files
+// safe; the kernel's protected_symlinks may be off. It is refused, naming
+// the link and its owner.
+func TestLoadKeySymlinkOwner(t *testing.T) {
+	needRoot(t)
+	sticky := safeDir(t)
+	if err := os.Chmod(sticky, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	p := writeKey(t, safeDir(t))
+	link := filepath.Join(sticky, "link.key")
+	if err := os.Symlink(p, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadKey(link); err != nil {
+		t.Fatalf("own link in a sticky directory: %v", err)
+	}
+	if err := os.Lchown(link, otherUID, otherUID); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadKey(link)
+	if !errors.Is(err, ErrKeyDirectory) {
+		t.Fatalf("link of uid %d: %v, want ErrKeyDirectory", otherUID, err)
+	}
+	for _, want := range []string{"rule directory", "symlink " + link, "uid 54321"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not say %q", err, want)
+		}
+	}
+}

@@ -140,3 +140,92 @@ func SelfTest(e Engine, c Cipher) error {
 	}
 	return nil
 }
+
+// Whole-frame known answers (SelfTestFrame): the SP 800-38A example of the
+// cipher sealed as one frame with the HMAC-SHA256 key 00 01 .. 1f and the
+// associated data of the record layer's frame 1 of 64 bytes (seq 1, len
+// 64). The ciphertext is the example's; the tags are HMAC-SHA256 over aad
+// | ciphertext truncated to FrameTagSize, computed with Python's hmac.
+var (
+	katFrameMACKey = unhex("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f")
+	katFrameAAD    = unhex("0000000000000001 00000040")
+	katFrameTags   = map[Cipher]string{
+		{Mode: CBC, KeyBits: 128}: "2b27c8f1afbb3ba72602ba6f401cf8cd",
+		{Mode: CBC, KeyBits: 192}: "f380967cc1476e71ac0472f7602e9ee1",
+		{Mode: CBC, KeyBits: 256}: "57dcea48ed1771fc2064ab2e4183084a",
+		{Mode: CTR, KeyBits: 128}: "8b5de189fe8c81795b4bed339821cec7",
+		{Mode: CTR, KeyBits: 192}: "fbc74845426750ff375c1d456db32375",
+		{Mode: CTR, KeyBits: 256}: "0290ceb4c2648590d3d3157922cf832a",
+	}
+)
+
+// SelfTestFrame runs c's whole-frame known answer on a FrameEngine's
+// sealer, which SelfTest (the engine's Crypters) does not reach; the
+// kernel's authenc may use another cipher driver than its skcipher. It
+// seals (out of place and in place) and checks ciphertext and tag, opens
+// the sealed frame, and checks that a frame with a flipped tag bit or
+// ciphertext bit is refused with ErrAuth: an engine that accepts forged
+// frames is as wrong as one that computes wrong ones. A wrong answer wraps
+// ErrSelfTest; an engine that can't run it returns the engine's error.
+func SelfTestFrame(fe FrameEngine, c Cipher) error {
+	tagHex, ok := katFrameTags[c]
+	if !ok {
+		return fmt.Errorf("%w: %v has no whole-frame known answer", ErrUnknownCipher, c)
+	}
+	v := knownAnswer(c)
+	s, err := fe.NewFrameSealer(c, v.Key, katFrameMACKey)
+	if err != nil {
+		return fmt.Errorf("%s %v frame self-test: %w", fe.Name(), c, err)
+	}
+	defer s.Close()
+	n := len(v.Plain)
+	want := append(append([]byte(nil), v.Ciphertext...), unhex(tagHex)...)
+	fail := func(step string, got, want []byte) error {
+		return fmt.Errorf("%w: %s %v, whole frame %s %s: got %x, want %x", ErrSelfTest, fe.Name(), c, v.Name, step, got, want)
+	}
+	buf := make([]byte, n+FrameTagSize)
+	// Seal, out of place and in place.
+	if err := s.Seal(buf, katFrameAAD, v.Plain, v.IV); err != nil {
+		return fmt.Errorf("%s %v frame self-test (seal): %w", fe.Name(), c, err)
+	}
+	if !bytes.Equal(buf, want) {
+		return fail("seal", buf, want)
+	}
+	copy(buf, v.Plain)
+	if err := s.Seal(buf, katFrameAAD, buf[:n], v.IV); err != nil {
+		return fmt.Errorf("%s %v frame self-test (seal in place): %w", fe.Name(), c, err)
+	}
+	if !bytes.Equal(buf, want) {
+		return fail("seal in place", buf, want)
+	}
+	// Open, out of place and in place.
+	out := make([]byte, n+FrameTagSize)
+	if err := s.Open(out, katFrameAAD, want, v.IV); err != nil {
+		return fmt.Errorf("%w: %s %v, whole frame %s open: %w", ErrSelfTest, fe.Name(), c, v.Name, err)
+	}
+	if !bytes.Equal(out[:n], v.Plain) {
+		return fail("open", out[:n], v.Plain)
+	}
+	copy(buf, want)
+	if err := s.Open(buf, katFrameAAD, buf, v.IV); err != nil {
+		return fmt.Errorf("%w: %s %v, whole frame %s open in place: %w", ErrSelfTest, fe.Name(), c, v.Name, err)
+	}
+	if !bytes.Equal(buf[:n], v.Plain) {
+		return fail("open in place", buf[:n], v.Plain)
+	}
+	// Forgeries: a flipped bit of the tag, of the ciphertext, of the
+	// associated data.
+	for _, forge := range []struct {
+		what string
+		at   int // in aad | sealed
+	}{{"tag", len(katFrameAAD) + n + FrameTagSize - 1}, {"ciphertext", len(katFrameAAD) + n/2}, {"associated data", len(katFrameAAD) - 1}} {
+		frame := append(append([]byte(nil), katFrameAAD...), want...)
+		frame[forge.at] ^= 0x01
+		aad, sealed := frame[:len(katFrameAAD)], frame[len(katFrameAAD):]
+		err := s.Open(out, aad, sealed, v.IV)
+		if !errors.Is(err, ErrAuth) {
+			return fmt.Errorf("%w: %s %v, whole frame %s: a frame with a flipped %s bit was not refused as forged (%v)", ErrSelfTest, fe.Name(), c, v.Name, forge.what, err)
+		}
+	}
+	return nil
+}

@@ -42,3 +42,30 @@ func TestKnownAnswers(t *testing.T) {
 		t.Fatal("ciphertexts are not SP 800-38A's")
 	}
 }
+
+// SelfTestFrame checks what a FrameEngine does with whole frames, which
+// SelfTest (its Crypters) does not reach: a sealer that tags the wrong
+// ciphertext, or opens a forged frame, fails it.
+func TestSelfTestFrame(t *testing.T) {
+	for _, c := range engine.MeasureCiphers {
+		if c.Mode == engine.ECB {
+			continue // no suite seals ECB frames
+		}
+		good := &enginetest.FaultyFrames{Bad: func(uint64) bool { return false }}
+		if err := engine.SelfTestFrame(good, c); err != nil {
+			t.Errorf("right frames %v: %v", c, err)
+		}
+		for name, fe := range map[string]*enginetest.FaultyFrames{
+			"wrong ciphertext, valid tag": {},
+			"wrong in place only":         {Bad: func(n uint64) bool { return n == 2 }},
+			"accepts forged tags":         {Bad: func(uint64) bool { return false }, AcceptForged: true},
+		} {
+			if err := engine.SelfTest(fe, c); err != nil {
+				t.Fatalf("%s %v: its Crypters are right, SelfTest says %v", name, c, err)
+			}
+			if err := engine.SelfTestFrame(fe, c); !errors.Is(err, engine.ErrSelfTest) {
+				t.Errorf("%s %v: SelfTestFrame = %v, want ErrSelfTest", name, c, err)
+			}
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/offload-dev/offload/engine"
 	"github.com/offload-dev/offload/tunnel/record"
+	"github.com/offload-dev/offload/tunnel/suite"
 )
 
 // Engine checks: trust, but verify. The tag covers whatever an engine
@@ -17,8 +18,10 @@ import (
 // corrupt data under valid tags. Two checks catch one:
 //
 //   - the known-answer test (engine.SelfTest, the SP 800-38A vector of the
-//     suite's cipher, both directions) on every engine when the server or
-//     client starts and every EngineCheckInterval after;
+//     suite's cipher, both directions; for an engine that seals whole
+//     frames of an hmac-sha256 suite also engine.SelfTestFrame, the same
+//     vector sealed, opened and forged as one frame) on every engine when
+//     the server or client starts and every EngineCheckInterval after;
 //   - with Verify N, one in N frames an engine other than software sealed
 //     or opened is done again in software and compared before it is sent
 //     or delivered (record.Verifier); a mismatch is redone in software.
@@ -44,6 +47,7 @@ const (
 // engineGuard runs the checks for the engines of one server or client.
 type engineGuard struct {
 	cipher   engine.Cipher
+	frames   bool // the suite's frames may go whole to a FrameEngine
 	engines  []engine.Engine
 	excluder record.Excluder // nil: the policy can't take engines out
 	verifier *record.Verifier
@@ -56,7 +60,7 @@ type engineGuard struct {
 }
 
 func newEngineGuard(o *Options, log *zap.Logger) *engineGuard {
-	g := &engineGuard{cipher: o.Suite.Cipher, engines: o.Engines, log: log.Named("engine-check")}
+	g := &engineGuard{cipher: o.Suite.Cipher, frames: o.Suite.MAC == suite.HMACSHA256, engines: o.Engines, log: log.Named("engine-check")}
 	g.excluder, _ = o.Policy.(record.Excluder)
 	if o.Verify > 0 && len(o.Engines) > 1 {
 		g.verifier = record.NewVerifier(o.Verify, func(idx int, err error) { g.takeOut(idx, checkVerify, err) })
@@ -73,7 +77,13 @@ func (g *engineGuard) check() {
 		if g.out[idx].Load() {
 			continue
 		}
-		if err := engine.SelfTest(e, g.cipher); err != nil {
+		err := engine.SelfTest(e, g.cipher)
+		if fe, ok := e.(engine.FrameEngine); ok && err == nil && g.frames {
+			// The record layer gives it whole frames too (mac_aead.go):
+			// its sealer is checked as well as its Crypters.
+			err = engine.SelfTestFrame(fe, g.cipher)
+		}
+		if err != nil {
 			g.katFailures[idx].Add(1)
 			g.takeOut(idx, checkKAT, err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/offload-dev/offload/engine/enginetest"
 	"github.com/offload-dev/offload/internal/testutil"
 	"github.com/offload-dev/offload/tunnel/record"
+	"github.com/offload-dev/offload/tunnel/suite"
 )
 
 // pinnedOne sends every frame to engine 1 until the engine checks exclude
@@ -184,4 +185,76 @@ func TestEngineVerifyOptions(t *testing.T) {
 	if err != nil || srv.opt.verifier != nil {
 		t.Errorf("software only with verify 3: %v, verifier %v", err, srv.opt.verifier)
 	}
+}
+
+// An engine that seals whole frames (engine: afalg-aead) is checked on
+// whole frames too: its Crypters may pass the known answer while its
+// sealer tags wrong ciphertext. Before, SelfTest alone ran: the engine
+// stayed in, and with verify 0 the echo came back corrupt under valid
+// tags. Now it is taken out at start and the data arrives intact.
+func TestEngineCheckFrameSealerAtStart(t *testing.T) {
+	leakCheck(t)
+	echo, srv, cli, logs := checkedPair(t, func() engine.Engine { return &enginetest.FaultyFrames{} }, func(o *Options) {
+		if o.Suite.MAC != suite.HMACSHA256 {
+			t.Fatalf("suite %v: frame sealers serve hmac-sha256 suites only", o.Suite)
+		}
+	})
+	if err := testutil.EchoRoundTrip(echo, 200<<10, 3); err != nil {
+		t.Fatalf("echo with a sealer that tags wrong ciphertext: %v", err)
+	}
+	for _, c := range []*counters{srv.ctr, cli.ctr} {
+		m := metricsText(c)
+		for _, want := range []string{
+			`offload_engine_out{role="` + c.role + `",engine="faulty-frames"} 1`,
+			`offload_engine_check_failures_total{role="` + c.role + `",engine="faulty-frames",check="kat"} 1`,
+		} {
+			if !strings.Contains(m, want+"\n") {
+				t.Errorf("%s metrics lack %s:\n%s", c.role, want, m)
+			}
+		}
+	}
+	for _, e := range logs.FilterMessageSnippet("is taken out").All() {
+		if err, _ := e.ContextMap()["error"].(string); !strings.Contains(err, "frame") {
+			t.Errorf("log says %v, want the frame self-test's error", e.ContextMap())
+		}
+	}
+}
+
+// A sealer that goes wrong after the check at start: verify 1 catches the
+// first wrong frame before it is sent, the echo arrives intact, and the
+// engine is out with check "verify"; without verify, the periodic known
+// answer on whole frames takes it out.
+func TestEngineCheckFrameSealerLater(t *testing.T) {
+	leakCheck(t)
+	var broken atomic.Bool
+	bad := func(uint64) bool { return broken.Load() }
+	t.Run("verify", func(t *testing.T) {
+		broken.Store(false)
+		echo, srv, cli, _ := checkedPair(t, func() engine.Engine { return &enginetest.FaultyFrames{Bad: bad} }, func(o *Options) { o.Verify = 1 })
+		eventually(t, 5*time.Second, "both ends' checks at start", func() bool { return srv.guard.rounds.Load() > 0 && cli.guard.rounds.Load() > 0 })
+		if srv.guard.isOut(1) || cli.guard.isOut(1) {
+			t.Fatal("a right engine was taken out at start")
+		}
+		broken.Store(true)
+		if err := testutil.EchoRoundTrip(echo, 256<<10, 3); err != nil {
+			t.Fatalf("echo with verify 1: %v", err)
+		}
+		if !cli.guard.isOut(1) {
+			t.Error("verify did not take the client's engine out")
+		}
+		m := metricsText(cli.ctr)
+		if !strings.Contains(m, `offload_engine_check_failures_total{role="client",engine="faulty-frames",check="verify"} 1`+"\n") {
+			t.Errorf("client metrics lack the verify failure:\n%s", m)
+		}
+	})
+	t.Run("periodic", func(t *testing.T) {
+		broken.Store(false)
+		_, srv, _, _ := checkedPair(t, func() engine.Engine { return &enginetest.FaultyFrames{Bad: bad} }, func(o *Options) { o.EngineCheckInterval = 20 * time.Millisecond })
+		eventually(t, 5*time.Second, "the server's check at start", func() bool { return srv.guard.rounds.Load() > 0 })
+		if srv.guard.isOut(1) {
+			t.Fatal("a right engine was taken out at start")
+		}
+		broken.Store(true)
+		eventually(t, 5*time.Second, "the periodic whole-frame check to take the engine out", func() bool { return srv.guard.isOut(1) })
+	})
 }

@@ -226,7 +226,12 @@ func TestMetricsHybridHanded(t *testing.T) {
 // startMetricsServer serves set on a new listener until the test ends.
 func startMetricsServer(t *testing.T, set *metrics.Set, opt MetricsOptions) string {
 	t.Helper()
-	ln := listen(t)
+	return serveMetricsOn(t, listen(t), set, opt)
+}
+
+// serveMetricsOn serves set on ln until the test ends.
+func serveMetricsOn(t *testing.T, ln net.Listener, set *metrics.Set, opt MetricsOptions) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- ServeMetrics(ctx, ln, set, opt) }()

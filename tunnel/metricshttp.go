@@ -26,12 +26,17 @@ import (
 // after one answer, so there is no idle keep-alive connection to time out.
 //
 // Bounds. A connection waiting for its request head holds one of
-// metricsMaxPending slots (hsSlots, as handshakes do); when all are taken
-// the oldest waiting connection is reset to make room, so connections that
-// send nothing can not keep a scraper out, which sends its request at once.
-// Reading the head has metricsHeadTimeout, writing the answer
-// metricsWriteTimeout; at most metricsMaxConns connections are served at
-// once, beyond that a new one is closed at accept.
+// metricsMaxPending slots (metricsSlots), taken in the accept loop; when
+// all are taken, a new connection takes the slot of the oldest one whose
+// request head has not arrived (of the source with the most pending), and
+// that one is reset. A connection whose whole head has arrived, read or
+// still in its socket buffer, is never the one reset, so connections that
+// send nothing or half a request can not keep out a scraper, which sends
+// its request at once, however fast they come; if every slot holds a
+// whole head, the new connection is closed. Reading the head has
+// metricsHeadTimeout, writing the answer metricsWriteTimeout; at most
+// metricsMaxAnswers connections are answered at once, beyond that one
+// with its head read is closed.
 //
 // Access. The config serves metrics on loopback unless a bearer token is
 // set (config: metrics, metrics_token_file). With a token every request
@@ -44,7 +49,7 @@ const (
 	metricsWriteTimeout = 10 * time.Second // to write the answer
 	metricsMaxHead      = 8 << 10          // bytes of request line and headers
 	metricsMaxPending   = 16               // connections waiting for their head
-	metricsMaxConns     = 64               // connections served at once
+	metricsMaxAnswers   = 48               // connections being answered at once
 )
 
 // MetricsOptions configures ServeMetrics.
@@ -72,12 +77,12 @@ func ServeMetrics(ctx context.Context, ln net.Listener, set *metrics.Set, opt Me
 		sum := sha256.Sum256(opt.Token)
 		m.tokenSum = &sum
 	}
-	m.pending = newOldestSlots(metricsMaxPending)
+	m.pending = newMetricsSlots(metricsMaxPending)
+	m.answers = make(chan struct{}, metricsMaxAnswers)
 	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
 	defer stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	slots := make(chan struct{}, metricsMaxConns)
 	var backoff time.Duration
 	for {
 		conn, err := ln.Accept()
@@ -95,18 +100,18 @@ func ServeMetrics(ctx context.Context, ln net.Listener, set *metrics.Set, opt Me
 			return fmt.Errorf("metrics: %w", err)
 		}
 		backoff = 0
-		select {
-		case slots <- struct{}{}:
-		default:
-			_ = conn.Close() // a scraper retries; a flood gets nothing
+		// The slot is taken here, not in the goroutine, so that a flood
+		// can't pile up connections that hold none.
+		sl := m.pending.acquire(conn)
+		if sl == nil {
+			_ = conn.Close() // every slot holds a whole request head
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer func() { <-slots }()
 			defer conn.Close()
-			if err := m.answer(conn); err != nil {
+			if err := m.answer(conn, sl); err != nil {
 				log.Debug("request", zap.Stringer("peer", conn.RemoteAddr()), zap.Error(err))
 			}
 		}()
@@ -118,24 +123,27 @@ type metricsServer struct {
 	set       *metrics.Set
 	log       *zap.Logger
 	tokenSum  *[sha256.Size]byte // nil: no token required
-	pending   *hsSlots           // connections waiting for their head
+	pending   *metricsSlots      // connections waiting for their head
+	answers   chan struct{}      // connections being answered
 	health    func() bool        // nil: no /healthz
 	refuseLog rateLimit
 }
 
-// answer reads one request head, holding a pending slot meanwhile, and
-// writes one answer.
-func (m *metricsServer) answer(conn net.Conn) error {
-	sl := m.pending.acquire(conn)
-	if sl == nil {
-		return errors.New("no slot for the request head")
-	}
-	req, err := readMetricsRequest(conn)
+// answer reads one request head on conn, which holds pending slot sl
+// meanwhile, and writes one answer.
+func (m *metricsServer) answer(conn net.Conn, sl *metricsSlot) error {
+	req, err := readMetricsRequest(slotReader{conn, m.pending, sl})
 	if m.pending.release(sl) {
 		return errors.New("evicted while waiting for the request head")
 	}
 	if err != nil {
 		return err
+	}
+	select {
+	case m.answers <- struct{}{}:
+		defer func() { <-m.answers }()
+	default:
+		return errors.New("too many answers in progress")
 	}
 	if err := conn.SetDeadline(time.Now().Add(metricsWriteTimeout)); err != nil {
 		return err

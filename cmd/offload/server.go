@@ -158,7 +158,7 @@ func startMetrics(ctx context.Context, c *config.Common, register func(*metrics.
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", c.Metrics)
+	ln, err := tunnel.ListenMetrics(ctx, c.Metrics)
 	if err != nil {
 		return nil, c.FieldError("metrics", err)
 	}
