@@ -303,7 +303,8 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 		return
 	}
 	ycfg, _ := s.opt.yamuxConfig(&s.ctr.backlogResets) // checked by NewServer
-	sess, err := yamux.Server(rc, ycfg)
+	guard := newPingGuard(rc)                          // bounds a ping flood (yamuxguard.go)
+	sess, err := yamux.Server(guard, ycfg)
 	if err != nil {
 		_ = rc.Close()
 		s.log.Error("yamux", zap.Error(err))
@@ -357,7 +358,7 @@ accept:
 	s.mu.Lock()
 	delete(s.sessions, sess)
 	s.mu.Unlock()
-	s.linkDown(l, rc, time.Since(start))
+	s.linkDown(l, guard, time.Since(start))
 }
 
 // admit is the handshake's Admit: an authenticated client is refused with
@@ -402,7 +403,7 @@ func drain(st *yamux.Stream) {
 // hang-up too: a client that closes its socket with a keepalive or window
 // update unread makes its kernel send a reset instead of a FIN, and no
 // frame was cut; a reset inside a frame stays a failure.
-func (s *Server) linkDown(l *link, rc *record.Conn, up time.Duration) {
+func (s *Server) linkDown(l *link, rc *pingGuard, up time.Duration) {
 	err := rc.Err()
 	switch {
 	case err == nil || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF):

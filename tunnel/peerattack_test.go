@@ -1,0 +1,171 @@
+package tunnel
+
+import (
+	"context"
+	"encoding/binary"
+	"net"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/offload-dev/offload/tunnel/handshake"
+	"github.com/offload-dev/offload/tunnel/record"
+)
+
+// rawLink is a peer with the PSK that speaks the record layer but writes
+// yamux frames by hand: what a malicious client can send.
+func rawLink(t *testing.T, addr string, opt Options) (*record.Conn, net.Conn) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := handshake.Client(context.Background(), c, opt.handshakeConfig())
+	if err != nil {
+		c.Close()
+		t.Fatalf("handshake: %v", err)
+	}
+	rc, err := record.New(c, keys, opt.Suite, record.Options{})
+	keys.Wipe()
+	if err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rc.Close() })
+	return rc, c
+}
+
+// yamux frame types and flags (hashicorp/yamux const.go).
+const (
+	ymData, ymWindow, ymPing, ymGoAway = 0, 1, 2, 3
+	ymSYN, ymACK, ymFIN, ymRST         = 1, 2, 4, 8
+)
+
+func yamuxHeader(b []byte, typ, flags uint16, id, length uint32) []byte {
+	var h [12]byte
+	h[1] = byte(typ)
+	binary.BigEndian.PutUint16(h[2:], flags)
+	binary.BigEndian.PutUint32(h[4:], id)
+	binary.BigEndian.PutUint32(h[8:], length)
+	return append(b, h[:]...)
+}
+
+// TestPingFlood: a client with the PSK sends yamux pings as fast as it can
+// and never reads the replies. yamux answers each ping from a goroutine of
+// its own that waits up to 10 s for the send queue, so once the replies
+// back up every ping held a goroutine (and, when it gave up, logged a
+// line): 1.5 s of pings made hundreds of thousands. The server must stay
+// bounded: cut the link, hold a handful of goroutines, log little.
+func TestPingFlood(t *testing.T) {
+	leakCheck(t)
+	log, logs := testLogger(t)
+	opt := testOptions(log)
+	addr, srv, _ := startServer(t, ServerConfig{Options: opt, Services: map[string]string{"echo": "127.0.0.1:1"}})
+	opt.setDefaults()
+	g0 := runtime.NumGoroutine()
+	h0 := heapInuse()
+	rc, _ := rawLink(t, addr, opt)
+	eventually(t, 5*time.Second, "the link", func() bool { return srv.ctr.links.Load() == 1 })
+
+	// 4096 pings per Write, one record frame or so each.
+	batch := make([]byte, 0, 4096*12)
+	id := uint32(0)
+	var maxG atomic.Int64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			if n := int64(runtime.NumGoroutine() - g0); n > maxG.Load() {
+				maxG.Store(n)
+			}
+		}
+	}()
+	deadline := time.Now().Add(3 * time.Second)
+	sent := 0
+	for time.Now().Before(deadline) {
+		batch = batch[:0]
+		for range 4096 {
+			id++
+			batch = yamuxHeader(batch, ymPing, ymSYN, 0, id)
+		}
+		_ = rc.SetWriteDeadline(deadline)
+		if _, err := rc.Write(batch); err != nil {
+			break
+		}
+		sent += 4096
+	}
+	time.Sleep(200 * time.Millisecond)
+	close(stop)
+	<-sampled
+	grew := heapInuse() - h0
+	t.Logf("%d pings sent, never read: server goroutines +%d at most, heap +%d KiB, link up: %v, %d log lines",
+		sent, maxG.Load(), grew>>10, srv.ctr.links.Load() == 1, logs.Len())
+	if maxG.Load() > 1000 {
+		t.Errorf("the server held %d goroutines for unanswered pings", maxG.Load())
+	}
+	if grew > 8<<20 {
+		t.Errorf("the server's heap grew by %d MiB", grew>>20)
+	}
+	rc.Close()
+	eventually(t, 15*time.Second, "the link to go", func() bool { return srv.ctr.links.Load() == 0 })
+	if n := logs.Len(); n > 50 {
+		t.Errorf("%d log lines", n)
+	}
+	if logs.FilterMessage("link failed").FilterFieldKey("error").Len() == 0 {
+		t.Errorf("the flood was not logged as the reason the link failed")
+	}
+}
+
+// TestPingGuardFrames: the guard follows frames split anywhere across
+// Reads, does not count ping-like bytes inside a data frame's body, and
+// lets a ping a keepalive interval through forever.
+func TestPingGuardFrames(t *testing.T) {
+	var body []byte
+	for i := range 1000 {
+		body = yamuxHeader(body, ymPing, ymSYN, 0, uint32(i))
+	}
+	var wire []byte
+	for range 10 {
+		wire = yamuxHeader(wire, ymData, 0, 1, uint32(len(body)))
+		wire = append(wire, body...)
+		wire = yamuxHeader(wire, ymPing, ymSYN, 0, 1)
+		wire = yamuxHeader(wire, ymWindow, 0, 1, 1<<20)
+	}
+	for _, step := range []int{1, 5, 12, 13, 4096, len(wire)} {
+		g := &pingGuard{tokens: pingBurst, last: time.Now()}
+		for b := wire; len(b) > 0; {
+			k := min(step, len(b))
+			if !g.watch(b[:k]) {
+				t.Fatalf("reads of %d bytes: a ping within the limit refused (%v tokens)", step, g.tokens)
+			}
+			b = b[k:]
+		}
+		if want := float64(pingBurst - 10); g.tokens > want+1 || g.tokens < want-1 {
+			t.Errorf("reads of %d bytes: %.1f tokens left, want about %v: pings miscounted", step, g.tokens, want)
+		}
+	}
+	// A ping every 1/pingRate s, after the burst, forever.
+	g := &pingGuard{tokens: pingBurst, last: time.Now()}
+	for i := range 10 * pingBurst {
+		g.last = g.last.Add(-time.Second / pingRate)
+		if !g.watch(yamuxHeader(nil, ymPing, ymSYN, 0, uint32(i))) {
+			t.Fatalf("ping %d at the allowed rate refused", i)
+		}
+	}
+	// And the burst plus one at once is refused.
+	g = &pingGuard{tokens: pingBurst, last: time.Now()}
+	var flood []byte
+	for i := range pingBurst + 1 {
+		flood = yamuxHeader(flood, ymPing, ymSYN, 0, uint32(i))
+	}
+	if g.watch(flood) {
+		t.Errorf("%d pings at once let through", pingBurst+1)
+	}
+}
