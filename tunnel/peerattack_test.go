@@ -169,3 +169,52 @@ func TestPingGuardFrames(t *testing.T) {
 		t.Errorf("%d pings at once let through", pingBurst+1)
 	}
 }
+
+// TestStrayFrameLogFlood: a client with the PSK sends window updates and
+// data for a stream that does not exist, 20,000 of each. yamux logs a
+// warning per frame ("frame for missing stream", "Discarding data for
+// stream"); a peer must not be able to write the server's log at that
+// rate (a router's log is RAM or flash), so they are rate-limited.
+func TestStrayFrameLogFlood(t *testing.T) {
+	leakCheck(t)
+	log, logs := testLogger(t)
+	opt := testOptions(log)
+	addr, srv, _ := startServer(t, ServerConfig{Options: opt, Services: map[string]string{"echo": "127.0.0.1:1"}})
+	opt.setDefaults()
+	rc, _ := rawLink(t, addr, opt)
+	eventually(t, 5*time.Second, "the link", func() bool { return srv.ctr.links.Load() == 1 })
+	const frames = 20000
+	var b []byte
+	for i := range frames {
+		b = yamuxHeader(b, ymWindow, 0, 1001, 1)
+		b = yamuxHeader(b, ymData, 0, 1003+2*uint32(i%8), 4)
+		b = append(b, "data"...)
+	}
+	// A real stream afterwards: the link still works.
+	req, _ := appendRequest(nil, kindService, "nosuch")
+	b = yamuxHeader(b, ymWindow, ymSYN, 1, 0)
+	b = yamuxHeader(b, ymData, 0, 1, uint32(len(req)))
+	b = append(b, req...)
+	if _, err := rc.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	// Stream 1 is answered (the server's ACK and refusal): every stray
+	// frame before it was read.
+	_ = rc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var got []byte
+	buf := make([]byte, 4096)
+	for len(got) < 2*12+1 {
+		n, err := rc.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			t.Fatalf("reading the answer to stream 1: %v (%d bytes)", err, len(got))
+		}
+	}
+	n := logs.FilterMessageSnippet("missing stream").Len() + logs.FilterMessageSnippet("Discarding data").Len()
+	t.Logf("%d stray frames: %d log lines about them, %d lines in all", 2*frames, n, logs.Len())
+	if n > 10 {
+		t.Errorf("%d log lines for %d stray frames", n, 2*frames)
+	}
+	rc.Close()
+	eventually(t, 5*time.Second, "the link to go", func() bool { return srv.ctr.links.Load() == 0 })
+}

@@ -225,7 +225,7 @@ func (o *Options) yamuxConfig(resets *atomic.Uint64) (*yamux.Config, error) {
 	}
 	c.MaxStreamWindowSize = uint32(o.YamuxWindow)
 	c.LogOutput = nil
-	c.Logger = log.New(yamuxLog{l: o.Logger.Named("yamux"), backlog: &rateLimit{every: 10 * time.Second}, resets: resets}, "", 0)
+	c.Logger = log.New(yamuxLog{l: o.Logger.Named("yamux"), backlog: &rateLimit{every: 10 * time.Second}, stray: &rateLimit{every: 10 * time.Second}, resets: resets}, "", 0)
 	if err := yamux.VerifyConfig(c); err != nil {
 		return nil, fmt.Errorf("%w: yamux: %w", ErrConfig, err)
 	}
@@ -242,8 +242,16 @@ func (o *Options) yamuxConfig(resets *atomic.Uint64) (*yamux.Config, error) {
 type yamuxLog struct {
 	l       *zap.Logger
 	backlog *rateLimit
+	stray   *rateLimit
 	resets  *atomic.Uint64 // nil: not counted
 }
+
+// yamuxStrayMsgs are the lines yamux logs for every frame that names a
+// stream it does not have (a late frame after a reset, or a peer with the
+// key sending them on purpose: 12 bytes a line, 40,000 lines in half a
+// second in TestStrayFrameLogFlood). They are rate-limited like the
+// backlog's.
+var yamuxStrayMsgs = []string{"yamux: frame for missing stream", "yamux: Discarding data for stream"}
 
 // yamuxBacklogMsg is the line yamux logs when it resets a stream for want
 // of room in the accept backlog.
@@ -261,6 +269,10 @@ func (y yamuxLog) Write(p []byte) (int, error) {
 		}
 		if ok, n := y.backlog.allow(); ok {
 			y.l.Warn(msg, zap.Uint64("resets_not_logged", n))
+		}
+	case y.stray != nil && (strings.HasPrefix(msg, yamuxStrayMsgs[0]) || strings.HasPrefix(msg, yamuxStrayMsgs[1])):
+		if ok, n := y.stray.allow(); ok {
+			y.l.Warn(msg, zap.Uint64("stray_frames_not_logged", n))
 		}
 	default:
 		y.l.Warn(msg)
