@@ -5,6 +5,9 @@ import (
 	"encoding/binary"
 	"net"
 	"runtime"
+	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -216,5 +219,109 @@ func TestStrayFrameLogFlood(t *testing.T) {
 		t.Errorf("%d log lines for %d stray frames", n, 2*frames)
 	}
 	rc.Close()
+	eventually(t, 5*time.Second, "the link to go", func() bool { return srv.ctr.links.Load() == 0 })
+}
+
+// TestReverseLinkBuffer: a client with the PSK and reverse_allow opens
+// reverse listeners, connections that never read arrive on each, and the
+// client sends as much as the windows take on every reverse connection.
+// The streams the server opens for reverse connections have receive
+// windows too: they must come out of the link's budget, so the server's
+// stream buffers stay within link_buffer however many listeners the link
+// holds.
+func TestReverseLinkBuffer(t *testing.T) {
+	leakCheck(t)
+	log, _ := testLogger(t)
+	opt := testOptions(log)
+	opt.YamuxWindow = 256 << 10
+	opt.LinkBuffer = 4 << 20
+	o := opt
+	o.setDefaults()
+	// 6 listeners of the link's 8 streams: each takes up to 8 connections
+	// (a listener's own cap), but the link has room for 2 more streams.
+	listeners, perListener := o.LinkStreams()-2, o.LinkStreams()
+	var allow, addrs []string
+	for range listeners {
+		a := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "127.0.0.1")))
+		addrs = append(addrs, a)
+		allow = append(allow, "127.0.0.1/32:"+a[strings.LastIndexByte(a, ':')+1:])
+	}
+	addr, srv, _ := startServer(t, ServerConfig{Options: opt, Rules: mustRules(t, nil, nil, allow)})
+	_, sess := genuineLink(t, addr, o)
+	before := heapInuse()
+
+	for _, a := range addrs {
+		st, err := sess.OpenStream()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		req, _ := appendRequest(nil, kindReverseListen, a)
+		_ = st.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := st.Write(req); err != nil {
+			t.Fatal(err)
+		}
+		if err := readResponse(st); err != nil {
+			t.Fatalf("reverse listen %s: %v", a, err)
+		}
+	}
+	// The client side: every reverse connection is answered and fed.
+	var fed, accepted atomic.Int64
+	var wg sync.WaitGroup
+	chunk := make([]byte, chunkHeader+maxChunk)
+	binary.BigEndian.PutUint32(chunk, maxChunk)
+	go func() {
+		for {
+			st, err := sess.AcceptStream()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer st.Close()
+				_ = st.SetDeadline(time.Now().Add(3 * time.Second))
+				if _, err := readRequest(st); err != nil {
+					return
+				}
+				accepted.Add(1)
+				if _, err := st.Write(appendResponse(nil, statusOK, "")); err != nil {
+					return
+				}
+				for range 16 { // 1 MiB
+					if _, err := st.Write(chunk); err != nil {
+						return
+					}
+					fed.Add(maxChunk)
+				}
+			}()
+		}
+	}()
+	// Connections that never read, as many as each listener takes.
+	var conns []net.Conn
+	for _, a := range addrs {
+		for range perListener {
+			// Connections beyond the link's streams are reset, which
+			// may already fail the dial.
+			if c, err := net.Dial("tcp", a); err == nil {
+				conns = append(conns, c)
+			}
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+	wg.Wait()
+	grew := heapInuse() - before
+	t.Logf("%d reverse listeners × %d connections that never read, window %d KiB, link_buffer %d KiB (%d streams): %d reverse streams, the client fed %d KiB, server heap grew by %d KiB",
+		listeners, perListener, o.YamuxWindow>>10, o.LinkBuffer>>10, o.LinkStreams(), accepted.Load(), fed.Load()>>10, grew>>10)
+	if n, most := accepted.Load(), int64(o.LinkStreams()-listeners); n > most {
+		t.Errorf("%d reverse connection streams beside %d listeners: the link carries %d streams", n, listeners, o.LinkStreams())
+	}
+	if limit := 2 * int64(o.LinkBuffer); grew > limit {
+		t.Errorf("heap grew by %d KiB, budget %d KiB", grew>>10, limit>>10)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	sess.Close()
 	eventually(t, 5*time.Second, "the link to go", func() bool { return srv.ctr.links.Load() == 0 })
 }

@@ -331,7 +331,8 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 	// sent data, until the peer closes it too. While no unit is free, new
 	// streams wait in yamux's accept backlog (as many as LinkStreams);
 	// beyond it yamux resets them, which the client sees as a reset.
-	units := make(chan struct{}, s.opt.LinkStreams())
+	// Reverse connections take units too (reverse.go).
+	units := l.units
 accept:
 	for {
 		select {
