@@ -247,11 +247,26 @@ type yamuxLog struct {
 }
 
 // yamuxStrayMsgs are the lines yamux logs for every frame that names a
-// stream it does not have (a late frame after a reset, or a peer with the
-// key sending them on purpose: 12 bytes a line, 40,000 lines in half a
-// second in TestStrayFrameLogFlood). They are rate-limited like the
+// stream it does not have (a late frame after a reset) or ACKs a stream it
+// did not open, and leaves the link up: a peer with the key can send them
+// on purpose, 12 bytes a line (two for an ACK), 40,000 lines in half a
+// second in TestStrayFrameLogFlood. They are rate-limited like the
 // backlog's.
-var yamuxStrayMsgs = []string{"yamux: frame for missing stream", "yamux: Discarding data for stream"}
+var yamuxStrayMsgs = []string{
+	"yamux: frame for missing stream",
+	"yamux: Discarding data for stream",
+	"yamux: established stream without inflight SYN",
+	"yamux: SYN tracking out of sync",
+}
+
+func isYamuxStray(msg string) bool {
+	for _, m := range yamuxStrayMsgs {
+		if strings.HasPrefix(msg, m) {
+			return true
+		}
+	}
+	return false
+}
 
 // yamuxBacklogMsg is the line yamux logs when it resets a stream for want
 // of room in the accept backlog.
@@ -270,7 +285,7 @@ func (y yamuxLog) Write(p []byte) (int, error) {
 		if ok, n := y.backlog.allow(); ok {
 			y.l.Warn(msg, zap.Uint64("resets_not_logged", n))
 		}
-	case y.stray != nil && (strings.HasPrefix(msg, yamuxStrayMsgs[0]) || strings.HasPrefix(msg, yamuxStrayMsgs[1])):
+	case y.stray != nil && isYamuxStray(msg):
 		if ok, n := y.stray.allow(); ok {
 			y.l.Warn(msg, zap.Uint64("stray_frames_not_logged", n))
 		}
