@@ -73,7 +73,8 @@ type Options struct {
 	MaxFrame int
 	// YamuxWindow is the per-stream receive window (MaxStreamWindowSize).
 	YamuxWindow int
-	// Keepalive is yamux's keepalive interval; 0 disables keepalives.
+	// Keepalive is yamux's keepalive interval; 0 disables keepalives,
+	// else at least MinKeepalive.
 	Keepalive time.Duration
 	// DialTimeout bounds a dial: a target on the server, the server on
 	// the client. On the client it is also how long a local connection
@@ -138,6 +139,10 @@ func (o *Options) setDefaults() error {
 	}
 	if o.YamuxWindow < minYamuxWindow {
 		return fmt.Errorf("%w: yamux window %d is less than yamux's minimum %d", ErrConfig, o.YamuxWindow, minYamuxWindow)
+	}
+	if o.Keepalive > 0 && o.Keepalive < MinKeepalive {
+		return fmt.Errorf("%w: keepalive %v: want 0 (off) or at least %v (a peer cuts a link that pings more often than %d times a second)",
+			ErrConfig, o.Keepalive, MinKeepalive, pingRate)
 	}
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = DefaultDialTimeout

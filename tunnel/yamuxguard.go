@@ -35,6 +35,11 @@ const (
 	pingRate  = 16 // per second
 )
 
+// MinKeepalive (625 ms) is the shortest keepalive interval Options take:
+// ten times the interval the peer's guard allows (1/pingRate s), and far
+// below any use (the default is 15 s).
+const MinKeepalive = 10 * time.Second / pingRate
+
 // errPingFlood is the error of a link cut for a ping flood.
 var errPingFlood = errors.New("peer flooded yamux pings")
 
