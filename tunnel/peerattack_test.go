@@ -273,8 +273,11 @@ func TestReverseLinkBuffer(t *testing.T) {
 		}
 	}
 	// The client side: every reverse connection is answered and fed.
-	var fed, accepted atomic.Int64
+	// Each reverse stream stays open until the end (the connections never
+	// end either), so the streams accepted are the streams held at once.
+	var fed, accepted, settled atomic.Int64
 	var wg sync.WaitGroup
+	release := make(chan struct{})
 	chunk := make([]byte, chunkHeader+maxChunk)
 	binary.BigEndian.PutUint32(chunk, maxChunk)
 	go func() {
@@ -292,6 +295,8 @@ func TestReverseLinkBuffer(t *testing.T) {
 					return
 				}
 				accepted.Add(1)
+				defer func() { <-release }()
+				defer settled.Add(1)
 				if _, err := st.Write(appendResponse(nil, statusOK, "")); err != nil {
 					return
 				}
@@ -316,8 +321,10 @@ func TestReverseLinkBuffer(t *testing.T) {
 		}
 	}
 	time.Sleep(500 * time.Millisecond)
-	wg.Wait()
+	eventually(t, 10*time.Second, "the reverse streams to be fed", func() bool { return settled.Load() == accepted.Load() })
 	grew := heapInuse() - before
+	close(release)
+	wg.Wait()
 	t.Logf("%d reverse listeners × %d connections that never read, window %d KiB, link_buffer %d KiB (%d streams): %d reverse streams, the client fed %d KiB, server heap grew by %d KiB",
 		listeners, perListener, o.YamuxWindow>>10, o.LinkBuffer>>10, o.LinkStreams(), accepted.Load(), fed.Load()>>10, grew>>10)
 	if n, most := accepted.Load(), int64(o.LinkStreams()-listeners); n > most {

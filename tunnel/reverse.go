@@ -324,8 +324,9 @@ func (s *Server) serveReverse(ctx context.Context, st *yamux.Stream, arg string,
 	// fills its receive window, up to yamux_window, while the connection
 	// here does not read. With a budget per listener instead, a client
 	// with LinkStreams listeners had LinkStreams² streams to fill
-	// (TestReverseLinkBuffer: 8 listeners x 8 connections, +28 MiB of
-	// heap on a 4 MiB link_buffer). No unit free: the connection is reset.
+	// (TestReverseLinkBuffer: 6 listeners on a link of 8 streams, 48
+	// reverse streams, +18 MiB of heap on a 4 MiB link_buffer). No unit
+	// free: the connection is reset.
 	var wg sync.WaitGroup
 	for {
 		conn, err := ln.Accept()
