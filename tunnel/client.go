@@ -307,7 +307,7 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*yamux
 }
 
 // connect dials the server and brings a link up.
-func (c *Client) connect(ctx context.Context) (*yamux.Session, *record.Conn, error) {
+func (c *Client) connect(ctx context.Context) (*yamux.Session, *pingGuard, error) {
 	dctx, cancel := context.WithTimeout(ctx, c.opt.DialTimeout)
 	conn, err := c.dial(dctx, "tcp", c.servers.addr())
 	cancel()
@@ -330,12 +330,14 @@ func (c *Client) connect(ctx context.Context) (*yamux.Session, *record.Conn, err
 		return nil, nil, err
 	}
 	ycfg, _ := c.opt.yamuxConfig(&c.ctr.backlogResets) // checked by NewClient
-	sess, err := yamux.Client(rc, ycfg)
+	// yamuxguard.go: a server can flood pings too.
+	guard := newPingGuard(rc)
+	sess, err := yamux.Client(guard, ycfg)
 	if err != nil {
 		_ = rc.Close()
 		return nil, nil, fmt.Errorf("yamux: %w", err)
 	}
-	return sess, rc, nil
+	return sess, guard, nil
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

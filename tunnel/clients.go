@@ -221,6 +221,11 @@ type link struct {
 	sess   *yamux.Session
 	log    *zap.Logger // with the remote address and the client
 	ctr    *clientCounters
+	// units caps the streams of the link at LinkStreams so that their
+	// buffers fit LinkBuffer: the streams the client opens (server.go's
+	// accept loop) and those the server opens for reverse connections
+	// (reverse.go) take one each.
+	units chan struct{}
 
 	mu      sync.Mutex
 	access  *access
@@ -458,6 +463,7 @@ func (s *Server) newLink(sess *yamux.Session, st *serverState, keyIdx int, remot
 		ctr:     s.clientCounters(owner.name),
 		access:  owner.access,
 		streams: map[*linkStream]struct{}{},
+		units:   make(chan struct{}, s.opt.LinkStreams()),
 	}
 }
 

@@ -319,7 +319,14 @@ func (s *Server) serveReverse(ctx context.Context, st *yamux.Stream, arg string,
 		_ = ln.Close()
 	}()
 	sess := st.Session()
-	slots := make(chan struct{}, s.opt.LinkStreams())
+	// A reverse connection's stream takes a unit of the link, as a
+	// stream the client opens does: the server opens it, but the client
+	// fills its receive window, up to yamux_window, while the connection
+	// here does not read. With a budget per listener instead, a client
+	// with LinkStreams listeners had LinkStreams² streams to fill
+	// (TestReverseLinkBuffer: 6 listeners on a link of 8 streams, 48
+	// reverse streams, +18 MiB of heap on a 4 MiB link_buffer). No unit
+	// free: the connection is reset.
 	var wg sync.WaitGroup
 	for {
 		conn, err := ln.Accept()
@@ -327,12 +334,12 @@ func (s *Server) serveReverse(ctx context.Context, st *yamux.Stream, arg string,
 			break
 		}
 		select {
-		case slots <- struct{}{}:
+		case l.units <- struct{}{}:
 		default:
 			resetConn(conn)
 			s.ctr.streams[streamRefused].Add(1)
 			if ok, n := s.refuseLog.allow(); ok {
-				log.Warn("reverse connection refused", zap.Error(fmt.Errorf("%w: %d connections on this listener", ErrBusy, cap(slots))), zap.Uint64("refusals_not_logged", n))
+				log.Warn("reverse connection refused", zap.Error(fmt.Errorf("%w: the link carries %d streams", ErrBusy, cap(l.units))), zap.Uint64("refusals_not_logged", n))
 			}
 			continue
 		}
@@ -341,7 +348,7 @@ func (s *Server) serveReverse(ctx context.Context, st *yamux.Stream, arg string,
 		go func() {
 			defer wg.Done()
 			defer s.streams.done()
-			defer func() { <-slots }()
+			defer func() { <-l.units }()
 			s.reverseConn(sess, conn, arg, log)
 		}()
 	}

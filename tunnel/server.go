@@ -297,7 +297,8 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 		return
 	}
 	ycfg, _ := s.opt.yamuxConfig(&s.ctr.backlogResets) // checked by NewServer
-	sess, err := yamux.Server(rc, ycfg)
+	guard := newPingGuard(rc)                          // bounds a ping flood (yamuxguard.go)
+	sess, err := yamux.Server(guard, ycfg)
 	if err != nil {
 		_ = rc.Close()
 		s.log.Error("yamux", zap.Error(err))
@@ -342,7 +343,8 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 	// sent data, until the peer closes it too. While no unit is free, new
 	// streams wait in yamux's accept backlog (as many as LinkStreams);
 	// beyond it yamux resets them, which the client sees as a reset.
-	units := make(chan struct{}, s.opt.LinkStreams())
+	// Reverse connections take units too (reverse.go).
+	units := l.units
 accept:
 	for {
 		select {
@@ -369,7 +371,7 @@ accept:
 	s.mu.Lock()
 	delete(s.sessions, sess)
 	s.mu.Unlock()
-	s.linkDown(l, rc, time.Since(start))
+	s.linkDown(l, guard, time.Since(start))
 }
 
 // admit is the handshake's Admit: a client (st's key key) is refused
@@ -404,7 +406,7 @@ func drain(st *yamux.Stream) {
 // hang-up too: a client that closes its socket with a keepalive or window
 // update unread makes its kernel send a reset instead of a FIN, and no
 // frame was cut; a reset inside a frame stays a failure.
-func (s *Server) linkDown(l *link, rc *record.Conn, up time.Duration) {
+func (s *Server) linkDown(l *link, rc *pingGuard, up time.Duration) {
 	err := rc.Err()
 	switch {
 	case err == nil || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF):
