@@ -1,7 +1,9 @@
 package tunnel
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +28,11 @@ import (
 //     or opened is done again in software and compared before it is sent
 //     or delivered (record.Verifier); a mismatch is redone in software.
 //
+// An engine that does not answer its known-answer test within
+// DefaultEngineCheckTimeout (a device whose driver hangs) fails it: the
+// start and the periodic rounds go on without it. Its test goroutine
+// stays blocked in the driver; nothing else waits for it.
+//
 // An engine that fails either is taken out: the policy stops picking it
 // (record.Excluder; both the pinned policy and the selector's implement
 // it), one error is logged, and the failures are counted in /metrics.
@@ -37,6 +44,10 @@ import (
 // after the one at start, unless Options.EngineCheckInterval says
 // otherwise.
 const DefaultEngineCheckInterval = 5 * time.Minute
+
+// DefaultEngineCheckTimeout bounds one engine's known-answer test: the
+// vector is 64 bytes, which the slowest device answers in milliseconds.
+const DefaultEngineCheckTimeout = 10 * time.Second
 
 // Check kinds, the label of offload_engine_check_failures_total.
 const (
@@ -52,6 +63,7 @@ type engineGuard struct {
 	excluder record.Excluder // nil: the policy can't take engines out
 	verifier *record.Verifier
 	log      *zap.Logger
+	timeout  time.Duration // one engine's known-answer test
 
 	mu          sync.Mutex // one known-answer round at a time
 	rounds      atomic.Uint64
@@ -60,7 +72,8 @@ type engineGuard struct {
 }
 
 func newEngineGuard(o *Options, log *zap.Logger) *engineGuard {
-	g := &engineGuard{cipher: o.Suite.Cipher, frames: o.Suite.MAC == suite.HMACSHA256, engines: o.Engines, log: log.Named("engine-check")}
+	g := &engineGuard{cipher: o.Suite.Cipher, frames: o.Suite.MAC == suite.HMACSHA256, engines: o.Engines, log: log.Named("engine-check"),
+		timeout: cmp.Or(o.engineCheckTimeout, DefaultEngineCheckTimeout)}
 	g.excluder, _ = o.Policy.(record.Excluder)
 	if o.Verify > 0 && len(o.Engines) > 1 {
 		g.verifier = record.NewVerifier(o.Verify, func(idx int, err error) { g.takeOut(idx, checkVerify, err) })
@@ -77,16 +90,32 @@ func (g *engineGuard) check() {
 		if g.out[idx].Load() {
 			continue
 		}
+		if err := g.selfTest(e); err != nil {
+			g.katFailures[idx].Add(1)
+			g.takeOut(idx, checkKAT, err)
+		}
+	}
+}
+
+// selfTest runs e's known-answer tests, giving up after g.timeout.
+func (g *engineGuard) selfTest(e engine.Engine) error {
+	done := make(chan error, 1) // the test may finish after we gave up
+	go func() {
 		err := engine.SelfTest(e, g.cipher)
 		if fe, ok := e.(engine.FrameEngine); ok && err == nil && g.frames {
 			// The record layer gives it whole frames too (mac_aead.go):
 			// its sealer is checked as well as its Crypters.
 			err = engine.SelfTestFrame(fe, g.cipher)
 		}
-		if err != nil {
-			g.katFailures[idx].Add(1)
-			g.takeOut(idx, checkKAT, err)
-		}
+		done <- err
+	}()
+	t := time.NewTimer(g.timeout)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return fmt.Errorf("%w: no answer within %v (the device or its driver hangs)", engine.ErrSelfTest, g.timeout)
 	}
 }
 

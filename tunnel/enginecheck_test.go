@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/offload-dev/offload/engine"
@@ -95,6 +96,43 @@ func TestEngineCheckAtStart(t *testing.T) {
 	for _, e := range logs.FilterMessageSnippet("is taken out").All() {
 		if err, _ := e.ContextMap()["error"].(string); !strings.Contains(err, engine.ErrSelfTest.Error()) {
 			t.Errorf("log says %v, want the self-test error", e.ContextMap())
+		}
+	}
+}
+
+// An engine whose driver hangs (an operation that never returns) fails its
+// known-answer test after the timeout instead of stopping the start: it is
+// taken out and data flows through software.
+func TestEngineCheckHangs(t *testing.T) {
+	leakCheck(t)
+	hang := make(chan struct{})
+	t.Cleanup(func() { close(hang) })
+	start := time.Now()
+	echo, srv, cli, logs := checkedPair(t, func() engine.Engine { return &enginetest.Faulty{Hang: hang} },
+		func(o *Options) { o.engineCheckTimeout = 200 * time.Millisecond })
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the ends took %v to start beside a hung engine", d)
+	}
+	if err := testutil.EchoRoundTrip(echo, 64<<10, 2); err != nil {
+		t.Fatalf("echo beside a hung engine: %v", err)
+	}
+	for _, c := range []*counters{srv.ctr, cli.ctr} {
+		m := metricsText(c)
+		for _, want := range []string{
+			`offload_engine_out{role="` + c.role + `",engine="faulty"} 1`,
+			`offload_engine_check_failures_total{role="` + c.role + `",engine="faulty",check="kat"} 1`,
+		} {
+			if !strings.Contains(m, want+"\n") {
+				t.Errorf("%s metrics lack %s", c.role, want)
+			}
+		}
+	}
+	if n := logs.FilterMessageSnippet("is taken out").FilterField(zap.String("engine", "faulty")).Len(); n != 2 {
+		t.Errorf("%d take-out lines for the hung engine, want one per end", n)
+	}
+	for _, e := range logs.FilterMessageSnippet("is taken out").All() {
+		if err, _ := e.ContextMap()["error"].(string); !strings.Contains(err, "no answer within 200ms") {
+			t.Errorf("log says %v, want the timeout", e.ContextMap())
 		}
 	}
 }

@@ -116,6 +116,8 @@ type Options struct {
 	// rekeyFrames overrides record.DefaultRekeyFrames (tests); the record
 	// layer's rekey defaults apply otherwise.
 	rekeyFrames uint64
+	// engineCheckTimeout overrides DefaultEngineCheckTimeout (tests).
+	engineCheckTimeout time.Duration
 }
 
 // Check reports whether NewServer or NewClient would accept o, without
