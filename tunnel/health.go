@@ -3,6 +3,8 @@ package tunnel
 import (
 	"fmt"
 	"net"
+
+	"go.uber.org/zap"
 )
 
 // Healthy reports whether the server is accepting links: true from the
@@ -38,9 +40,14 @@ func checkProxyProtocol(p *ProxyProtocol) error {
 
 // wrapListener puts the PROXY protocol reader in front of ln if it is
 // configured. Header slots: as many as handshake slots, which they come
-// before.
+// before. Without it, the kernel hands over a connection only once it has
+// sent something (deferAccept); a balancer writes its header as soon as
+// it connects, so behind one that would change nothing.
 func (s *Server) wrapListener(ln net.Listener) net.Listener {
 	if s.proxy == nil {
+		if err := deferAccept(ln, s.opt.HandshakeTimeout); err != nil {
+			s.log.Warn("can't defer accepting connections until they send (TCP_DEFER_ACCEPT); silent connections take handshake slots", zap.Error(err))
+		}
 		return ln
 	}
 	return newProxyListener(ln, *s.proxy, s.slots.max, s.log.Named("proxy"), &s.ppStats)
