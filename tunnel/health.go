@@ -50,5 +50,16 @@ func (s *Server) wrapListener(ln net.Listener) net.Listener {
 		}
 		return ln
 	}
-	return newProxyListener(ln, *s.proxy, s.slots.max, s.log.Named("proxy"), &s.ppStats)
+	return newProxyListener(ln, *s.proxy, s.slots.max, s.slots.perSource, s.proxyDropped, s.log.Named("proxy"), &s.ppStats)
+}
+
+// proxyDropped counts and logs (rate-limited, with the handshake slots'
+// drops) a connection the PROXY reader reset because its source already
+// had max_handshakes_per_source connections waiting for the accept loop.
+func (s *Server) proxyDropped() {
+	s.ctr.handshakes[hsDropped].Add(1)
+	if ok, n := s.dropLog.allow(); ok {
+		s.log.Warn("handshake slots full: dropped the oldest unauthenticated connections",
+			zap.Int("max_handshakes", s.slots.max), zap.Uint64("dropped_since_last_log", n+1))
+	}
 }
