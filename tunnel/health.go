@@ -59,7 +59,7 @@ func (s *Server) wrapListener(ln net.Listener) net.Listener {
 func (s *Server) proxyDropped() {
 	s.ctr.handshakes[hsDropped].Add(1)
 	if ok, n := s.dropLog.allow(); ok {
-		s.log.Warn("handshake slots full: dropped the oldest unauthenticated connections",
-			zap.Int("max_handshakes", s.slots.max), zap.Uint64("dropped_since_last_log", n+1))
+		s.log.Warn("PROXY protocol: reset a connection whose client already has max_handshakes_per_source waiting for a handshake slot",
+			zap.Int("max_handshakes_per_source", s.slots.perSource), zap.Uint64("dropped_since_last_log", n+1))
 	}
 }
