@@ -267,6 +267,9 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 		if res != hsBusy { // admit counted it
 			s.ctr.handshakes[res].Add(1)
 		}
+		if res == hsAuth || res == hsReplay {
+			s.slots.failedTrial(sl)
+		}
 		switch {
 		case res == hsDropped:
 			if ok, n := s.dropLog.allow(); ok {
