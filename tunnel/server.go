@@ -130,6 +130,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		{"link_streams", cfg.Options.LinkStreams()},
 		{"link_buffer_bytes", cfg.Options.LinkBuffer},
 		{"replay_cache_entries", handshake.DefaultReplayCache},
+		{"failed_sources_remembered", failedSources},
 	}
 	s.ctr.pending = s.slots.len
 	s.state.Store(st)
