@@ -3,6 +3,8 @@ package tunnel
 import (
 	"fmt"
 	"net"
+
+	"go.uber.org/zap"
 )
 
 // Healthy reports whether the server is accepting links: true from the
@@ -38,10 +40,26 @@ func checkProxyProtocol(p *ProxyProtocol) error {
 
 // wrapListener puts the PROXY protocol reader in front of ln if it is
 // configured. Header slots: as many as handshake slots, which they come
-// before.
+// before. Without it, the kernel hands over a connection only once it has
+// sent something (deferAccept); a balancer writes its header as soon as
+// it connects, so behind one that would change nothing.
 func (s *Server) wrapListener(ln net.Listener) net.Listener {
 	if s.proxy == nil {
+		if err := deferAccept(ln, s.opt.HandshakeTimeout); err != nil {
+			s.log.Warn("can't defer accepting connections until they send (TCP_DEFER_ACCEPT); silent connections take handshake slots", zap.Error(err))
+		}
 		return ln
 	}
-	return newProxyListener(ln, *s.proxy, s.slots.max, s.log.Named("proxy"), &s.ppStats)
+	return newProxyListener(ln, *s.proxy, s.slots.max, s.slots.perSource, s.proxyDropped, s.log.Named("proxy"), &s.ppStats)
+}
+
+// proxyDropped counts and logs (rate-limited, with the handshake slots'
+// drops) a connection the PROXY reader reset because its source already
+// had max_handshakes_per_source connections waiting for the accept loop.
+func (s *Server) proxyDropped() {
+	s.ctr.handshakes[hsDropped].Add(1)
+	if ok, n := s.dropLog.allow(); ok {
+		s.log.Warn("PROXY protocol: reset a connection whose client already has max_handshakes_per_source waiting for a handshake slot",
+			zap.Int("max_handshakes_per_source", s.slots.perSource), zap.Uint64("dropped_since_last_log", n+1))
+	}
 }

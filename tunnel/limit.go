@@ -3,7 +3,6 @@ package tunnel
 import (
 	"bytes"
 	"container/list"
-	"math"
 	"net"
 	"net/netip"
 	"sync"
@@ -33,6 +32,16 @@ import (
 // gap is left: bytes the handshake has just read but not yet recorded in
 // head are in neither place for a moment; a flight caught in it counts as
 // incomplete.)
+//
+// Complete flights can still outrun the server's CPU: with many keys each
+// costs up to handshake.MaxKeys trials. So the slots remember the last
+// failedSources sources whose flight failed the trial (or was a replay);
+// when a new connection from any other source finds no incomplete slot to
+// take, it takes the oldest complete one of such a source that the
+// handshake has not begun to read (it waits in the socket buffer: giving
+// it up costs nothing). A flood of bogus flights then delays genuine
+// clients from other sources but does not refuse them, unless it comes
+// from more fresh sources than failedSources remembers.
 type hsSlots struct {
 	mu        sync.Mutex
 	max       int
@@ -41,7 +50,36 @@ type hsSlots struct {
 	flightLen int    // its whole length
 	pending   list.List
 	bySource  map[netip.Prefix]int
+	failed    failedRing // sources whose first flight failed the key trial
 }
+
+// failedSources is how many recent failures hsSlots remembers: a ring of
+// sources and a count per source, about 60 KiB.
+const failedSources = 1024
+
+// failedRing remembers the sources of the last failedSources failures,
+// allocated at the first.
+type failedRing struct {
+	ring  []netip.Prefix
+	next  int
+	count map[netip.Prefix]int
+}
+
+func (f *failedRing) add(p netip.Prefix) {
+	if f.ring == nil {
+		f.ring, f.count = make([]netip.Prefix, failedSources), map[netip.Prefix]int{}
+	}
+	if old := f.ring[f.next]; old.IsValid() {
+		if f.count[old]--; f.count[old] <= 0 {
+			delete(f.count, old)
+		}
+	}
+	f.ring[f.next] = p
+	f.count[p]++
+	f.next = (f.next + 1) % len(f.ring)
+}
+
+func (f *failedRing) has(p netip.Prefix) bool { return f.count[p] > 0 }
 
 type hsSlot struct {
 	conn     net.Conn
@@ -49,21 +87,13 @@ type hsSlot struct {
 	elem     *list.Element
 	evicted  bool
 	complete bool   // the whole first flight has arrived
+	read     bool   // the handshake has read it (and is trying it)
 	head     []byte // what the handshake read, up to a first flight
 }
 
 func newHSSlots(max, perSource int, s suite.Suite) *hsSlots {
 	prefix, n := handshake.FlightHeader(s)
 	return &hsSlots{max: max, perSource: perSource, prefix: prefix, flightLen: n, bySource: map[netip.Prefix]int{}}
-}
-
-// newOldestSlots is hsSlots for connections that have no first flight to
-// complete (the metrics endpoint's, waiting for a request head): none is
-// ever protected, so a new connection at the cap takes the slot of the
-// oldest pending one of the source with the most, and no source may hold
-// more than all of them.
-func newOldestSlots(max int) *hsSlots {
-	return &hsSlots{max: max, perSource: max, flightLen: math.MaxInt, bySource: map[netip.Prefix]int{}}
 }
 
 // sourceOf is the address a slot is counted under: the IPv4 address, or
@@ -102,6 +132,9 @@ func (s *hsSlots) acquire(conn net.Conn) *hsSlot {
 		}
 	case s.pending.Len() >= s.max:
 		victim = s.victim()
+		if victim == nil && sl.source.IsValid() && !s.failed.has(sl.source) {
+			victim = s.unreadFromFailed()
+		}
 		if victim == nil {
 			s.mu.Unlock()
 			return nil
@@ -137,6 +170,28 @@ func (s *hsSlots) victim() *hsSlot {
 		}
 	}
 	return nil
+}
+
+// unreadFromFailed returns the oldest connection from a source in
+// s.failed whose flight the handshake has not begun to read, or nil.
+func (s *hsSlots) unreadFromFailed() *hsSlot {
+	for e := s.pending.Front(); e != nil; e = e.Next() {
+		sl := e.Value.(*hsSlot)
+		if !sl.read && len(sl.head) == 0 && s.failed.has(sl.source) {
+			return sl
+		}
+	}
+	return nil
+}
+
+// failedTrial remembers sl's source as one whose first flight failed.
+func (s *hsSlots) failedTrial(sl *hsSlot) {
+	if sl == nil || !sl.source.IsValid() {
+		return
+	}
+	s.mu.Lock()
+	s.failed.add(sl.source)
+	s.mu.Unlock()
 }
 
 // oldestIncomplete returns the oldest incomplete connection from src.
@@ -181,7 +236,7 @@ func (s *hsSlots) read(sl *hsSlot, p []byte) {
 // flightRead marks sl complete: the handshake has read the whole flight.
 func (s *hsSlots) flightRead(sl *hsSlot) {
 	s.mu.Lock()
-	sl.complete = true
+	sl.complete, sl.read = true, true
 	s.mu.Unlock()
 }
 

@@ -6,13 +6,21 @@ import (
 )
 
 // ListenMetrics listens on addr (TCP) for ServeMetrics. On Linux it sets
-// TCP_DEFER_ACCEPT for metricsHeadTimeout: the kernel hands over a
-// connection only once its first bytes have arrived, so connections that
-// send nothing never take a pending slot, and a scraper's connection
-// arrives with its request head, which protects it from eviction
-// (metricsSlots). After the timeout the kernel hands over a silent
-// connection anyway, and the head timeout then ends it.
+// TCP_DEFER_ACCEPT for metricsHeadTimeout (deferAccept): the kernel hands
+// over a connection only once its first bytes have arrived, so
+// connections that send nothing never take a pending slot, and a
+// scraper's connection arrives with its request head, which protects it
+// from eviction (metricsSlots). After the timeout the kernel hands over a
+// silent connection anyway, and the head timeout then ends it.
 func ListenMetrics(ctx context.Context, addr string) (net.Listener, error) {
-	lc := net.ListenConfig{Control: deferAccept}
-	return lc.Listen(ctx, "tcp", addr)
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if err := deferAccept(ln, metricsHeadTimeout); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
 }

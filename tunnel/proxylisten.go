@@ -63,13 +63,22 @@ type proxyStats struct {
 // most maxPending at once, and hands on the connections whose header it
 // accepted, wrapped so that RemoteAddr is the client's address.
 //
+// A connection keeps its header slot until the server's accept loop has
+// taken it. So that one client behind the balancers can't fill the slots
+// with connections waiting there (a flood faster than the accept loop),
+// at most perSource of them may come from one source (sourceOf: the
+// address in the header); a further one is reset at once and passed to
+// dropped, as the handshake slots drop the excess of a source.
+//
 // Close closes the listener and every connection still in its header, and
 // waits for their goroutines.
 type proxyListener struct {
 	net.Listener
-	cfg   ProxyProtocol
-	log   *zap.Logger
-	stats *proxyStats
+	cfg       ProxyProtocol
+	log       *zap.Logger
+	stats     *proxyStats
+	perSource int
+	dropped   func() // a connection was reset: its source had perSource waiting
 
 	badLog, refuseLog rateLimit
 
@@ -82,9 +91,10 @@ type proxyListener struct {
 
 	mu      sync.Mutex
 	pending map[net.Conn]struct{}
+	waiting map[netip.Prefix]int // connections waiting for Accept, by source
 }
 
-func newProxyListener(ln net.Listener, cfg ProxyProtocol, maxPending int, log *zap.Logger, stats *proxyStats) *proxyListener {
+func newProxyListener(ln net.Listener, cfg ProxyProtocol, maxPending, perSource int, dropped func(), log *zap.Logger, stats *proxyStats) *proxyListener {
 	if cfg.HeaderTimeout <= 0 {
 		cfg.HeaderTimeout = DefaultProxyHeaderTimeout
 	}
@@ -100,6 +110,9 @@ func newProxyListener(ln net.Listener, cfg ProxyProtocol, maxPending int, log *z
 		closed:    make(chan struct{}),
 		sem:       make(chan struct{}, maxPending),
 		pending:   map[net.Conn]struct{}{},
+		waiting:   map[netip.Prefix]int{},
+		perSource: perSource,
+		dropped:   dropped,
 	}
 	l.wg.Add(1)
 	go l.acceptLoop()
@@ -174,13 +187,22 @@ func (l *proxyListener) acceptLoop() {
 		select {
 		case l.sem <- struct{}{}:
 		default:
-			resetConn(c)
+			// Every header slot is taken: wait for one, and accept
+			// nothing meanwhile, so that the next connections wait in
+			// the kernel's listen queue in their order. Resetting c
+			// instead reset genuine clients beside a burst that came
+			// faster than the header goroutines ran.
 			l.stats.results[ppBusy].Add(1)
 			if ok, n := l.badLog.allow(); ok {
-				l.log.Warn("PROXY protocol header slots full: refused a connection", zap.Int("slots", cap(l.sem)),
-					zap.Uint64("refusals_not_logged", n))
+				l.log.Warn("PROXY protocol header slots full: waiting for one before accepting more", zap.Int("slots", cap(l.sem)),
+					zap.Uint64("waits_not_logged", n))
 			}
-			continue
+			select {
+			case l.sem <- struct{}{}:
+			case <-l.closed:
+				resetConn(c)
+				return
+			}
 		}
 		l.mu.Lock()
 		l.pending[c] = struct{}{}
@@ -232,6 +254,27 @@ func (l *proxyListener) header(c net.Conn) {
 		}
 		return
 	}
+	src := sourceOf(conn)
+	l.mu.Lock()
+	full := l.perSource > 0 && l.waiting[src] >= l.perSource
+	if !full {
+		l.waiting[src]++
+	}
+	l.mu.Unlock()
+	if full {
+		resetConn(c)
+		if l.dropped != nil {
+			l.dropped()
+		}
+		return
+	}
+	defer func() {
+		l.mu.Lock()
+		if l.waiting[src]--; l.waiting[src] <= 0 {
+			delete(l.waiting, src)
+		}
+		l.mu.Unlock()
+	}()
 	select {
 	case l.ready <- conn:
 	case <-l.closed:

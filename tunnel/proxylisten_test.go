@@ -186,19 +186,27 @@ func TestProxyProtocolRefusals(t *testing.T) {
 	if srv.ctr.handshakes[hsOK].Load() != 0 || srv.ctr.handshakesFailed() != 0 {
 		t.Errorf("refused connections reached the handshake")
 	}
-	// Header slots: as many as handshake slots (4); a fifth waiting
-	// connection is reset at once.
+	// Header slots: as many as handshake slots (4); while they are all
+	// taken, the listener accepts nothing more: a fifth connection waits
+	// (in the kernel's listen queue, or accepted and counted busy) until
+	// a slot frees, rather than being reset.
 	eventually(t, 5*time.Second, "no header slot taken", func() bool { return srv.ppStats.pending.Load() == 0 })
 	var silent []net.Conn
 	for range 4 {
 		silent = append(silent, sendFrom(t, "127.0.0.2", saddr, good[:3]))
 	}
 	eventually(t, 5*time.Second, "four waiting", func() bool { return srv.ppStats.pending.Load() == 4 })
-	if err := refused("127.0.0.2", nil); err == nil || isTimeout(err) {
-		t.Errorf("fifth waiting connection: %v, want reset", err)
+	fifth := sendFrom(t, "127.0.0.2", saddr, good[:3])
+	eventually(t, 5*time.Second, "the fifth counted busy", func() bool { return srv.ppStats.results[ppBusy].Load() == 1 })
+	_ = fifth.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if _, err := fifth.Read(make([]byte, 1)); !isTimeout(err) {
+		t.Errorf("fifth connection while the header slots are full: %v, want it to wait", err)
 	}
-	if n := srv.ppStats.results[ppBusy].Load(); n != 1 {
-		t.Errorf("busy: %d", n)
+	silent[0].Close()
+	// The fifth takes the freed slot and times out in its header, as the
+	// other three do.
+	if err := closed(fifth); err == nil || isTimeout(err) {
+		t.Errorf("fifth connection after a slot freed: %v, want it read and closed at its header timeout", err)
 	}
 	for _, c := range silent {
 		c.Close()
@@ -267,13 +275,15 @@ func TestProxyProtocolPendingCost(t *testing.T) {
 	for range 2 * slots {
 		c, err := dialFrom("127.0.0.1", saddr)
 		if err != nil {
-			continue // reset at once: the slots are full
+			continue
 		}
 		defer c.Close()
 		_, _ = c.Write(hdr)
 	}
-	eventually(t, 10*time.Second, "the slots full and the rest refused", func() bool {
-		return srv.ppStats.pending.Load() == slots && srv.ppStats.results[ppBusy].Load() == slots
+	// The rest wait: one accepted (counted busy) for the next free slot,
+	// the others in the kernel's listen queue.
+	eventually(t, 10*time.Second, "the slots full and the rest waiting", func() bool {
+		return srv.ppStats.pending.Load() == slots && srv.ppStats.results[ppBusy].Load() == 1
 	})
 	per := (int64(mem()) - int64(before)) / slots
 	t.Logf("%d connections in their header: %d bytes each (heap and stacks, this process's client ends included)", slots, per)

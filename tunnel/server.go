@@ -135,6 +135,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 			{"link_streams", cfg.Options.LinkStreams()},
 			{"link_buffer_bytes", cfg.Options.LinkBuffer},
 			{"replay_cache_entries", handshake.DefaultReplayCache},
+			{"failed_sources_remembered", failedSources},
 		}
 	}
 	s.ctr.pending = s.slots.len
@@ -272,6 +273,9 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 		}
 		if res != hsBusy { // admit counted it
 			s.ctr.handshakes[res].Add(1)
+		}
+		if res == hsAuth || res == hsReplay {
+			s.slots.failedTrial(sl)
 		}
 		switch {
 		case res == hsDropped:

@@ -1,0 +1,240 @@
+package tunnel
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/offload-dev/offload/tunnel/handshake"
+)
+
+// slowFirstWrite delays the first Write on a connection: a client router
+// whose CPU is busy, or that makes its ephemeral key (an X25519 scalar
+// multiplication, milliseconds on a MIPS router) after connect returns,
+// sends its first flight some time after the server could accept the
+// connection.
+type slowFirstWrite struct {
+	net.Conn
+	delay time.Duration
+	once  sync.Once
+}
+
+func (c *slowFirstWrite) Write(p []byte) (int, error) {
+	c.once.Do(func() { time.Sleep(c.delay) })
+	return c.Conn.Write(p)
+}
+
+// TestFloodManySourcesSlowClient: a flood of connections that send part
+// of a hello, or nothing, from many addresses (64: one IPv6 /58 holds as
+// many /64s), each address with at most one connection pending, beside
+// genuine clients whose first flight leaves 30 ms after their TCP
+// handshake. The per-source policy can't single the flood out (every
+// source has one pending connection, the genuine client too), so the
+// slot a genuine client holds between accept and the arrival of its
+// flight is the oldest incomplete one soon enough and was given to the
+// flood: most genuine handshakes were reset. The server now has the
+// kernel hold a connection until its first bytes arrive (TCP_DEFER_ACCEPT
+// on Linux), so a genuine client is accepted with its whole first flight
+// (80 bytes, one segment), which no flood may take.
+func TestFloodManySourcesSlowClient(t *testing.T) {
+	leakCheck(t)
+	if c, err := dialFrom("127.1.0.1", "127.0.0.1:1"); err != nil && !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Skipf("can't dial from 127.1.0.1: %v", err)
+	} else if c != nil {
+		c.Close()
+	}
+	log, _ := testLogger(t)
+	opt := testOptions(log)
+	cfg := ServerConfig{Options: opt, Services: map[string]string{"x": "127.0.0.1:1"}, MaxHandshakes: 16, MaxLinks: 100}
+	addr, srv, _ := startServer(t, cfg)
+	opt.setDefaults()
+
+	stop := make(chan struct{})
+	var flooders sync.WaitGroup
+	var flooded atomic.Int64
+	const sources = 64
+	for i := range 8 {
+		flooders.Add(1)
+		go func() {
+			defer flooders.Done()
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				src := net.IPv4(127, 1, 0, byte(1+(n*8+i)%sources)).String()
+				c, err := dialFrom(src, addr)
+				if err != nil {
+					continue
+				}
+				flooded.Add(1)
+				if n%2 == 0 {
+					_, _ = c.Write([]byte("OFLD\x02")) // part of a hello, then nothing
+				}
+				go func() {
+					_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+					_, _ = io.Copy(io.Discard, c)
+					c.Close()
+				}()
+			}
+		}()
+	}
+	eventually(t, 10*time.Second, "the flood to fill the slots", func() bool { return srv.ctr.handshakes[hsDropped].Load() > 200 })
+
+	const clients, each = 4, 5
+	var genuine sync.WaitGroup
+	var failed atomic.Int64
+	for i := range clients {
+		src := net.IPv4(127, 0, 1, byte(1+i)).String()
+		genuine.Add(1)
+		go func() {
+			defer genuine.Done()
+			for range each {
+				c, err := dialFrom(src, addr)
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				sc := &slowFirstWrite{Conn: c, delay: 30 * time.Millisecond}
+				keys, err := handshake.Client(context.Background(), sc, opt.handshakeConfig())
+				if err == nil {
+					keys.Wipe()
+					time.Sleep(20 * time.Millisecond)
+				} else {
+					failed.Add(1)
+					t.Logf("genuine handshake: %v", err)
+				}
+				c.Close()
+			}
+		}()
+	}
+	genuine.Wait()
+	close(stop)
+	flooders.Wait()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if srv.ctr.handshakes[hsOK].Load()+uint64(failed.Load()) >= clients*each {
+			break
+		}
+	}
+	okN := srv.ctr.handshakes[hsOK].Load()
+	t.Logf("flood: %d connections from %d sources, %d evicted, %d refused; genuine: %d of %d ok on the server, %d failed on the client",
+		flooded.Load(), sources, srv.ctr.handshakes[hsDropped].Load(), srv.ctr.handshakes[hsRefused].Load(), okN, clients*each, failed.Load())
+	if failed.Load() != 0 || okN != clients*each {
+		t.Errorf("%d of %d genuine handshakes failed beside the flood", clients*each-int(okN), clients*each)
+	}
+}
+
+// TestWrongKeyFloodManyKeys: a server with 64 keys (clients:) tries every
+// first flight under each, 64 trials, so a flood of well-formed flights
+// under no key from 32 addresses, faster than the server can try them,
+// fills every handshake slot with complete flights. A new connection then
+// found nothing it could take and was reset, a genuine client's too:
+// against the built server 50-69% of genuine handshakes got through. The
+// server now remembers the sources whose flights failed the trial; a
+// connection from any other source may take the slot of such a source's
+// complete flight that the handshake has not begun to read yet, which
+// costs nothing to give up.
+func TestWrongKeyFloodManyKeys(t *testing.T) {
+	leakCheck(t)
+	if c, err := dialFrom("127.1.0.1", "127.0.0.1:1"); err != nil && !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Skipf("can't dial from 127.1.0.1: %v", err)
+	} else if c != nil {
+		c.Close()
+	}
+	log, _ := testLogger(t)
+	opt := testOptions(log)
+	var clients []ServerClient
+	for i := range handshake.MaxKeys {
+		clients = append(clients, ServerClient{Name: fmt.Sprintf("c%d", i), Keys: [][]byte{testPSK(byte(100 + i))}, Access: Access{AllServices: true}})
+	}
+	cfg := ServerConfig{Options: opt, Services: map[string]string{"x": "127.0.0.1:1"}, Clients: clients, MaxHandshakes: 16, MaxHandshakesPerSource: 4, MaxLinks: 100}
+	addr, srv, _ := startServer(t, cfg)
+	opt.setDefaults()
+	opt.PSK = testPSK(byte(100 + handshake.MaxKeys - 1)) // the last key: the most trials
+	prefix, n := handshake.FlightHeader(opt.Suite)
+
+	stop := make(chan struct{})
+	var flooders sync.WaitGroup
+	var flooded atomic.Int64
+	const sources = 32
+	for i := range 8 {
+		flooders.Add(1)
+		go func() {
+			defer flooders.Done()
+			flight := make([]byte, n)
+			copy(flight, prefix)
+			for k := 0; ; k++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c, err := dialFrom(net.IPv4(127, 1, 0, byte(1+(k*8+i)%sources)).String(), addr)
+				if err != nil {
+					continue
+				}
+				flooded.Add(1)
+				_, _ = rand.Read(flight[len(prefix):])
+				_, _ = c.Write(flight)
+				go func() {
+					_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+					_, _ = io.Copy(io.Discard, c)
+					c.Close()
+				}()
+			}
+		}()
+	}
+	eventually(t, 10*time.Second, "the flood to fill the slots with complete flights", func() bool {
+		return srv.ctr.handshakes[hsRefused].Load()+srv.ctr.handshakes[hsDropped].Load() > 200
+	})
+
+	const genuineN, each = 4, 5
+	var genuine sync.WaitGroup
+	var failed atomic.Int64
+	for i := range genuineN {
+		src := net.IPv4(127, 0, 1, byte(1+i)).String()
+		genuine.Add(1)
+		go func() {
+			defer genuine.Done()
+			for range each {
+				c, err := dialFrom(src, addr)
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				keys, err := handshake.Client(context.Background(), c, opt.handshakeConfig())
+				if err == nil {
+					keys.Wipe()
+					time.Sleep(20 * time.Millisecond)
+				} else {
+					failed.Add(1)
+					t.Logf("genuine handshake: %v", err)
+				}
+				c.Close()
+			}
+		}()
+	}
+	genuine.Wait()
+	close(stop)
+	flooders.Wait()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if srv.ctr.handshakes[hsOK].Load()+uint64(failed.Load()) >= genuineN*each {
+			break
+		}
+	}
+	okN := srv.ctr.handshakes[hsOK].Load()
+	t.Logf("flood: %d flights under no key from %d sources, %d tried (auth), %d refused, %d dropped; genuine: %d of %d ok on the server, %d failed on the client",
+		flooded.Load(), sources, srv.ctr.handshakes[hsAuth].Load(), srv.ctr.handshakes[hsRefused].Load(), srv.ctr.handshakes[hsDropped].Load(), okN, genuineN*each, failed.Load())
+	if failed.Load() != 0 || okN != genuineN*each {
+		t.Errorf("%d of %d genuine handshakes failed beside the flood", genuineN*each-int(okN), genuineN*each)
+	}
+}

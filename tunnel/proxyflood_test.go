@@ -1,0 +1,109 @@
+package tunnel
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/offload-dev/offload/tunnel/handshake"
+)
+
+// TestProxyProtocolFloodOneClient: behind a load balancer, one client
+// address floods connections that send part of a hello, as fast as it
+// can, beside genuine clients with other addresses. The per-source cap
+// must hold through the balancer: the flood costs its own source, not the
+// others. It did not: the PROXY reader hands a connection whose header it
+// read to the accept loop and holds its header slot while it waits, so
+// when the flood came faster than the accept loop took connections, the
+// waiting flood filled every header slot and new connections, the genuine
+// ones included, were reset as busy (against the built server, 9 of 29
+// genuine handshakes got through). Now a source may have at most
+// max_handshakes_per_source connections waiting to be handed over; a
+// further one from it is reset at once and counted as dropped.
+func TestProxyProtocolFloodOneClient(t *testing.T) {
+	leakCheck(t)
+	log, _ := testLogger(t)
+	opt := testOptions(log)
+	saddr, srv, _ := startServer(t, ServerConfig{Options: opt, Services: map[string]string{"x": "127.0.0.1:9"},
+		MaxHandshakes: 16, MaxHandshakesPerSource: 4, MaxLinks: 100,
+		ProxyProtocol: &ProxyProtocol{From: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}})
+	opt.setDefaults()
+	dst := netip.MustParseAddrPort(saddr)
+
+	stop := make(chan struct{})
+	var flooders sync.WaitGroup
+	var flooded atomic.Int64
+	for i := range 8 {
+		flooders.Add(1)
+		go func() {
+			defer flooders.Done()
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c, err := net.Dial("tcp", saddr)
+				if err != nil {
+					continue
+				}
+				flooded.Add(1)
+				src := netip.AddrPortFrom(netip.MustParseAddr("203.0.113.5"), uint16(1000+i*10000+n%10000))
+				_, _ = c.Write(append(appendProxyV2(nil, src, dst, nil), "OFLD\x02"...))
+				go func() {
+					_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+					_, _ = io.Copy(io.Discard, c)
+					c.Close()
+				}()
+			}
+		}()
+	}
+	eventually(t, 10*time.Second, "the flood to be dropped", func() bool { return srv.ctr.handshakes[hsDropped].Load() > 200 })
+
+	const clients, each = 4, 5
+	var genuine sync.WaitGroup
+	var failed atomic.Int64
+	for i := range clients {
+		src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 51, 100, byte(1 + i)}), 4000)
+		genuine.Add(1)
+		go func() {
+			defer genuine.Done()
+			for range each {
+				c, err := proxyDial(src)(context.Background(), "tcp", saddr)
+				if err != nil {
+					failed.Add(1)
+					t.Logf("genuine dial: %v", err)
+					continue
+				}
+				keys, err := handshake.Client(context.Background(), c, opt.handshakeConfig())
+				if err == nil {
+					keys.Wipe()
+					time.Sleep(20 * time.Millisecond)
+				} else {
+					failed.Add(1)
+					t.Logf("genuine handshake: %v", err)
+				}
+				c.Close()
+			}
+		}()
+	}
+	genuine.Wait()
+	close(stop)
+	flooders.Wait()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if srv.ctr.handshakes[hsOK].Load()+uint64(failed.Load()) >= clients*each {
+			break
+		}
+	}
+	okN := srv.ctr.handshakes[hsOK].Load()
+	t.Logf("flood: %d connections from one client address, %d dropped, %d header slots busy; genuine: %d of %d ok on the server, %d failed on the client",
+		flooded.Load(), srv.ctr.handshakes[hsDropped].Load(), srv.ppStats.results[ppBusy].Load(), okN, clients*each, failed.Load())
+	if failed.Load() != 0 || okN != clients*each {
+		t.Errorf("%d of %d genuine handshakes failed beside one client's flood", clients*each-int(okN), clients*each)
+	}
+}
