@@ -154,17 +154,26 @@ func (s *hsSlots) acquire(conn net.Conn) *hsSlot {
 }
 
 // victim picks the oldest incomplete connection of the source with the
-// most pending ones, so that a flood from a few addresses pays for itself
-// and a client with one connection pending is the last to go.
+// most pending ones (oldestOfBiggest).
 func (s *hsSlots) victim() *hsSlot {
+	return oldestOfBiggest(&s.pending, s.bySource, func(sl *hsSlot) netip.Prefix { return sl.source }, s.complete)
+}
+
+// oldestOfBiggest returns the oldest element of pending (a list of S,
+// oldest first) that is not complete, from the source with the most
+// pending (counted in bySource), then the next most, ...; nil if every
+// one is complete. So a flood from a few addresses pays for itself, and a
+// client with one connection pending is the last to go. The handshake
+// slots and the metrics endpoint's pick their victims so.
+func oldestOfBiggest[S any](pending *list.List, bySource map[netip.Prefix]int, source func(*S) netip.Prefix, complete func(*S) bool) *S {
 	most := 0
-	for _, n := range s.bySource {
+	for _, n := range bySource {
 		most = max(most, n)
 	}
 	for n := most; n > 0; n-- {
-		for e := s.pending.Front(); e != nil; e = e.Next() {
-			sl := e.Value.(*hsSlot)
-			if s.bySource[sl.source] == n && !s.complete(sl) {
+		for e := pending.Front(); e != nil; e = e.Next() {
+			sl := e.Value.(*S)
+			if bySource[source(sl)] == n && !complete(sl) {
 				return sl
 			}
 		}

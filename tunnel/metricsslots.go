@@ -67,21 +67,10 @@ func (s *metricsSlots) acquire(conn net.Conn) *metricsSlot {
 }
 
 // victim picks the oldest incomplete connection of the source with the
-// most pending ones; nil if every pending connection is complete.
+// most pending ones (oldestOfBiggest); nil if every pending connection is
+// complete.
 func (s *metricsSlots) victim() *metricsSlot {
-	most := 0
-	for _, n := range s.bySource {
-		most = max(most, n)
-	}
-	for n := most; n > 0; n-- {
-		for e := s.pending.Front(); e != nil; e = e.Next() {
-			sl := e.Value.(*metricsSlot)
-			if s.bySource[sl.source] == n && !s.complete(sl) {
-				return sl
-			}
-		}
-	}
-	return nil
+	return oldestOfBiggest(&s.pending, s.bySource, func(sl *metricsSlot) netip.Prefix { return sl.source }, s.complete)
 }
 
 // complete reports whether sl's whole request head has arrived: read, or
