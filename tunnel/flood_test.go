@@ -1,7 +1,6 @@
 package tunnel
 
 import (
-	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -91,44 +90,19 @@ func TestFloodManySourcesSlowClient(t *testing.T) {
 	eventually(t, 10*time.Second, "the flood to fill the slots", func() bool { return srv.ctr.handshakes[hsDropped].Load() > 200 })
 
 	const clients, each = 4, 5
-	var genuine sync.WaitGroup
-	var failed atomic.Int64
-	for i := range clients {
-		src := net.IPv4(127, 0, 1, byte(1+i)).String()
-		genuine.Add(1)
-		go func() {
-			defer genuine.Done()
-			for range each {
-				c, err := dialFrom(src, addr)
-				if err != nil {
-					failed.Add(1)
-					continue
-				}
-				sc := &slowFirstWrite{Conn: c, delay: 30 * time.Millisecond}
-				keys, err := handshake.Client(context.Background(), sc, opt.handshakeConfig())
-				if err == nil {
-					keys.Wipe()
-					time.Sleep(20 * time.Millisecond)
-				} else {
-					failed.Add(1)
-					t.Logf("genuine handshake: %v", err)
-				}
-				c.Close()
-			}
-		}()
-	}
-	genuine.Wait()
+	failed := runGenuine(t, opt, clients, each, func(i int) (net.Conn, error) {
+		c, err := dialFrom(net.IPv4(127, 0, 1, byte(1+i)).String(), addr)
+		if err != nil {
+			return nil, err
+		}
+		return &slowFirstWrite{Conn: c, delay: 30 * time.Millisecond}, nil
+	})
 	close(stop)
 	flooders.Wait()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if srv.ctr.handshakes[hsOK].Load()+uint64(failed.Load()) >= clients*each {
-			break
-		}
-	}
-	okN := srv.ctr.handshakes[hsOK].Load()
+	okN := genuineOK(srv, clients*each, failed)
 	t.Logf("flood: %d connections from %d sources, %d evicted, %d refused; genuine: %d of %d ok on the server, %d failed on the client",
-		flooded.Load(), sources, srv.ctr.handshakes[hsDropped].Load(), srv.ctr.handshakes[hsRefused].Load(), okN, clients*each, failed.Load())
-	if failed.Load() != 0 || okN != clients*each {
+		flooded.Load(), sources, srv.ctr.handshakes[hsDropped].Load(), srv.ctr.handshakes[hsRefused].Load(), okN, clients*each, failed)
+	if failed != 0 || okN != clients*each {
 		t.Errorf("%d of %d genuine handshakes failed beside the flood", clients*each-int(okN), clients*each)
 	}
 }
@@ -198,43 +172,15 @@ func TestWrongKeyFloodManyKeys(t *testing.T) {
 	})
 
 	const genuineN, each = 4, 5
-	var genuine sync.WaitGroup
-	var failed atomic.Int64
-	for i := range genuineN {
-		src := net.IPv4(127, 0, 1, byte(1+i)).String()
-		genuine.Add(1)
-		go func() {
-			defer genuine.Done()
-			for range each {
-				c, err := dialFrom(src, addr)
-				if err != nil {
-					failed.Add(1)
-					continue
-				}
-				keys, err := handshake.Client(context.Background(), c, opt.handshakeConfig())
-				if err == nil {
-					keys.Wipe()
-					time.Sleep(20 * time.Millisecond)
-				} else {
-					failed.Add(1)
-					t.Logf("genuine handshake: %v", err)
-				}
-				c.Close()
-			}
-		}()
-	}
-	genuine.Wait()
+	failed := runGenuine(t, opt, genuineN, each, func(i int) (net.Conn, error) {
+		return dialFrom(net.IPv4(127, 0, 1, byte(1+i)).String(), addr)
+	})
 	close(stop)
 	flooders.Wait()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if srv.ctr.handshakes[hsOK].Load()+uint64(failed.Load()) >= genuineN*each {
-			break
-		}
-	}
-	okN := srv.ctr.handshakes[hsOK].Load()
+	okN := genuineOK(srv, genuineN*each, failed)
 	t.Logf("flood: %d flights under no key from %d sources, %d tried (auth), %d refused, %d dropped; genuine: %d of %d ok on the server, %d failed on the client",
-		flooded.Load(), sources, srv.ctr.handshakes[hsAuth].Load(), srv.ctr.handshakes[hsRefused].Load(), srv.ctr.handshakes[hsDropped].Load(), okN, genuineN*each, failed.Load())
-	if failed.Load() != 0 || okN != genuineN*each {
+		flooded.Load(), sources, srv.ctr.handshakes[hsAuth].Load(), srv.ctr.handshakes[hsRefused].Load(), srv.ctr.handshakes[hsDropped].Load(), okN, genuineN*each, failed)
+	if failed != 0 || okN != genuineN*each {
 		t.Errorf("%d of %d genuine handshakes failed beside the flood", genuineN*each-int(okN), genuineN*each)
 	}
 }

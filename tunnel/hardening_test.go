@@ -199,48 +199,15 @@ func TestFloodBesideClients(t *testing.T) {
 	eventually(t, 10*time.Second, "the flood to fill the slots", func() bool { return srv.ctr.handshakes[hsDropped].Load() > 100 })
 
 	const clients, each = 4, 10
-	var genuine sync.WaitGroup
-	var failed atomic.Int64
-	for i := range clients {
-		src := net.IPv4(127, 0, 1, byte(1+i)).String() // each client its own address
-		genuine.Add(1)
-		go func() {
-			defer genuine.Done()
-			for range each {
-				c, err := dialFrom(src, addr)
-				if err != nil {
-					failed.Add(1)
-					continue
-				}
-				keys, err := handshake.Client(context.Background(), c, opt.handshakeConfig())
-				if err == nil {
-					keys.Wipe()
-					// The server counts its side once it read the
-					// confirmation; wait for its verdict (a link, then EOF
-					// as we close, or a reset if it dropped us).
-					time.Sleep(20 * time.Millisecond)
-				} else {
-					failed.Add(1)
-					t.Logf("genuine handshake: %v", err)
-				}
-				c.Close()
-			}
-		}()
-	}
-	genuine.Wait()
+	failed := runGenuine(t, opt, clients, each, func(i int) (net.Conn, error) {
+		return dialFrom(net.IPv4(127, 0, 1, byte(1+i)).String(), addr) // each client its own address
+	})
 	close(stop)
 	flooders.Wait()
-	// The server counts a genuine handshake once it read the client's
-	// confirmation: give it a moment (and not fail here, to log below).
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if srv.ctr.handshakes[hsOK].Load()+uint64(failed.Load()) >= clients*each {
-			break
-		}
-	}
-	okN := srv.ctr.handshakes[hsOK].Load()
+	okN := genuineOK(srv, clients*each, failed)
 	t.Logf("flood: %d connections, %d evicted, %d refused; genuine: %d of %d ok on the server, %d failed on the client",
-		flooded.Load(), srv.ctr.handshakes[hsDropped].Load(), srv.ctr.handshakes[hsRefused].Load(), okN, clients*each, failed.Load())
-	if failed.Load() != 0 || okN != clients*each {
+		flooded.Load(), srv.ctr.handshakes[hsDropped].Load(), srv.ctr.handshakes[hsRefused].Load(), okN, clients*each, failed)
+	if failed != 0 || okN != clients*each {
 		t.Errorf("%d of %d genuine handshakes failed beside the flood", clients*each-int(okN), clients*each)
 	}
 	eventually(t, 5*time.Second, "the slots to empty", func() bool { return srv.slots.len() == 0 })
@@ -489,4 +456,52 @@ func TestLinkCaps(t *testing.T) {
 	if _, err := NewServer(ServerConfig{Options: Options{PSK: testPSK(1)}, Services: map[string]string{"x": "127.0.0.1:1"}, MaxLinks: 1, MaxLinksPerClient: 2}); err == nil {
 		t.Error("max_links_per_client over max_links accepted")
 	}
+}
+
+// runGenuine runs clients genuine clients beside a flood, each making each
+// handshakes in turn over connections dial(i) makes, closing each soon
+// after; it returns when they are done, with the handshakes that failed on
+// the client side.
+func runGenuine(t *testing.T, opt Options, clients, each int, dial func(i int) (net.Conn, error)) int64 {
+	var genuine sync.WaitGroup
+	var failed atomic.Int64
+	for i := range clients {
+		genuine.Add(1)
+		go func() {
+			defer genuine.Done()
+			for range each {
+				c, err := dial(i)
+				if err != nil {
+					failed.Add(1)
+					t.Logf("genuine dial: %v", err)
+					continue
+				}
+				keys, err := handshake.Client(context.Background(), c, opt.handshakeConfig())
+				if err == nil {
+					keys.Wipe()
+					// The server counts its side once it read the
+					// confirmation; wait for its verdict (a link, then EOF
+					// as we close, or a reset if it dropped us).
+					time.Sleep(20 * time.Millisecond)
+				} else {
+					failed.Add(1)
+					t.Logf("genuine handshake: %v", err)
+				}
+				c.Close()
+			}
+		}()
+	}
+	genuine.Wait()
+	return failed.Load()
+}
+
+// genuineOK waits up to 5 s for the server to have counted total genuine
+// handshakes ok, less the failed ones, and returns its count.
+func genuineOK(srv *Server, total int, failed int64) uint64 {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if srv.ctr.handshakes[hsOK].Load()+uint64(failed) >= uint64(total) {
+			break
+		}
+	}
+	return srv.ctr.handshakes[hsOK].Load()
 }

@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/offload-dev/offload/tunnel/handshake"
 )
 
 // TestProxyProtocolFloodOneClient: behind a load balancer, one client
@@ -66,44 +64,15 @@ func TestProxyProtocolFloodOneClient(t *testing.T) {
 	eventually(t, 10*time.Second, "the flood to be dropped", func() bool { return srv.ctr.handshakes[hsDropped].Load() > 200 })
 
 	const clients, each = 4, 5
-	var genuine sync.WaitGroup
-	var failed atomic.Int64
-	for i := range clients {
-		src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 51, 100, byte(1 + i)}), 4000)
-		genuine.Add(1)
-		go func() {
-			defer genuine.Done()
-			for range each {
-				c, err := proxyDial(src)(context.Background(), "tcp", saddr)
-				if err != nil {
-					failed.Add(1)
-					t.Logf("genuine dial: %v", err)
-					continue
-				}
-				keys, err := handshake.Client(context.Background(), c, opt.handshakeConfig())
-				if err == nil {
-					keys.Wipe()
-					time.Sleep(20 * time.Millisecond)
-				} else {
-					failed.Add(1)
-					t.Logf("genuine handshake: %v", err)
-				}
-				c.Close()
-			}
-		}()
-	}
-	genuine.Wait()
+	failed := runGenuine(t, opt, clients, each, func(i int) (net.Conn, error) {
+		return proxyDial(netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 51, 100, byte(1 + i)}), 4000))(context.Background(), "tcp", saddr)
+	})
 	close(stop)
 	flooders.Wait()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if srv.ctr.handshakes[hsOK].Load()+uint64(failed.Load()) >= clients*each {
-			break
-		}
-	}
-	okN := srv.ctr.handshakes[hsOK].Load()
+	okN := genuineOK(srv, clients*each, failed)
 	t.Logf("flood: %d connections from one client address, %d dropped, %d header slots busy; genuine: %d of %d ok on the server, %d failed on the client",
-		flooded.Load(), srv.ctr.handshakes[hsDropped].Load(), srv.ppStats.results[ppBusy].Load(), okN, clients*each, failed.Load())
-	if failed.Load() != 0 || okN != clients*each {
+		flooded.Load(), srv.ctr.handshakes[hsDropped].Load(), srv.ppStats.results[ppBusy].Load(), okN, clients*each, failed)
+	if failed != 0 || okN != clients*each {
 		t.Errorf("%d of %d genuine handshakes failed beside one client's flood", clients*each-int(okN), clients*each)
 	}
 }

@@ -116,14 +116,16 @@ clients:
 		bob := startProc(t, "bob", bin, "client", "-c", bobCfg)
 		waitFor(t, 15*time.Second, "bob's round trip to b", func() error { return testutil.EchoRoundTrip(bobB, 1000, 5) })
 		before := dialledA.Load()
+		// The client may refuse and reset the connection before Dial has
+		// seen it connected (on a loaded machine): that reset is the answer.
 		c, err := net.Dial("tcp", bobA)
-		if err != nil {
-			t.Fatal(err)
+		if err == nil {
+			err = readAll(c)
+			c.Close()
 		}
-		if err := readAll(c); !isReset(err) {
+		if !isReset(err) {
 			t.Errorf("bob asking for alice's a: %v, want a reset", err)
 		}
-		c.Close()
 		if dialledA.Load() != before {
 			t.Errorf("bob's key opened alice's service: a's target dialled")
 		}
