@@ -27,7 +27,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/offload-dev/offload/tunnel/handshake"
@@ -479,10 +478,4 @@ type delayConn struct {
 func (c *delayConn) Write(p []byte) (int, error) {
 	c.once.Do(func() { time.Sleep(*probeDelay) })
 	return c.Conn.Write(p)
-}
-
-func freebind(network, address string, rc syscall.RawConn) error {
-	var serr error
-	rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_IP, 15, 1) })
-	return serr
 }
