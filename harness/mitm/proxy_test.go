@@ -58,12 +58,15 @@ func TestProxyParsesTheWire(t *testing.T) {
 					got <- err
 					return
 				}
-				rc, err := record.New(c, keys, suite.Default, record.Options{})
-				if err != nil {
+				// The deadline goes on before record.New: its reader starts
+				// at once and, with flip, may refuse the frame and close c
+				// before this goroutine could set anything on it.
+				if err := c.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
 					got <- err
 					return
 				}
-				if err := c.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+				rc, err := record.New(c, keys, suite.Default, record.Options{})
+				if err != nil {
 					got <- err
 					return
 				}
