@@ -2,7 +2,6 @@ package tunnel
 
 import (
 	"bytes"
-	"container/list"
 	"net"
 	"net/netip"
 	"sync"
@@ -48,8 +47,7 @@ type hsSlots struct {
 	perSource int
 	prefix    []byte // the start of a genuine first flight (handshake.FlightHeader)
 	flightLen int    // its whole length
-	pending   list.List
-	bySource  map[netip.Prefix]int
+	pending   slotList[*hsSlot]
 	failed    failedRing // sources whose first flight failed the key trial
 }
 
@@ -82,10 +80,7 @@ func (f *failedRing) add(p netip.Prefix) {
 func (f *failedRing) has(p netip.Prefix) bool { return f.count[p] > 0 }
 
 type hsSlot struct {
-	conn     net.Conn
-	source   netip.Prefix
-	elem     *list.Element
-	evicted  bool
+	slotEntry
 	complete bool   // the whole first flight has arrived
 	read     bool   // the handshake has read it (and is trying it)
 	head     []byte // what the handshake read, up to a first flight
@@ -93,7 +88,7 @@ type hsSlot struct {
 
 func newHSSlots(max, perSource int, s suite.Suite) *hsSlots {
 	prefix, n := handshake.FlightHeader(s)
-	return &hsSlots{max: max, perSource: perSource, prefix: prefix, flightLen: n, bySource: map[netip.Prefix]int{}}
+	return &hsSlots{max: max, perSource: perSource, prefix: prefix, flightLen: n}
 }
 
 // sourceOf is the address a slot is counted under: the IPv4 address, or
@@ -120,18 +115,18 @@ func sourceOf(c net.Conn) netip.Prefix {
 // connection if conn's source or the server is at its cap. It returns nil
 // if no slot could be freed: the caller refuses conn.
 func (s *hsSlots) acquire(conn net.Conn) *hsSlot {
-	sl := &hsSlot{conn: conn, source: sourceOf(conn)}
+	sl := &hsSlot{slotEntry: slotEntry{conn: conn, source: sourceOf(conn)}}
 	s.mu.Lock()
 	var victim *hsSlot
 	switch {
-	case s.bySource[sl.source] >= s.perSource:
+	case s.pending.of(sl.source) >= s.perSource:
 		victim = s.oldestIncomplete(sl.source)
 		if victim == nil {
 			s.mu.Unlock()
 			return nil
 		}
-	case s.pending.Len() >= s.max:
-		victim = s.victim()
+	case s.pending.len() >= s.max:
+		victim = s.pending.oldestOfBiggest(s.complete)
 		if victim == nil && sl.source.IsValid() && !s.failed.has(sl.source) {
 			victim = s.unreadFromFailed()
 		}
@@ -141,11 +136,9 @@ func (s *hsSlots) acquire(conn net.Conn) *hsSlot {
 		}
 	}
 	if victim != nil {
-		s.remove(victim)
-		victim.evicted = true
+		s.pending.evict(victim)
 	}
-	sl.elem = s.pending.PushBack(sl)
-	s.bySource[sl.source]++
+	s.pending.push(sl)
 	s.mu.Unlock()
 	if victim != nil {
 		resetConn(victim.conn)
@@ -153,44 +146,10 @@ func (s *hsSlots) acquire(conn net.Conn) *hsSlot {
 	return sl
 }
 
-// victim picks the oldest incomplete connection of the source with the
-// most pending ones (oldestOfBiggest).
-func (s *hsSlots) victim() *hsSlot {
-	return oldestOfBiggest(&s.pending, s.bySource, func(sl *hsSlot) netip.Prefix { return sl.source }, s.complete)
-}
-
-// oldestOfBiggest returns the oldest element of pending (a list of S,
-// oldest first) that is not complete, from the source with the most
-// pending (counted in bySource), then the next most, ...; nil if every
-// one is complete. So a flood from a few addresses pays for itself, and a
-// client with one connection pending is the last to go. The handshake
-// slots and the metrics endpoint's pick their victims so.
-func oldestOfBiggest[S any](pending *list.List, bySource map[netip.Prefix]int, source func(*S) netip.Prefix, complete func(*S) bool) *S {
-	most := 0
-	for _, n := range bySource {
-		most = max(most, n)
-	}
-	for n := most; n > 0; n-- {
-		for e := pending.Front(); e != nil; e = e.Next() {
-			sl := e.Value.(*S)
-			if bySource[source(sl)] == n && !complete(sl) {
-				return sl
-			}
-		}
-	}
-	return nil
-}
-
 // unreadFromFailed returns the oldest connection from a source in
 // s.failed whose flight the handshake has not begun to read, or nil.
 func (s *hsSlots) unreadFromFailed() *hsSlot {
-	for e := s.pending.Front(); e != nil; e = e.Next() {
-		sl := e.Value.(*hsSlot)
-		if !sl.read && len(sl.head) == 0 && s.failed.has(sl.source) {
-			return sl
-		}
-	}
-	return nil
+	return s.pending.find(func(sl *hsSlot) bool { return !sl.read && len(sl.head) == 0 && s.failed.has(sl.source) })
 }
 
 // failedTrial remembers sl's source as one whose first flight failed.
@@ -205,13 +164,7 @@ func (s *hsSlots) failedTrial(sl *hsSlot) {
 
 // oldestIncomplete returns the oldest incomplete connection from src.
 func (s *hsSlots) oldestIncomplete(src netip.Prefix) *hsSlot {
-	for e := s.pending.Front(); e != nil; e = e.Next() {
-		sl := e.Value.(*hsSlot)
-		if sl.source == src && !s.complete(sl) {
-			return sl
-		}
-	}
-	return nil
+	return s.pending.find(func(sl *hsSlot) bool { return sl.source == src && !s.complete(sl) })
 }
 
 // complete reports whether sl's whole first flight has arrived: the
@@ -249,14 +202,6 @@ func (s *hsSlots) flightRead(sl *hsSlot) {
 	s.mu.Unlock()
 }
 
-func (s *hsSlots) remove(sl *hsSlot) {
-	s.pending.Remove(sl.elem)
-	sl.elem = nil
-	if s.bySource[sl.source]--; s.bySource[sl.source] <= 0 {
-		delete(s.bySource, sl.source)
-	}
-}
-
 // release frees sl's slot and reports whether it was evicted.
 func (s *hsSlots) release(sl *hsSlot) (evicted bool) {
 	if sl == nil {
@@ -264,16 +209,13 @@ func (s *hsSlots) release(sl *hsSlot) (evicted bool) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if sl.elem != nil {
-		s.remove(sl)
-	}
-	return sl.evicted
+	return s.pending.release(sl)
 }
 
 func (s *hsSlots) len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.pending.Len()
+	return s.pending.len()
 }
 
 // slotConn is a connection in its handshake: it tells the slots what the

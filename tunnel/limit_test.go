@@ -97,8 +97,8 @@ func TestSlotsPolicy(t *testing.T) {
 			t.Fatal("a kept slot says evicted")
 		}
 	}
-	if s.len() != 0 || len(s.bySource) != 0 {
-		t.Fatalf("after release: %d pending, %d sources", s.len(), len(s.bySource))
+	if s.len() != 0 || len(s.pending.bySource) != 0 {
+		t.Fatalf("after release: %d pending, %d sources", s.len(), len(s.pending.bySource))
 	}
 }
 

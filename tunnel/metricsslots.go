@@ -2,9 +2,7 @@ package tunnel
 
 import (
 	"bytes"
-	"container/list"
 	"net"
-	"net/netip"
 	"sync"
 )
 
@@ -18,17 +16,13 @@ import (
 // or half a head therefore can't keep a scraper out; if every slot holds
 // a whole head, the new connection is refused instead.
 type metricsSlots struct {
-	mu       sync.Mutex
-	max      int
-	pending  list.List // *metricsSlot, oldest first
-	bySource map[netip.Prefix]int
+	mu      sync.Mutex
+	max     int
+	pending slotList[*metricsSlot]
 }
 
 type metricsSlot struct {
-	conn     net.Conn
-	source   netip.Prefix
-	elem     *list.Element
-	evicted  bool
+	slotEntry
 	complete bool    // a whole request head has been read
 	tail     [3]byte // the last bytes read, for a head end split across reads
 	ntail    int
@@ -40,37 +34,28 @@ type metricsSlot struct {
 const metricsPeek = 1024
 
 func newMetricsSlots(max int) *metricsSlots {
-	return &metricsSlots{max: max, bySource: map[netip.Prefix]int{}}
+	return &metricsSlots{max: max}
 }
 
 // acquire takes a slot for conn, resetting another pending connection if
 // all are taken. It returns nil if none could be freed: close conn.
 func (s *metricsSlots) acquire(conn net.Conn) *metricsSlot {
-	sl := &metricsSlot{conn: conn, source: sourceOf(conn)}
+	sl := &metricsSlot{slotEntry: slotEntry{conn: conn, source: sourceOf(conn)}}
 	s.mu.Lock()
 	var victim *metricsSlot
-	if s.pending.Len() >= s.max {
-		if victim = s.victim(); victim == nil {
+	if s.pending.len() >= s.max {
+		if victim = s.pending.oldestOfBiggest(s.complete); victim == nil {
 			s.mu.Unlock()
 			return nil
 		}
-		s.remove(victim)
-		victim.evicted = true
+		s.pending.evict(victim)
 	}
-	sl.elem = s.pending.PushBack(sl)
-	s.bySource[sl.source]++
+	s.pending.push(sl)
 	s.mu.Unlock()
 	if victim != nil {
 		resetConn(victim.conn)
 	}
 	return sl
-}
-
-// victim picks the oldest incomplete connection of the source with the
-// most pending ones (oldestOfBiggest); nil if every pending connection is
-// complete.
-func (s *metricsSlots) victim() *metricsSlot {
-	return oldestOfBiggest(&s.pending, s.bySource, func(sl *metricsSlot) netip.Prefix { return sl.source }, s.complete)
 }
 
 // complete reports whether sl's whole request head has arrived: read, or
@@ -128,28 +113,17 @@ func (s *metricsSlots) peeked(sl *metricsSlot, p []byte) {
 	sl.complete = headEnds(buf[:n])
 }
 
-func (s *metricsSlots) remove(sl *metricsSlot) {
-	s.pending.Remove(sl.elem)
-	sl.elem = nil
-	if s.bySource[sl.source]--; s.bySource[sl.source] <= 0 {
-		delete(s.bySource, sl.source)
-	}
-}
-
 // release frees sl's slot and reports whether it was evicted.
 func (s *metricsSlots) release(sl *metricsSlot) (evicted bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if sl.elem != nil {
-		s.remove(sl)
-	}
-	return sl.evicted
+	return s.pending.release(sl)
 }
 
 func (s *metricsSlots) len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.pending.Len()
+	return s.pending.len()
 }
 
 // slotReader is a connection waiting for its request head: it tells the
