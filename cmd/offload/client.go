@@ -23,16 +23,17 @@ func runClient(ctx context.Context, env *runEnv, file string) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	opt, log, err := endOptions(ctx, env, &cfg.Common)
-	if err != nil {
-		return 1, err
-	}
-	defer func() { _ = log.Sync() }()
+	// clientSettings reads the key file, as every reload does: once.
 	live, socks, _, err := clientSettings(cfg, clientSockets{})
 	if err != nil {
 		return 1, err
 	}
-	opt.PSK = live.PSK
+	opt, log, err := endOptions(ctx, env, &cfg.Common, live.PSK)
+	if err != nil {
+		socks.close()
+		return 1, err
+	}
+	defer func() { _ = log.Sync() }()
 	cli, err := tunnel.NewClient(tunnel.ClientConfig{
 		Options:     opt,
 		Servers:     cfg.Servers,

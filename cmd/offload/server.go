@@ -32,12 +32,16 @@ func runServer(ctx context.Context, env *runEnv, file string) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	opt, log, err := endOptions(ctx, env, &cfg.Common)
+	key, err := loadKey(&cfg.Common)
+	if err != nil {
+		return 1, err
+	}
+	opt, log, err := endOptions(ctx, env, &cfg.Common, key)
 	if err != nil {
 		return 1, err
 	}
 	defer func() { _ = log.Sync() }()
-	sc, err := serverConfig(cfg, opt, opt.PSK)
+	sc, err := serverConfig(cfg, opt, key)
 	if err != nil {
 		return 1, err
 	}
@@ -68,13 +72,9 @@ func runServer(ctx context.Context, env *runEnv, file string) (int, error) {
 }
 
 // endOptions is what server and client make of their config's common
-// part before they start: the pre-shared key, the logger and the tunnel
-// options. The caller syncs the logger.
-func endOptions(ctx context.Context, env *runEnv, c *config.Common) (tunnel.Options, *zap.Logger, error) {
-	key, err := loadKey(c)
-	if err != nil {
-		return tunnel.Options{}, nil, err
-	}
+// part and its key (read once, by the caller) before they start: the
+// logger and the tunnel options. The caller syncs the logger.
+func endOptions(ctx context.Context, env *runEnv, c *config.Common, key []byte) (tunnel.Options, *zap.Logger, error) {
 	log := newLogger(c.Log, env.Stderr)
 	opt, err := tunnelOptions(ctx, c, key, log)
 	if err != nil {
