@@ -20,10 +20,13 @@ type Faulty struct {
 	// OnlyEncrypt keeps decryptions right (Bad is not asked for them), so
 	// that wrong answers on both ends of a test link can't cancel out.
 	OnlyEncrypt bool
-	// Hang, if not nil, makes every operation wait until it is closed, as
-	// a device whose driver never answers.
-	Hang  <-chan struct{}
-	calls atomic.Uint64
+	// Hang, if not nil, makes every operation after the first HangAfter
+	// wait until it is closed, as a device whose driver never answers
+	// (or stops answering). The output is written before the wait, as a
+	// device that finishes late would.
+	Hang      <-chan struct{}
+	HangAfter uint64
+	calls     atomic.Uint64
 }
 
 var _ engine.Engine = (*Faulty)(nil)
@@ -73,7 +76,7 @@ func (c *faultyCrypter) Decrypt(dst, src, iv []byte) error {
 
 func (c *faultyCrypter) corrupt(dst []byte, n int, may bool, err error) error {
 	k := c.f.calls.Add(1)
-	if c.f.Hang != nil {
+	if c.f.Hang != nil && k > c.f.HangAfter {
 		<-c.f.Hang
 	}
 	if err == nil && n > 0 && may && (c.f.Bad == nil || c.f.Bad(k)) {

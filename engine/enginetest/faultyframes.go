@@ -23,7 +23,20 @@ type FaultyFrames struct {
 	Bad func(n uint64) bool
 	// AcceptForged makes Open skip the tag check.
 	AcceptForged bool
-	seals        atomic.Uint64
+	// Hang, if not nil, makes every Seal and Open after the first
+	// HangAfter (counted together) wait until it is closed, after writing
+	// its output, as Faulty's Hang does.
+	Hang      <-chan struct{}
+	HangAfter uint64
+	seals     atomic.Uint64
+	ops       atomic.Uint64
+}
+
+// hang waits on Hang when this operation is past HangAfter.
+func (f *FaultyFrames) hang() {
+	if k := f.ops.Add(1); f.Hang != nil && k > f.HangAfter {
+		<-f.Hang
+	}
 }
 
 var _ engine.FrameEngine = (*FaultyFrames)(nil)
@@ -35,6 +48,9 @@ func (f *FaultyFrames) Name() string {
 	}
 	return f.Label
 }
+
+// Ops is how many frames the engine's sealers sealed or opened.
+func (f *FaultyFrames) Ops() uint64 { return f.ops.Load() }
 
 // Seals is how many frames the engine's sealers sealed.
 func (f *FaultyFrames) Seals() uint64 { return f.seals.Load() }
@@ -70,6 +86,7 @@ func (s *faultySealer) Seal(dst, aad, pt, iv []byte) error {
 		dst[n/2] ^= 0x10
 	}
 	copy(dst[n:n+engine.FrameTagSize], s.tag(aad, dst[:n]))
+	s.f.hang()
 	return nil
 }
 
@@ -81,7 +98,9 @@ func (s *faultySealer) Open(dst, aad, sealed, iv []byte) error {
 	if !s.f.AcceptForged && !hmac.Equal(s.tag(aad, sealed[:n]), sealed[n:]) {
 		return fmt.Errorf("faulty-frames: %w", engine.ErrAuth)
 	}
-	return s.cr.Decrypt(dst[:n], sealed[:n], iv)
+	err := s.cr.Decrypt(dst[:n], sealed[:n], iv)
+	s.f.hang()
+	return err
 }
 
 func (s *faultySealer) Cipher() engine.Cipher { return s.cr.Cipher() }
