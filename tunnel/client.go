@@ -148,7 +148,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	c.ctr.limits = func() []limit { return limits }
 	c.guard = newEngineGuard(&c.opt, c.log)
-	c.ctr.guard, c.opt.verifier = c.guard, c.guard.verifier
+	c.ctr.guard, c.opt.verifier, c.opt.stall = c.guard, c.guard.verifier, c.guard.stall
 	c.setSocksUsers(cfg.Socks)
 	if cfg.Socks != nil {
 		c.forwards = append(c.forwards, socksForward(cfg.Socks))

@@ -28,6 +28,11 @@ import (
 //     or opened is done again in software and compared before it is sent
 //     or delivered (record.Verifier); a mismatch is redone in software.
 //
+// And one watch: a frame whose request to an engine has not come back
+// after DefaultEngineStallTimeout (a device or driver that lost it) is
+// taken over and redone in software (record.StallWatch); the link and its
+// streams go on after that delay.
+//
 // An engine that does not answer its known-answer test within
 // DefaultEngineCheckTimeout (a device whose driver hangs) fails it: the
 // start and the periodic rounds go on without it. Its test goroutine
@@ -49,10 +54,17 @@ const DefaultEngineCheckInterval = 5 * time.Minute
 // vector is 64 bytes, which the slowest device answers in milliseconds.
 const DefaultEngineCheckTimeout = 10 * time.Second
 
+// DefaultEngineStallTimeout is how long a frame may wait for an engine
+// before record.StallWatch redoes it in software: far beyond a real
+// request (a 1 MiB frame at 2 MB/s takes 0.5 s), and under yamux's 10 s
+// write timeout, which would cut the link.
+const DefaultEngineStallTimeout = 5 * time.Second
+
 // Check kinds, the label of offload_engine_check_failures_total.
 const (
 	checkKAT    = "kat"
 	checkVerify = "verify"
+	checkStall  = "stall"
 )
 
 // engineGuard runs the checks for the engines of one server or client.
@@ -62,6 +74,7 @@ type engineGuard struct {
 	engines  []engine.Engine
 	excluder record.Excluder // nil: the policy can't take engines out
 	verifier *record.Verifier
+	stall    *record.StallWatch // nil with software alone
 	log      *zap.Logger
 	timeout  time.Duration // one engine's known-answer test
 
@@ -77,6 +90,10 @@ func newEngineGuard(o *Options, log *zap.Logger) *engineGuard {
 	g.excluder, _ = o.Policy.(record.Excluder)
 	if o.Verify > 0 && len(o.Engines) > 1 {
 		g.verifier = record.NewVerifier(o.Verify, func(idx int, err error) { g.takeOut(idx, checkVerify, err) })
+	}
+	if len(o.Engines) > 1 {
+		g.stall = record.NewStallWatch(cmp.Or(o.engineStallTimeout, DefaultEngineStallTimeout),
+			func(idx int, err error) { g.takeOut(idx, checkStall, err) })
 	}
 	return g
 }
@@ -164,6 +181,14 @@ func (g *engineGuard) takeOut(idx int, check string, err error) {
 
 // isOut reports whether engine idx was taken out.
 func (g *engineGuard) isOut(idx int) bool { return g.out[idx].Load() }
+
+// stalls returns how many of engine idx's frames were taken over.
+func (g *engineGuard) stalls(idx int) uint64 {
+	if g.stall == nil {
+		return 0
+	}
+	return g.stall.Stalls[idx].Load()
+}
 
 // verifyCounts returns engine idx's verified frames and mismatches.
 func (g *engineGuard) verifyCounts(idx int) (checked, mismatches uint64) {

@@ -2,6 +2,7 @@ package tunnel
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -134,6 +135,55 @@ func TestEngineCheckHangs(t *testing.T) {
 		if err, _ := e.ContextMap()["error"].(string); !strings.Contains(err, "no answer within 200ms") {
 			t.Errorf("log says %v, want the timeout", e.ContextMap())
 		}
+	}
+}
+
+// An engine that passes its checks at start and then stops answering in
+// the data path (a request the device lost) delays the frame by the stall
+// timeout, no more: the frame is redone in software, the engine is taken
+// out and counted, and the stream on the link, and the link itself, go on.
+// Before, the link carried nothing until keepalive cut it, and every
+// stream on it was reset.
+func TestEngineStallInDataPath(t *testing.T) {
+	leakCheck(t)
+	hang := make(chan struct{})
+	t.Cleanup(func() { close(hang) })
+	var made atomic.Int32
+	engines := func() engine.Engine {
+		if made.Add(1) == 1 {
+			return &enginetest.Faulty{Bad: func(uint64) bool { return false }} // the server's
+		}
+		// The client's: right on the known-answer test at start, and on
+		// a few frames after it; then every request hangs.
+		return &enginetest.Faulty{Bad: func(uint64) bool { return false }, Hang: hang, HangAfter: 8}
+	}
+	echo, srv, cli, logs := checkedPair(t, engines, func(o *Options) { o.engineStallTimeout = 200 * time.Millisecond })
+	if err := testutil.EchoRoundTrip(echo, 1<<20, 6); err != nil {
+		t.Fatalf("echo across a stalled engine request: %v", err)
+	}
+	if !cli.guard.isOut(1) || srv.guard.isOut(1) {
+		t.Fatalf("engine out: client %v (want true), server %v", cli.guard.isOut(1), srv.guard.isOut(1))
+	}
+	n := cli.guard.stalls(1)
+	if n == 0 || n > uint64(record.DefaultWorkers) {
+		t.Errorf("%d stalls, want 1..%d (one per worker, before the engine was out)", n, record.DefaultWorkers)
+	}
+	m := metricsText(cli.ctr)
+	if want := fmt.Sprintf(`offload_engine_check_failures_total{role="client",engine="faulty",check="stall"} %d`, n); !strings.Contains(m, want+"\n") {
+		t.Errorf("client metrics lack %s", want)
+	}
+	if got := logs.FilterMessageSnippet("is taken out").FilterField(zap.String("check", "stall")).Len(); got != 1 {
+		t.Errorf("%d take-out lines for the stall, want 1", got)
+	}
+	if got := logs.FilterMessageSnippet("engine request stalled").Len(); got == 0 {
+		t.Error("the stall was not logged")
+	}
+	if got := logs.FilterMessage("link up").Len(); got != 2 {
+		t.Errorf("%d link-up lines, want 2 (one link, both ends): the stall must not cut the link", got)
+	}
+	// Later streams go through software on the same link.
+	if err := testutil.EchoRoundTrip(echo, 256<<10, 7); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -172,6 +172,7 @@ func (c *counters) writePrometheus(w io.Writer) {
 			checked, mismatches := g.verifyCounts(i)
 			metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_engine_check_failures_total{role=%q,engine=%s,check=%q}`, c.role, label, checkKAT), g.katFailures[i].Load())
 			metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_engine_check_failures_total{role=%q,engine=%s,check=%q}`, c.role, label, checkVerify), mismatches)
+			metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_engine_check_failures_total{role=%q,engine=%s,check=%q}`, c.role, label, checkStall), g.stalls(i))
 			metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_engine_verified_frames_total{role=%q,engine=%s}`, c.role, label), checked)
 			out := uint64(0)
 			if g.isOut(i) {
@@ -202,7 +203,7 @@ func (e engineStats) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 			enc.AddUint64("fallbacks", st.Fallbacks[i].Load())
 			if g := e.c.guard; g != nil {
 				_, mismatches := g.verifyCounts(i)
-				enc.AddUint64("check_failures", g.katFailures[i].Load()+mismatches)
+				enc.AddUint64("check_failures", g.katFailures[i].Load()+mismatches+g.stalls(i))
 				enc.AddBool("out", g.isOut(i))
 			}
 			return nil

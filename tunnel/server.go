@@ -141,7 +141,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	s.ctr.pending = s.slots.len
 	s.state.Store(st)
 	s.guard = newEngineGuard(&s.opt, s.log)
-	s.ctr.guard, s.opt.verifier = s.guard, s.guard.verifier
+	s.ctr.guard, s.opt.verifier, s.opt.stall = s.guard, s.guard.verifier, s.guard.stall
 	return s, nil
 }
 

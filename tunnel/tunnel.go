@@ -109,15 +109,19 @@ type Options struct {
 	// sealed or opened against software (record.Verifier); 0 is off.
 	Verify int
 
-	// verifier is made from Verify by NewServer and NewClient; every
-	// link's record layer shares it.
+	// verifier is made from Verify by NewServer and NewClient, stall
+	// likewise (with engines besides software); every link's record layer
+	// shares them.
 	verifier *record.Verifier
+	stall    *record.StallWatch
 
 	// rekeyFrames overrides record.DefaultRekeyFrames (tests); the record
 	// layer's rekey defaults apply otherwise.
 	rekeyFrames uint64
 	// engineCheckTimeout overrides DefaultEngineCheckTimeout (tests).
 	engineCheckTimeout time.Duration
+	// engineStallTimeout overrides DefaultEngineStallTimeout (tests).
+	engineStallTimeout time.Duration
 }
 
 // Check reports whether NewServer or NewClient would accept o, without
@@ -216,6 +220,7 @@ func (o *Options) recordOptions(stats *record.Stats) record.Options {
 		Logger:   o.Logger,
 		Stats:    stats,
 		Verify:   o.verifier,
+		Stall:    o.stall,
 
 		RekeyFrames:   o.rekeyFrames,
 		RekeyInterval: o.RekeyInterval,

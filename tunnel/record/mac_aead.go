@@ -95,9 +95,12 @@ func (w *worker) sealWhole(f *frame, n, idx int) (next int, done bool, err error
 	if err == nil {
 		w.ensureSpare(len(f.buf))
 		w.setAD(f.seq, f.buf[:HeaderSize])
+		dst, src := w.spare[HeaderSize:HeaderSize+n+TagSize], f.buf[HeaderSize:HeaderSize+n] // f is read before begin: stall.go
 		w.begin(idx, n)
-		err = s.Seal(w.spare[HeaderSize:HeaderSize+n+TagSize], w.ad[:], f.buf[HeaderSize:HeaderSize+n], w.iv[:])
-		w.end(idx, n)
+		err = s.Seal(dst, w.ad[:], src, w.iv[:])
+		if !w.end(idx, n) {
+			return idx, true, errTakenOver
+		}
 		if err == nil {
 			copy(w.spare[:HeaderSize], f.buf[:HeaderSize])
 			f.buf, w.spare = w.spare[:len(w.spare)], f.buf
@@ -121,9 +124,12 @@ func (w *worker) openWhole(f *frame, n, idx int) (next int, done bool, err error
 	if err == nil {
 		w.ensureSpare(len(f.buf))
 		w.setAD(f.seq, f.buf[:HeaderSize])
+		dst, src := w.spare[HeaderSize:HeaderSize+n], f.buf[HeaderSize:HeaderSize+n+TagSize]
 		w.begin(idx, n)
-		err = s.Open(w.spare[HeaderSize:HeaderSize+n], w.ad[:], f.buf[HeaderSize:HeaderSize+n+TagSize], w.iv[:])
-		w.end(idx, n)
+		err = s.Open(dst, w.ad[:], src, w.iv[:])
+		if !w.end(idx, n) {
+			return idx, true, errTakenOver
+		}
 		switch {
 		case err == nil:
 			copy(w.spare[:HeaderSize], f.buf[:HeaderSize])

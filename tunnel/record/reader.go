@@ -32,6 +32,8 @@ import (
 // work never blocks (it holds at most as many frames as queue, plus the
 // one Read is waiting for). Read is the only consumer of queue; it
 // delivers the frames before a failed one and then returns the failure.
+// A worker whose engine request stalls loses its frame to a new worker
+// that opens it in software (stall.go), in both pipelines.
 
 // readBufSize is the reader's buffer: headers and short frames come out
 // of it, long bodies are read straight into the frame (linkReader).
@@ -58,8 +60,8 @@ func (r *reader) init(c *Conn) {
 	c.wg.Add(1 + c.opt.Workers)
 	go func() { defer c.wg.Done(); r.run() }()
 	for range c.opt.Workers {
-		wk := newWorker(c, engine.Decrypt)
-		go func() { defer c.wg.Done(); wk.run(r.work) }()
+		wk := newWorker(c, engine.Decrypt, r.work)
+		go func() { defer wk.release(); wk.run() }()
 	}
 }
 

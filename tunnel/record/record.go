@@ -138,6 +138,9 @@ type Options struct {
 	// Verify re-checks engine output against software (verify.go); nil
 	// means no checks.
 	Verify *Verifier
+	// Stall takes over frames whose engine request hangs (stall.go); nil
+	// means none are.
+	Stall *StallWatch
 
 	// RekeyFrames, RekeyBytes and RekeyInterval say when this end moves
 	// its sending keys to the next epoch (rekey.go): after that many
@@ -167,7 +170,8 @@ type Conn struct {
 	maxPlain int // plaintext per sealed frame
 	limit    uint64
 	stats    *Stats
-	tracker  Tracker // opt.Policy, if it is one; else nil
+	tracker  Tracker   // opt.Policy, if it is one; else nil
+	dog      *watchdog // opt.Stall's, with engines to watch; else nil
 	log      *zap.Logger
 	warn     rateLimit
 
@@ -266,10 +270,16 @@ func New(conn net.Conn, keys Keys, s suite.Suite, opt Options) (*Conn, error) {
 		c.limit = opt.maxFrames
 	}
 	c.tracker, _ = opt.Policy.(Tracker)
+	if opt.Stall != nil && len(opt.Engines) > 1 {
+		c.dog = &watchdog{s: opt.Stall, born: time.Now(), done: make(chan struct{})}
+	}
 	c.send.init(c, engine.Encrypt, keys.Send.clone())
 	c.recv.init(c, engine.Decrypt, keys.Recv.clone())
 	c.w.init(c)
 	c.r.init(c)
+	if c.dog != nil {
+		c.dog.start(c)
+	}
 	return c, nil
 }
 

@@ -20,7 +20,7 @@ import (
 // testWorker is a worker fixed on a copy of k, for tests that call seal
 // and open directly.
 func testWorker(c *Conn, dir engine.Direction, k *DirKeys) *worker {
-	w := newWorker(c, dir)
+	w := newWorker(c, dir, nil)
 	ep := newEpoch(0, k.clone())
 	w.enter(&frame{ep: ep})
 	ep.release() // the worker holds it now
@@ -234,7 +234,7 @@ func TestRekeyWipesOldKeys(t *testing.T) {
 		t.Fatal("epoch keys differ from the reference")
 	}
 
-	w := newWorker(c, engine.Encrypt)
+	w := newWorker(c, engine.Encrypt, nil)
 	work := make(chan *frame, 3)
 	work <- f0
 	g, _ := w.next(work)

@@ -2,8 +2,11 @@ package record
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/bits"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -34,32 +37,88 @@ type worker struct {
 	sealers   [MaxEngines]engine.FrameSealer
 	sealRetry [MaxEngines]time.Time
 	ad        [12]byte // seq | hdr, their associated data
+
+	work     <-chan *frame
+	released sync.Once // the Conn's wait group is done with this worker
+
+	// The stall watchdog's view (stall.go): busy is the watchdog's clock
+	// when the worker handed cur to engine busyIdx, 0 when it holds no
+	// request, busyTaken once the watchdog took cur over. softOnly makes
+	// pick answer software (redo).
+	busy     atomic.Int64
+	busyIdx  atomic.Int32
+	cur      *frame
+	softOnly bool
 }
 
-func newWorker(c *Conn, dir engine.Direction) *worker {
-	return &worker{c: c, dir: dir}
+// errTakenOver unwinds a worker whose frame the stall watchdog took over:
+// the frame is not its own any more.
+var errTakenOver = errors.New("record: frame taken over by the stall watchdog")
+
+// newWorker returns a worker of c for work; run starts it. The caller
+// has counted it in c.wg (release says it is done).
+func newWorker(c *Conn, dir engine.Direction, work <-chan *frame) *worker {
+	w := &worker{c: c, dir: dir, work: work}
+	if c.dog != nil {
+		c.dog.add(w)
+	}
+	return w
 }
+
+// release tells c's wait group the worker is done: when it exits, or when
+// the stall watchdog gives up on it, whichever comes first.
+func (w *worker) release() { w.released.Do(w.c.wg.Done) }
 
 // run processes frames until work is closed. Every frame it takes gets its
-// done signal, so consumers may wait for it even while the link goes down.
-func (w *worker) run(work <-chan *frame) {
+// done signal, so consumers may wait for it even while the link goes down
+// (a frame the stall watchdog took over gets it from the new worker).
+func (w *worker) run() {
 	defer w.close()
 	for {
-		f, ok := w.next(work)
+		f, ok := w.next(w.work)
 		if !ok {
 			return
 		}
-		w.enter(f)
-		if w.dir == engine.Encrypt {
-			f.err = w.seal(f)
-		} else if f.err = w.open(f); f.err != nil {
-			// Close the link now rather than when Read gets here; Read
-			// still delivers the frames before this one.
-			w.c.fail(f.err)
+		if !w.do(f) {
+			return
 		}
-		w.leave(f)
-		f.done <- struct{}{}
 	}
+}
+
+// do seals or opens f and signals its done. It reports false when the
+// stall watchdog took f over meanwhile: f is no longer this worker's, and
+// the worker must stop.
+func (w *worker) do(f *frame) bool {
+	w.enter(f)
+	w.cur = f
+	var err error
+	if w.dir == engine.Encrypt {
+		err = w.seal(f)
+	} else {
+		err = w.open(f)
+	}
+	if err == errTakenOver {
+		return false
+	}
+	if f.err = err; err != nil && w.dir == engine.Decrypt {
+		// Close the link now rather than when Read gets here; Read
+		// still delivers the frames before this one.
+		w.c.fail(err)
+	}
+	w.leave(f)
+	f.done <- struct{}{}
+	return true
+}
+
+// redo processes f, taken over from a stalled worker, in software. The
+// stuck request may still be reading f's buffer (a device, by DMA): it
+// keeps that one, and the frame is redone in a copy.
+func (w *worker) redo(f *frame) {
+	buf := getBuf(len(f.buf))
+	f.buf = buf[:copy(buf, f.buf)]
+	w.softOnly = true
+	w.do(f) // software requests are not watched: never taken over
+	w.softOnly = false
 }
 
 func (w *worker) close() {
@@ -121,6 +180,9 @@ func (w *worker) seal(f *frame) error {
 		return err
 	}
 	if err := w.crypt(f, n, idx); err != nil {
+		if err == errTakenOver {
+			return err // f is not this worker's to read any more
+		}
 		return fmt.Errorf("record: sealing frame %d: %w", f.seq, err)
 	}
 	w.mac.Sum(&w.sum, f.seq, f.buf[:HeaderSize+n])
@@ -162,6 +224,9 @@ func (w *worker) open(f *frame) error {
 		return err
 	}
 	if err := w.crypt(f, n, idx); err != nil {
+		if err == errTakenOver {
+			return err // f is not this worker's to read any more
+		}
 		return fmt.Errorf("record: opening frame %d: %w", f.seq, err)
 	}
 	return w.unpad(f, n)
@@ -190,6 +255,9 @@ func (w *worker) unpad(f *frame, n int) error {
 
 // pick asks the policy for the engine of a frame of n bytes.
 func (w *worker) pick(n int) int {
+	if w.softOnly {
+		return 0
+	}
 	idx := w.c.opt.Policy.Pick(n, w.dir)
 	if idx < 0 || idx >= len(w.c.opt.Engines) {
 		idx = 0
@@ -210,7 +278,9 @@ func (w *worker) crypt(f *frame, n, idx int) error {
 			w.ensureSpare(len(f.buf))
 			w.begin(idx, n)
 			err = engine.Crypt(cr, w.dir, w.spare[HeaderSize:HeaderSize+n], src, w.iv[:])
-			w.end(idx, n)
+			if !w.end(idx, n) {
+				return errTakenOver
+			}
 			if err == nil {
 				err = w.c.opt.Verify.check(w, idx, w.spare[HeaderSize:HeaderSize+n], src) // verify.go
 			}
@@ -240,17 +310,25 @@ func (w *worker) crypt(f *frame, n, idx int) error {
 }
 
 // begin and end tell a Tracker policy that engine idx (> 0) holds a frame
-// of n bytes of this worker, and that it gave it back.
+// of n bytes of this worker, and that it gave it back; and the stall
+// watchdog when the request began. end reports false when the watchdog
+// took the frame over meanwhile: the caller returns errTakenOver and
+// touches the frame no more.
 func (w *worker) begin(idx, n int) {
 	if t := w.c.tracker; t != nil {
 		t.Begin(idx, n, w.dir)
 	}
+	if d := w.c.dog; d != nil {
+		w.busyIdx.Store(int32(idx))
+		w.busy.Store(d.now())
+	}
 }
 
-func (w *worker) end(idx, n int) {
+func (w *worker) end(idx, n int) bool {
 	if t := w.c.tracker; t != nil {
 		t.End(idx, n, w.dir)
 	}
+	return w.c.dog == nil || w.busy.Swap(0) != busyTaken
 }
 
 // crypter returns the worker's Crypter for engine idx, making it on first

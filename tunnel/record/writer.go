@@ -14,7 +14,7 @@ import (
    (wmu: one Write    (mu: Write     (mu;       takes a slot,    │           seal in place:
    at a time; blocks  copies p into  bounded    then takes the   │           engine (policy
    on space, the      the buffer of  by Write-  oldest filled    │           pick, software redo
-   write deadline or  the frame it   Buffer)    frame, or the    │           on engine error)
+   write deadline or  the frame it   Buffer)    frame, or the    │           on error, stall)
    the link's end)    will be sealed            open one as it   │           + MAC with the
                       in)                       is; epoch, seq++ │           frame's epoch
                                                                  │           keys; f.done
@@ -113,8 +113,8 @@ func (w *writer) init(c *Conn) {
 	go func() { defer c.wg.Done(); w.cutter() }()
 	go func() { defer c.wg.Done(); w.sender() }()
 	for range c.opt.Workers {
-		wk := newWorker(c, engine.Encrypt)
-		go func() { defer c.wg.Done(); wk.run(w.work) }()
+		wk := newWorker(c, engine.Encrypt, w.work)
+		go func() { defer wk.release(); wk.run() }()
 	}
 }
 

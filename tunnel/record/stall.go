@@ -1,0 +1,139 @@
+package record
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Stalled engine requests. AF_ALG and /dev/crypto wait for the driver's
+// completion uninterruptibly, so a request the device (or its driver)
+// loses hangs the worker that made it, and every frame behind it waits in
+// sequence order: the link carries nothing until keepalive cuts it, and
+// Close would wait for the worker for ever. A StallWatch takes such a
+// frame over:
+//
+//	worker:   begin(idx) ── engine request ─────────── (hangs) ··· end: lost, exit
+//	watchdog:              busy > Timeout ─ CAS busy→taken ─ new worker:
+//	                                                         frame again in software,
+//	                                                         f.done, then the work queue
+//
+// The request's output goes to the worker's spare buffer (engines other
+// than software write out of place), so the frame's own buffer still holds
+// its input and software redoes the frame from it. The stuck worker, its
+// spare buffer and its engine state are left to the kernel; should the
+// request ever return, the worker sees it lost the frame (end), touches
+// nothing of it and exits. OnStall takes the engine out (the tunnel's
+// engine checks), so later frames go elsewhere. The streams notice a delay
+// of Timeout, nothing else: the default (the tunnel's 5 s) is far beyond a
+// real request (a 1 MiB frame at 2 MB/s is 0.5 s) and below yamux's 10 s
+// write timeout, which would otherwise cut the link.
+
+// ErrStalled is the error OnStall gets: an engine request did not come
+// back within the StallWatch's Timeout.
+var ErrStalled = errors.New("record: engine request did not complete")
+
+// busyTaken marks a worker whose stalled frame the watchdog took over.
+const busyTaken = -1
+
+// StallWatch watches the engine requests of every Conn it is given to
+// (Options.Stall); one may serve every link of a server or client, so its
+// counters add up. A nil *StallWatch watches nothing.
+type StallWatch struct {
+	timeout time.Duration
+	onStall func(idx int, err error)
+	// Stalls counts, per engine index, the frames taken over.
+	Stalls [MaxEngines]atomic.Uint64
+}
+
+// NewStallWatch returns a StallWatch that takes over a frame whose
+// request to an engine other than software has not come back after
+// timeout, and calls onStall (if not nil) with the engine index and an
+// error wrapping ErrStalled, from the watchdog's goroutine.
+func NewStallWatch(timeout time.Duration, onStall func(idx int, err error)) *StallWatch {
+	return &StallWatch{timeout: timeout, onStall: onStall}
+}
+
+// watchdog is a Conn's side of its StallWatch: the workers it looks at.
+type watchdog struct {
+	s       *StallWatch
+	born    time.Time // busy stamps are nanoseconds since born, plus one
+	mu      sync.Mutex
+	workers []*worker
+	done    chan struct{} // closed once every worker has exited or been taken over
+}
+
+// now is the stamp a worker's busy holds while it waits for an engine.
+func (d *watchdog) now() int64 { return int64(time.Since(d.born)) + 1 }
+
+func (d *watchdog) add(w *worker) {
+	d.mu.Lock()
+	d.workers = append(d.workers, w)
+	d.mu.Unlock()
+}
+
+// start runs the watchdog until every worker of c has exited or been
+// taken over: after Close's wait, or for ever on a link nobody closes.
+func (d *watchdog) start(c *Conn) {
+	go func() {
+		c.wg.Wait()
+		close(d.done)
+	}()
+	go func() {
+		t := time.NewTicker(max(d.s.timeout/4, time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				d.scan(c)
+			case <-d.done:
+				return
+			}
+		}
+	}()
+}
+
+// scan takes over every frame whose engine request is older than timeout.
+func (d *watchdog) scan(c *Conn) {
+	d.mu.Lock()
+	ws := d.workers
+	d.mu.Unlock()
+	now := d.now()
+	for _, w := range ws {
+		v := w.busy.Load()
+		if v <= 0 || time.Duration(now-v) < d.s.timeout || !w.busy.CompareAndSwap(v, busyTaken) {
+			continue
+		}
+		d.takeOver(c, w, time.Duration(now-v))
+	}
+}
+
+// takeOver hands w's frame to a new worker, which redoes it in software
+// and then serves w's queue; w is released from the Conn's wait group,
+// so Close does not wait for it.
+func (d *watchdog) takeOver(c *Conn, w *worker, waited time.Duration) {
+	idx, f := int(w.busyIdx.Load()), w.cur
+	d.s.Stalls[idx].Add(1)
+	total := c.stats.Fallbacks[idx].Add(1)
+	err := fmt.Errorf("%w: engine %s held a %s request of frame %d for %v", ErrStalled, c.opt.Engines[idx].Name(), w.dir, f.seq, waited.Round(time.Millisecond))
+	if c.warn.allow() {
+		c.log.Warn("engine request stalled; the frame is redone in software and the stuck worker left to the kernel",
+			zap.String("engine", c.opt.Engines[idx].Name()), zap.Uint64("fallbacks", total), zap.Error(err))
+	}
+	if d.s.onStall != nil {
+		d.s.onStall(idx, err)
+	}
+	nw := newWorker(c, w.dir, w.work) // and d.add(nw)
+	// Count nw before w is released, so the count stays above zero.
+	c.wg.Add(1)
+	w.release()
+	go func() {
+		defer nw.release()
+		nw.redo(f)
+		nw.run()
+	}()
+}
