@@ -165,8 +165,10 @@ func TestEngineStallInDataPath(t *testing.T) {
 		t.Fatalf("engine out: client %v (want true), server %v", cli.guard.isOut(1), srv.guard.isOut(1))
 	}
 	n := cli.guard.stalls(1)
-	if n == 0 || n > uint64(record.DefaultWorkers) {
-		t.Errorf("%d stalls, want 1..%d (one per worker, before the engine was out)", n, record.DefaultWorkers)
+	if n == 0 || n > 2*record.DefaultWorkers {
+		// At most one per worker of each direction: the engine is out
+		// after the first, but the others may already hang in it.
+		t.Errorf("%d stalls, want 1..%d (one per worker, before the engine was out)", n, 2*record.DefaultWorkers)
 	}
 	m := metricsText(cli.ctr)
 	if want := fmt.Sprintf(`offload_engine_check_failures_total{role="client",engine="faulty",check="stall"} %d`, n); !strings.Contains(m, want+"\n") {
@@ -330,9 +332,13 @@ func TestEngineCheckFrameSealerLater(t *testing.T) {
 		if !cli.guard.isOut(1) {
 			t.Error("verify did not take the client's engine out")
 		}
+		// One mismatch per sealing worker at most: the engine is out after
+		// the first, but the other worker may have sealed on it already.
+		_, mismatches := cli.guard.verifyCounts(1)
 		m := metricsText(cli.ctr)
-		if !strings.Contains(m, `offload_engine_check_failures_total{role="client",engine="faulty-frames",check="verify"} 1`+"\n") {
-			t.Errorf("client metrics lack the verify failure:\n%s", m)
+		if mismatches < 1 || mismatches > record.DefaultWorkers ||
+			!strings.Contains(m, fmt.Sprintf(`offload_engine_check_failures_total{role="client",engine="faulty-frames",check="verify"} %d`+"\n", mismatches)) {
+			t.Errorf("client: %d mismatches, want 1..%d, in the metrics as check verify:\n%s", mismatches, record.DefaultWorkers, m)
 		}
 	})
 	t.Run("periodic", func(t *testing.T) {
