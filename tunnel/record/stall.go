@@ -27,7 +27,8 @@ import (
 // its input and software redoes the frame from it. The stuck worker, its
 // spare buffer and its engine state are left to the kernel; should the
 // request ever return, the worker sees it lost the frame (end), touches
-// nothing of it and exits. OnStall takes the engine out (the tunnel's
+// nothing of it and exits (until then it holds its epoch, whose keys are
+// wiped only when it lets go). OnStall takes the engine out (the tunnel's
 // engine checks), so later frames go elsewhere. The streams notice a delay
 // of Timeout, nothing else: the default (the tunnel's 5 s) is far beyond a
 // real request (a 1 MiB frame at 2 MB/s is 0.5 s) and below yamux's 10 s
