@@ -79,6 +79,9 @@ func (p *guestPlan) testArgs() []string {
 	return args
 }
 
+// hungTaskSeconds is the guest kernel's hung_task_timeout_secs.
+const hungTaskSeconds = 2
+
 // initScript renders the guest's /init.
 func (p *guestPlan) initScript() string {
 	var b strings.Builder
@@ -98,6 +101,14 @@ func (p *guestPlan) initScript() string {
 	w("mount -t tmpfs -o mode=0755 tmpfs /run")
 	w("ln -s /run /var/run")
 	w("ifconfig lo 127.0.0.1 up")
+	// A task blocked in the kernel for 2 s is reported on the console at
+	// once, as often as it happens: a stuck device request shows in the log.
+	// Under qemu's malta (the mipsel guests) it also ends the stall: a
+	// virtio completion there can wait for the next interrupt on the
+	// board's PIC, and without one it waited 230 s, until the default
+	// 120 s check printed (docs/kernel-notes.md).
+	w("echo %d >/proc/sys/kernel/hung_task_timeout_secs 2>/dev/null", hungTaskSeconds)
+	w("echo -1 >/proc/sys/kernel/hung_task_warnings 2>/dev/null")
 	w("id=%s", p.Nonce)
 	// Guest programs print span markers (spans.go) with this nonce.
 	w("export OFFLOAD_VM_ID=$id")

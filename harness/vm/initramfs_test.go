@@ -58,6 +58,12 @@ func TestInitScript(t *testing.T) {
 	if !strings.HasPrefix(s, "#!/bin/busybox sh\n") {
 		t.Error("no busybox shebang")
 	}
+	// Stuck kernel tasks are reported (and, on malta, unstuck) within
+	// seconds, before the first step runs.
+	hung := strings.Index(s, "echo 2 >/proc/sys/kernel/hung_task_timeout_secs")
+	if hung < 0 || !strings.Contains(s, "echo -1 >/proc/sys/kernel/hung_task_warnings") || hung > strings.Index(s, "\nstep ") {
+		t.Error("the hung-task check is not set to 2 s, unlimited, before the steps")
+	}
 	// Each step appears once, in the order steps() gives, and the summary
 	// and poweroff come after all of them.
 	last := -1
