@@ -2,13 +2,9 @@ package tunnel
 
 import (
 	"crypto/rand"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -45,48 +41,25 @@ func (c *slowFirstWrite) Write(p []byte) (int, error) {
 // (80 bytes, one segment), which no flood may take.
 func TestFloodManySourcesSlowClient(t *testing.T) {
 	leakCheck(t)
-	if c, err := dialFrom("127.1.0.1", "127.0.0.1:1"); err != nil && !errors.Is(err, syscall.ECONNREFUSED) {
-		t.Skipf("can't dial from 127.1.0.1: %v", err)
-	} else if c != nil {
-		c.Close()
-	}
+	needSource(t, "127.1.0.1")
 	log, _ := testLogger(t)
 	opt := testOptions(log)
 	cfg := ServerConfig{Options: opt, Services: map[string]string{"x": "127.0.0.1:1"}, MaxHandshakes: 16, MaxLinks: 100}
 	addr, srv, _ := startServer(t, cfg)
 	opt.setDefaults()
 
-	stop := make(chan struct{})
-	var flooders sync.WaitGroup
-	var flooded atomic.Int64
 	const sources = 64
-	for i := range 8 {
-		flooders.Add(1)
-		go func() {
-			defer flooders.Done()
-			for n := 0; ; n++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				src := net.IPv4(127, 1, 0, byte(1+(n*8+i)%sources)).String()
-				c, err := dialFrom(src, addr)
-				if err != nil {
-					continue
-				}
-				flooded.Add(1)
-				if n%2 == 0 {
-					_, _ = c.Write([]byte("OFLD\x02")) // part of a hello, then nothing
-				}
-				go func() {
-					_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
-					_, _ = io.Copy(io.Discard, c)
-					c.Close()
-				}()
+	// Every other connection writes part of a hello, then nothing.
+	flooded, stop := flood(8, 2*time.Second,
+		func(w, n int) (net.Conn, error) {
+			return dialFrom(net.IPv4(127, 1, 0, byte(1+(n*8+w)%sources)).String(), addr)
+		},
+		func(_, n int) []byte {
+			if n%2 == 0 {
+				return []byte("OFLD\x02")
 			}
-		}()
-	}
+			return nil
+		})
 	eventually(t, 10*time.Second, "the flood to fill the slots", func() bool { return srv.ctr.handshakes[hsDropped].Load() > 200 })
 
 	const clients, each = 4, 5
@@ -97,8 +70,7 @@ func TestFloodManySourcesSlowClient(t *testing.T) {
 		}
 		return &slowFirstWrite{Conn: c, delay: 30 * time.Millisecond}, nil
 	})
-	close(stop)
-	flooders.Wait()
+	stop()
 	okN := genuineOK(srv, clients*each, failed)
 	t.Logf("flood: %d connections from %d sources, %d evicted, %d refused; genuine: %d of %d ok on the server, %d failed on the client",
 		flooded.Load(), sources, srv.ctr.handshakes[hsDropped].Load(), srv.ctr.handshakes[hsRefused].Load(), okN, clients*each, failed)
@@ -119,11 +91,7 @@ func TestFloodManySourcesSlowClient(t *testing.T) {
 // costs nothing to give up.
 func TestWrongKeyFloodManyKeys(t *testing.T) {
 	leakCheck(t)
-	if c, err := dialFrom("127.1.0.1", "127.0.0.1:1"); err != nil && !errors.Is(err, syscall.ECONNREFUSED) {
-		t.Skipf("can't dial from 127.1.0.1: %v", err)
-	} else if c != nil {
-		c.Close()
-	}
+	needSource(t, "127.1.0.1")
 	log, _ := testLogger(t)
 	opt := testOptions(log)
 	var clients []ServerClient
@@ -136,37 +104,18 @@ func TestWrongKeyFloodManyKeys(t *testing.T) {
 	opt.PSK = testPSK(byte(100 + handshake.MaxKeys - 1)) // the last key: the most trials
 	prefix, n := handshake.FlightHeader(opt.Suite)
 
-	stop := make(chan struct{})
-	var flooders sync.WaitGroup
-	var flooded atomic.Int64
 	const sources = 32
-	for i := range 8 {
-		flooders.Add(1)
-		go func() {
-			defer flooders.Done()
+	// Well-formed first flights under no key.
+	flooded, stop := flood(8, 2*time.Second,
+		func(w, k int) (net.Conn, error) {
+			return dialFrom(net.IPv4(127, 1, 0, byte(1+(k*8+w)%sources)).String(), addr)
+		},
+		func(int, int) []byte {
 			flight := make([]byte, n)
 			copy(flight, prefix)
-			for k := 0; ; k++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				c, err := dialFrom(net.IPv4(127, 1, 0, byte(1+(k*8+i)%sources)).String(), addr)
-				if err != nil {
-					continue
-				}
-				flooded.Add(1)
-				_, _ = rand.Read(flight[len(prefix):])
-				_, _ = c.Write(flight)
-				go func() {
-					_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
-					_, _ = io.Copy(io.Discard, c)
-					c.Close()
-				}()
-			}
-		}()
-	}
+			_, _ = rand.Read(flight[len(prefix):])
+			return flight
+		})
 	eventually(t, 10*time.Second, "the flood to fill the slots with complete flights", func() bool {
 		return srv.ctr.handshakes[hsRefused].Load()+srv.ctr.handshakes[hsDropped].Load() > 200
 	})
@@ -175,8 +124,7 @@ func TestWrongKeyFloodManyKeys(t *testing.T) {
 	failed := runGenuine(t, opt, genuineN, each, func(i int) (net.Conn, error) {
 		return dialFrom(net.IPv4(127, 0, 1, byte(1+i)).String(), addr)
 	})
-	close(stop)
-	flooders.Wait()
+	stop()
 	okN := genuineOK(srv, genuineN*each, failed)
 	t.Logf("flood: %d flights under no key from %d sources, %d tried (auth), %d refused, %d dropped; genuine: %d of %d ok on the server, %d failed on the client",
 		flooded.Load(), sources, srv.ctr.handshakes[hsAuth].Load(), srv.ctr.handshakes[hsRefused].Load(), srv.ctr.handshakes[hsDropped].Load(), okN, genuineN*each, failed)

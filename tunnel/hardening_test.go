@@ -144,6 +144,57 @@ func TestReplayFlood(t *testing.T) {
 	sess.Close()
 }
 
+// needSource skips the test when this machine can't dial from the
+// loopback address src (the flood tests need several sources).
+func needSource(t *testing.T, src string) {
+	t.Helper()
+	if c, err := dialFrom(src, "127.0.0.1:1"); err != nil && !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Skipf("can't dial from %s: %v", src, err)
+	} else if c != nil {
+		c.Close()
+	}
+}
+
+// flood runs workers goroutines, each opening connections with dial(w, n)
+// (w the worker, n its count of attempts), writing first(w, n) on each
+// (nothing when it is nil) and holding it until the server drops it or
+// hold has passed, until stop is called; stop waits for the workers.
+// flooded counts the connections opened.
+func flood(workers int, hold time.Duration, dial func(w, n int) (net.Conn, error), first func(w, n int) []byte) (flooded *atomic.Int64, stop func()) {
+	flooded = new(atomic.Int64)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; ; n++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				c, err := dial(w, n)
+				if err != nil {
+					continue
+				}
+				flooded.Add(1)
+				if first != nil {
+					if b := first(w, n); b != nil {
+						_, _ = c.Write(b)
+					}
+				}
+				go func() {
+					_ = c.SetReadDeadline(time.Now().Add(hold))
+					_, _ = io.Copy(io.Discard, c)
+					c.Close()
+				}()
+			}
+		}()
+	}
+	return flooded, func() { close(done); wg.Wait() }
+}
+
 // dialFrom dials addr from the loopback address src.
 func dialFrom(src, addr string) (net.Conn, error) {
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 2 * time.Second}
@@ -155,46 +206,17 @@ func dialFrom(src, addr string) (net.Conn, error) {
 // handshake: every genuine handshake completes, and the flood is evicted.
 func TestFloodBesideClients(t *testing.T) {
 	leakCheck(t)
-	if c, err := dialFrom("127.0.0.2", "127.0.0.1:1"); err != nil && !errors.Is(err, syscall.ECONNREFUSED) {
-		t.Skipf("can't dial from 127.0.0.2: %v", err)
-	} else if c != nil {
-		c.Close()
-	}
+	needSource(t, "127.0.0.2")
 	log, _ := testLogger(t)
 	opt := testOptions(log)
 	cfg := ServerConfig{Options: opt, Services: map[string]string{"x": "127.0.0.1:1"}, MaxHandshakes: 16, MaxLinks: 100}
 	addr, srv, _ := startServer(t, cfg)
 	opt.setDefaults()
 
-	stop := make(chan struct{})
-	var flooders sync.WaitGroup
-	var flooded atomic.Int64
-	for i := range 4 {
-		src := net.IPv4(127, 0, 0, byte(2+i)).String()
-		flooders.Add(1)
-		go func() {
-			defer flooders.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				c, err := dialFrom(src, addr)
-				if err != nil {
-					continue
-				}
-				flooded.Add(1)
-				_, _ = c.Write([]byte("OFLD\x02")) // part of a hello, then nothing
-				// Hold it until the server drops it (or a while).
-				go func() {
-					_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
-					_, _ = io.Copy(io.Discard, c)
-					c.Close()
-				}()
-			}
-		}()
-	}
+	// Four sources, each writing part of a hello, then nothing.
+	flooded, stop := flood(4, 3*time.Second,
+		func(w, _ int) (net.Conn, error) { return dialFrom(net.IPv4(127, 0, 0, byte(2+w)).String(), addr) },
+		func(int, int) []byte { return []byte("OFLD\x02") })
 	// Let the flood fill the slots first.
 	eventually(t, 10*time.Second, "the flood to fill the slots", func() bool { return srv.ctr.handshakes[hsDropped].Load() > 100 })
 
@@ -202,8 +224,7 @@ func TestFloodBesideClients(t *testing.T) {
 	failed := runGenuine(t, opt, clients, each, func(i int) (net.Conn, error) {
 		return dialFrom(net.IPv4(127, 0, 1, byte(1+i)).String(), addr) // each client its own address
 	})
-	close(stop)
-	flooders.Wait()
+	stop()
 	okN := genuineOK(srv, clients*each, failed)
 	t.Logf("flood: %d connections, %d evicted, %d refused; genuine: %d of %d ok on the server, %d failed on the client",
 		flooded.Load(), srv.ctr.handshakes[hsDropped].Load(), srv.ctr.handshakes[hsRefused].Load(), okN, clients*each, failed)

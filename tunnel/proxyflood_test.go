@@ -2,11 +2,8 @@ package tunnel
 
 import (
 	"context"
-	"io"
 	"net"
 	"net/netip"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -33,42 +30,20 @@ func TestProxyProtocolFloodOneClient(t *testing.T) {
 	opt.setDefaults()
 	dst := netip.MustParseAddrPort(saddr)
 
-	stop := make(chan struct{})
-	var flooders sync.WaitGroup
-	var flooded atomic.Int64
-	for i := range 8 {
-		flooders.Add(1)
-		go func() {
-			defer flooders.Done()
-			for n := 0; ; n++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				c, err := net.Dial("tcp", saddr)
-				if err != nil {
-					continue
-				}
-				flooded.Add(1)
-				src := netip.AddrPortFrom(netip.MustParseAddr("203.0.113.5"), uint16(1000+i*10000+n%10000))
-				_, _ = c.Write(append(appendProxyV2(nil, src, dst, nil), "OFLD\x02"...))
-				go func() {
-					_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
-					_, _ = io.Copy(io.Discard, c)
-					c.Close()
-				}()
-			}
-		}()
-	}
+	// One client address behind the balancer: a header, part of a hello.
+	flooded, stop := flood(8, 2*time.Second,
+		func(int, int) (net.Conn, error) { return net.Dial("tcp", saddr) },
+		func(w, n int) []byte {
+			src := netip.AddrPortFrom(netip.MustParseAddr("203.0.113.5"), uint16(1000+w*10000+n%10000))
+			return append(appendProxyV2(nil, src, dst, nil), "OFLD\x02"...)
+		})
 	eventually(t, 10*time.Second, "the flood to be dropped", func() bool { return srv.ctr.handshakes[hsDropped].Load() > 200 })
 
 	const clients, each = 4, 5
 	failed := runGenuine(t, opt, clients, each, func(i int) (net.Conn, error) {
 		return proxyDial(netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 51, 100, byte(1 + i)}), 4000))(context.Background(), "tcp", saddr)
 	})
-	close(stop)
-	flooders.Wait()
+	stop()
 	okN := genuineOK(srv, clients*each, failed)
 	t.Logf("flood: %d connections from one client address, %d dropped, %d header slots busy; genuine: %d of %d ok on the server, %d failed on the client",
 		flooded.Load(), srv.ctr.handshakes[hsDropped].Load(), srv.ppStats.results[ppBusy].Load(), okN, clients*each, failed)
