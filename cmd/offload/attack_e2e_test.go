@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -79,9 +78,7 @@ func TestE2EReplayFlood(t *testing.T) {
 	bin := buildOffload(t)
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "offload.key")
-	if out, err := exec.Command(bin, "keygen", "-o", keyFile).CombinedOutput(); err != nil {
-		t.Fatalf("keygen: %v\n%s", err, out)
-	}
+	keygen(t, bin, keyFile)
 	echoT := startE2ETarget(t, testutil.Echo)
 	a := writeConfigs(t, dir, map[string]string{"echo": echoT.ln.Addr().String()})
 	srv := startProc(t, "server", bin, "server", "-c", filepath.Join(dir, "server.yaml"))

@@ -26,9 +26,7 @@ func TestE2EDynamic(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) })
 	bin := buildOffload(t)
 	dir := t.TempDir()
-	if out, err := exec.Command(bin, "keygen", "-o", filepath.Join(dir, "offload.key")).CombinedOutput(); err != nil {
-		t.Fatalf("keygen: %v\n%s", err, out)
-	}
+	keygen(t, bin, filepath.Join(dir, "offload.key"))
 	if err := os.WriteFile(filepath.Join(dir, "socks.users"), []byte("alice:s3cret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}

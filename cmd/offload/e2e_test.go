@@ -34,6 +34,14 @@ type proc struct {
 	err  error
 }
 
+// keygen makes a key file at path with the built binary bin.
+func keygen(t *testing.T, bin, path string) {
+	t.Helper()
+	if out, err := exec.Command(bin, "keygen", "-o", path).CombinedOutput(); err != nil {
+		t.Fatalf("keygen: %v\n%s", err, out)
+	}
+}
+
 func startProc(t *testing.T, name, bin string, args ...string) *proc {
 	t.Helper()
 	p := &proc{name: name, cmd: exec.Command(bin, args...), out: new(testutil.SyncBuffer), done: make(chan struct{})}
@@ -243,9 +251,7 @@ func TestE2E(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) })
 	bin := buildOffload(t)
 	dir := t.TempDir()
-	if out, err := exec.Command(bin, "keygen", "-o", filepath.Join(dir, "offload.key")).CombinedOutput(); err != nil {
-		t.Fatalf("keygen: %v\n%s", err, out)
-	}
+	keygen(t, bin, filepath.Join(dir, "offload.key"))
 	echoT := startE2ETarget(t, testutil.Echo)
 	srcT := startE2ETarget(t, func(c net.Conn) { _, _ = io.Copy(c, testutil.Stream(srcSeed)) })
 	a := writeConfigs(t, dir, map[string]string{"echo": echoT.ln.Addr().String(), "src": srcT.ln.Addr().String()})

@@ -285,9 +285,7 @@ func TestE2EHAProxy(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) })
 	bin := buildOffload(t)
 	dir := t.TempDir()
-	if out, err := exec.Command(bin, "keygen", "-o", filepath.Join(dir, "offload.key")).CombinedOutput(); err != nil {
-		t.Fatalf("keygen: %v\n%s", err, out)
-	}
+	keygen(t, bin, filepath.Join(dir, "offload.key"))
 	fileT := startE2ETarget(t, serveFile)
 	echoT := startE2ETarget(t, testutil.Echo)
 	services := map[string]string{"file": fileT.ln.Addr().String(), "echo": echoT.ln.Addr().String()}
@@ -502,9 +500,7 @@ func TestE2EFailoverIPv6(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) })
 	bin := buildOffload(t)
 	dir := t.TempDir()
-	if out, err := exec.Command(bin, "keygen", "-o", filepath.Join(dir, "offload.key")).CombinedOutput(); err != nil {
-		t.Fatalf("keygen: %v\n%s", err, out)
-	}
+	keygen(t, bin, filepath.Join(dir, "offload.key"))
 	echo := testutil.ServeOn(t, "::1", testutil.Echo)
 
 	dead, live := freePortOn(t, "::1"), freePortOn(t, "::1")

@@ -52,9 +52,7 @@ func TestE2EProtocolFromDocs(t *testing.T) {
 		t.Run(suite, func(t *testing.T) {
 			dir := t.TempDir()
 			keyFile := filepath.Join(dir, "offload.key")
-			if out, err := exec.Command(bin, "keygen", "-o", keyFile).CombinedOutput(); err != nil {
-				t.Fatalf("keygen: %v\n%s", err, out)
-			}
+			keygen(t, bin, keyFile)
 			echo := startE2ETarget(t, testutil.Echo)
 			a := writeConfigs(t, dir, map[string]string{"echo": echo.ln.Addr().String()})
 			cfgPath := filepath.Join(dir, "server.yaml")

@@ -31,9 +31,7 @@ func TestE2EClientsReload(t *testing.T) {
 	bin := buildOffload(t)
 	dir := t.TempDir()
 	for _, k := range []string{"alice.key", "alice2.key", "bob.key"} {
-		if out, err := exec.Command(bin, "keygen", "-o", filepath.Join(dir, k)).CombinedOutput(); err != nil {
-			t.Fatalf("keygen: %v\n%s", err, out)
-		}
+		keygen(t, bin, filepath.Join(dir, k))
 	}
 	var dialledA atomic.Int64 // connections a's target accepted
 	tgA := startE2ETarget(t, func(c net.Conn) { dialledA.Add(1); testutil.Echo(c) })
@@ -296,9 +294,7 @@ func TestE2EClientReloadDynamic(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) })
 	bin := buildOffload(t)
 	dir := t.TempDir()
-	if out, err := exec.Command(bin, "keygen", "-o", filepath.Join(dir, "offload.key")).CombinedOutput(); err != nil {
-		t.Fatalf("keygen: %v\n%s", err, out)
-	}
+	keygen(t, bin, filepath.Join(dir, "offload.key"))
 	users := func(name, body string, mode os.FileMode) {
 		t.Helper()
 		p := filepath.Join(dir, name)
