@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/offload-dev/offload/internal/testutil"
 	"github.com/offload-dev/offload/tunnel/handshake"
 	"github.com/offload-dev/offload/tunnel/record"
 )
@@ -37,21 +38,6 @@ func rawLink(t *testing.T, addr string, opt Options) (*record.Conn, net.Conn) {
 	}
 	t.Cleanup(func() { rc.Close() })
 	return rc, c
-}
-
-// yamux frame types and flags (hashicorp/yamux const.go).
-const (
-	ymData, ymWindow, ymPing, ymGoAway = 0, 1, 2, 3
-	ymSYN, ymACK, ymFIN, ymRST         = 1, 2, 4, 8
-)
-
-func yamuxHeader(b []byte, typ, flags uint16, id, length uint32) []byte {
-	var h [12]byte
-	h[1] = byte(typ)
-	binary.BigEndian.PutUint16(h[2:], flags)
-	binary.BigEndian.PutUint32(h[4:], id)
-	binary.BigEndian.PutUint32(h[8:], length)
-	return append(b, h[:]...)
 }
 
 // TestPingFlood: a client with the PSK sends yamux pings as fast as it can
@@ -96,7 +82,7 @@ func TestPingFlood(t *testing.T) {
 		batch = batch[:0]
 		for range 4096 {
 			id++
-			batch = yamuxHeader(batch, ymPing, ymSYN, 0, id)
+			batch = testutil.YamuxHeader(batch, testutil.YamuxPing, testutil.YamuxSYN, 0, id)
 		}
 		_ = rc.SetWriteDeadline(deadline)
 		if _, err := rc.Write(batch); err != nil {
@@ -132,14 +118,14 @@ func TestPingFlood(t *testing.T) {
 func TestPingGuardFrames(t *testing.T) {
 	var body []byte
 	for i := range 1000 {
-		body = yamuxHeader(body, ymPing, ymSYN, 0, uint32(i))
+		body = testutil.YamuxHeader(body, testutil.YamuxPing, testutil.YamuxSYN, 0, uint32(i))
 	}
 	var wire []byte
 	for range 10 {
-		wire = yamuxHeader(wire, ymData, 0, 1, uint32(len(body)))
+		wire = testutil.YamuxHeader(wire, testutil.YamuxData, 0, 1, uint32(len(body)))
 		wire = append(wire, body...)
-		wire = yamuxHeader(wire, ymPing, ymSYN, 0, 1)
-		wire = yamuxHeader(wire, ymWindow, 0, 1, 1<<20)
+		wire = testutil.YamuxHeader(wire, testutil.YamuxPing, testutil.YamuxSYN, 0, 1)
+		wire = testutil.YamuxHeader(wire, testutil.YamuxWindowUpdate, 0, 1, 1<<20)
 	}
 	for _, step := range []int{1, 5, 12, 13, 4096, len(wire)} {
 		g := &pingGuard{tokens: pingBurst, last: time.Now()}
@@ -158,7 +144,7 @@ func TestPingGuardFrames(t *testing.T) {
 	g := &pingGuard{tokens: pingBurst, last: time.Now()}
 	for i := range 10 * pingBurst {
 		g.last = g.last.Add(-time.Second / pingRate)
-		if !g.watch(yamuxHeader(nil, ymPing, ymSYN, 0, uint32(i))) {
+		if !g.watch(testutil.YamuxHeader(nil, testutil.YamuxPing, testutil.YamuxSYN, 0, uint32(i))) {
 			t.Fatalf("ping %d at the allowed rate refused", i)
 		}
 	}
@@ -166,7 +152,7 @@ func TestPingGuardFrames(t *testing.T) {
 	g = &pingGuard{tokens: pingBurst, last: time.Now()}
 	var flood []byte
 	for i := range pingBurst + 1 {
-		flood = yamuxHeader(flood, ymPing, ymSYN, 0, uint32(i))
+		flood = testutil.YamuxHeader(flood, testutil.YamuxPing, testutil.YamuxSYN, 0, uint32(i))
 	}
 	if g.watch(flood) {
 		t.Errorf("%d pings at once let through", pingBurst+1)
@@ -190,19 +176,19 @@ func TestStrayFrameLogFlood(t *testing.T) {
 	const frames = 20000
 	var b []byte
 	for i := range frames {
-		b = yamuxHeader(b, ymWindow, 0, 1001, 1)
-		b = yamuxHeader(b, ymData, 0, 1003+2*uint32(i%8), 4)
+		b = testutil.YamuxHeader(b, testutil.YamuxWindowUpdate, 0, 1001, 1)
+		b = testutil.YamuxHeader(b, testutil.YamuxData, 0, 1003+2*uint32(i%8), 4)
 		b = append(b, "data"...)
 	}
 	// A real stream afterwards: the link still works. Before its
 	// request, ACKs on it: yamux logs two lines for each ACK of a stream
 	// it did not open.
 	req, _ := appendRequest(nil, kindService, "nosuch")
-	b = yamuxHeader(b, ymWindow, ymSYN, 1, 0)
+	b = testutil.YamuxHeader(b, testutil.YamuxWindowUpdate, testutil.YamuxSYN, 1, 0)
 	for range frames {
-		b = yamuxHeader(b, ymWindow, ymACK, 1, 0)
+		b = testutil.YamuxHeader(b, testutil.YamuxWindowUpdate, testutil.YamuxACK, 1, 0)
 	}
-	b = yamuxHeader(b, ymData, 0, 1, uint32(len(req)))
+	b = testutil.YamuxHeader(b, testutil.YamuxData, 0, 1, uint32(len(req)))
 	b = append(b, req...)
 	if _, err := rc.Write(b); err != nil {
 		t.Fatal(err)

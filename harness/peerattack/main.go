@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/config"
+	"github.com/offload-dev/offload/internal/testutil"
 	"github.com/offload-dev/offload/tunnel/handshake"
 	"github.com/offload-dev/offload/tunnel/record"
 	"github.com/offload-dev/offload/tunnel/suite"
@@ -60,22 +61,6 @@ var (
 	streams = flag.Int("n", 2000, "streams (syn, halfclose, winlie)")
 	rekey   = flag.Uint64("rekey", 0, "record RekeyFrames of this end (0: the default)")
 )
-
-// yamux frame types and flags (hashicorp/yamux const.go).
-const (
-	ymData, ymWindow, ymPing = 0, 1, 2
-	ymSYN, ymFIN             = 1, 4
-)
-
-// hdr appends a yamux frame header (version 0).
-func hdr(b []byte, typ, flags uint16, id, length uint32) []byte {
-	var h [12]byte
-	h[1] = byte(typ)
-	binary.BigEndian.PutUint16(h[2:], flags)
-	binary.BigEndian.PutUint32(h[4:], id)
-	binary.BigEndian.PutUint32(h[8:], length)
-	return append(b, h[:]...)
-}
 
 // request is the stream protocol's service request (tunnel/proto.go,
 // appendRequest): version 2, kind 1 (service), name length (u16), name.
@@ -175,7 +160,7 @@ func attack() error {
 		for time.Now().Before(end) {
 			b = b[:0]
 			for range 4096 {
-				b = hdr(b, ymPing, ymSYN, 0, id)
+				b = testutil.YamuxHeader(b, testutil.YamuxPing, testutil.YamuxSYN, 0, id)
 				id++
 			}
 			if !write(b) {
@@ -187,7 +172,7 @@ func attack() error {
 		for time.Now().Before(end) {
 			b = b[:0]
 			for range 4096 {
-				b = hdr(b, ymWindow, 0, 100001, 1)
+				b = testutil.YamuxHeader(b, testutil.YamuxWindowUpdate, 0, 100001, 1)
 			}
 			if !write(b) {
 				break
@@ -197,14 +182,14 @@ func attack() error {
 	case "syn", "halfclose", "winlie":
 		req := request(*service)
 		for i := 0; i < *streams && time.Now().Before(end); i++ {
-			b = hdr(b[:0], ymWindow, ymSYN, id, 0)
+			b = testutil.YamuxHeader(b[:0], testutil.YamuxWindowUpdate, testutil.YamuxSYN, id, 0)
 			if *mode == "winlie" {
-				b = hdr(b, ymWindow, 0, id, 1<<31)
+				b = testutil.YamuxHeader(b, testutil.YamuxWindowUpdate, 0, id, 1<<31)
 			}
-			b = hdr(b, ymData, 0, id, uint32(len(req)))
+			b = testutil.YamuxHeader(b, testutil.YamuxData, 0, id, uint32(len(req)))
 			b = append(b, req...)
 			if *mode == "halfclose" {
-				b = hdr(b, ymWindow, ymFIN, id, 0)
+				b = testutil.YamuxHeader(b, testutil.YamuxWindowUpdate, testutil.YamuxFIN, id, 0)
 			}
 			if !write(b) {
 				break
@@ -217,7 +202,7 @@ func attack() error {
 		if err != nil {
 			return err
 		}
-		one := hdr(nil, ymWindow, 0, 100001, 1)
+		one := testutil.YamuxHeader(nil, testutil.YamuxWindowUpdate, 0, 100001, 1)
 		for time.Now().Before(end) {
 			if _, err := rc.Write(one); err != nil {
 				fmt.Println("write:", err)
@@ -235,8 +220,8 @@ func attack() error {
 		d := cpu1 - cpu0
 		fmt.Printf("frames sealed %d, rekeys %d, server cpu %d ticks, %.2f us/frame\n", fr, st.Rekeys[0].Load(), d, float64(d)*10000/float64(max(fr, 1)))
 	case "huge":
-		b = hdr(b, ymWindow, ymSYN, id, 0)
-		b = hdr(b, ymData, 0, id, 1<<31)
+		b = testutil.YamuxHeader(b, testutil.YamuxWindowUpdate, testutil.YamuxSYN, id, 0)
+		b = testutil.YamuxHeader(b, testutil.YamuxData, 0, id, 1<<31)
 		if write(b) {
 			big := make([]byte, 1<<20)
 			for time.Now().Before(end) && write(big) {
