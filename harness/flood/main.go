@@ -276,16 +276,8 @@ func attack(ctx context.Context, flight []byte) {
 	defer c.Close()
 	if h := ppHeader(); h != nil {
 		if *ppSlow {
-			for _, b := range h {
-				if _, err := c.Write([]byte{b}); err != nil {
-					classify(err)
-					return
-				}
-				select {
-				case <-time.After(*slowEv):
-				case <-ctx.Done():
-					return
-				}
+			if !slowWrite(ctx, c, h) {
+				return
 			}
 		} else {
 			c.Write(h)
@@ -297,16 +289,8 @@ func attack(ctx context.Context, flight []byte) {
 	case "slowloris":
 		s, _ := suite.Parse(*suiteN)
 		prefix, _ := handshake.FlightHeader(s)
-		for _, b := range prefix {
-			if _, err := c.Write([]byte{b}); err != nil {
-				classify(err)
-				return
-			}
-			select {
-			case <-time.After(*slowEv):
-			case <-ctx.Done():
-				return
-			}
+		if !slowWrite(ctx, c, prefix) {
+			return
 		}
 		return
 	}
@@ -338,6 +322,23 @@ func attack(ctx context.Context, flight []byte) {
 			return
 		}
 	}
+}
+
+// slowWrite writes p a byte at a time, one every -slow; it reports
+// false when a write failed (classified) or ctx ended.
+func slowWrite(ctx context.Context, c net.Conn, p []byte) bool {
+	for _, b := range p {
+		if _, err := c.Write([]byte{b}); err != nil {
+			classify(err)
+			return false
+		}
+		select {
+		case <-time.After(*slowEv):
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
 }
 
 func classify(err error) {
