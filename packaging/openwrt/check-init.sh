@@ -39,6 +39,8 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
+# (busybox sh runs its own applets for awk, sed and the rest, as on
+# OpenWrt; logger is test/rc.common's, writing to $PROCD_DIR/syslog.)
 export OFFLOAD_UCI PATH="$OFFLOAD_UCI/bin:$PATH" UCI_CONFIG_DIR="$conf" PROCD_DIR="$tmp/procd"
 export OFFLOAD_BIN="$bin" OFFLOAD_RUN_DIR="$run" OFFLOAD_ETC_DIR="$etc" OFFLOAD_UCI_FILE="$conf/offload"
 uci() { command uci -c "$conf" "$@"; }
@@ -142,6 +144,8 @@ role=server
 rc start >/dev/null
 uci set offload.server.max_frame=2MiB
 bad_value "a size out of range" "offload.server.max_frame: max_frame: 2MiB is more than"
+grep -qF -- "-t offload -p daemon.err $conf/offload: offload.server.max_frame: max_frame: 2MiB" "$tmp/procd/syslog" ||
+	bad "the problem did not go to logd too: $(cat "$tmp/procd/syslog" 2>/dev/null)"
 use "$here/examples/server"
 uci set offload.server.max_stream=5
 bad_value "an option offload does not have" "offload.server.max_stream: unknown option"
