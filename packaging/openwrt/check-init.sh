@@ -14,7 +14,8 @@
 #     rendered YAML as it was; no UCI value can add YAML of its own;
 #   - reload sends SIGHUP to the running offload server (same pid, and it
 #     logs the reload), refuses a bad config without touching the process,
-#     and restarts it only for a changed memory_limit; stop ends it.
+#     and restarts it only for a changed memory_limit or YAML path (option
+#     config, which reload then signals too); stop ends it.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -41,9 +42,12 @@ cleanup() {
 trap cleanup EXIT
 # (busybox sh runs its own applets for awk, sed and the rest, as on
 # OpenWrt; logger is test/rc.common's, writing to $PROCD_DIR/syslog.)
-export OFFLOAD_UCI PATH="$OFFLOAD_UCI/bin:$PATH" UCI_CONFIG_DIR="$conf" PROCD_DIR="$tmp/procd"
+# uci keeps uncommitted changes in /tmp/.uci unless told: this run's are
+# its own (UCI_SAVE_DIR is for test/functions.sh).
+mkdir -p "$tmp/uci-changes"
+export OFFLOAD_UCI PATH="$OFFLOAD_UCI/bin:$PATH" UCI_CONFIG_DIR="$conf" UCI_SAVE_DIR="$tmp/uci-changes" PROCD_DIR="$tmp/procd"
 export OFFLOAD_BIN="$bin" OFFLOAD_RUN_DIR="$run" OFFLOAD_ETC_DIR="$etc" OFFLOAD_UCI_FILE="$conf/offload"
-uci() { command uci -c "$conf" "$@"; }
+uci() { command uci -c "$conf" -t "$UCI_SAVE_DIR" "$@"; }
 rc() { busybox sh "$here/test/rc.common" "$init" "$@"; }
 
 for k in offload alice bob bob-2 admin; do
@@ -247,9 +251,21 @@ wait_log "listening" 2
 pid2=$(pid)
 if [ "$pid2" = "$pid1" ] || alive "$pid1" || ! alive "$pid2"; then bad "memory_limit: pid $pid2 (was $pid1); want a new process"; fi
 echo "ok  reload with a new memory_limit: restarted as pid $pid2"
+# The YAML alternative: a new path is a new process, then reload signals it.
+sed -n '/^#/!p' "$run/server.yaml" >"$etc/server.yaml"
+uci set offload.main.config="$etc/server.yaml" && uci commit offload
+rc reload >/dev/null
+wait_log "listening" 3
+pid3=$(pid)
+if [ "$pid3" = "$pid2" ] || alive "$pid2" || ! alive "$pid3"; then bad "option config: pid $pid3 (was $pid2); want a new process"; fi
+out=$(rc reload)
+[ "$out" = "signal offload server HUP" ] || bad "reload with option config asked procd for: $out"
+wait_log "SIGHUP: reloading" 2
+if [ "$(pid)" != "$pid3" ] || ! alive "$pid3"; then bad "reload with option config: pid $(pid), want $pid3 still running"; fi
+echo "ok  option config: restarted as pid $pid3 for the new path, then SIGHUP on reload"
 rc stop >/dev/null
-! alive "$pid2" || bad "stop left pid $pid2 running"
-echo "ok  stop ended pid $pid2"
+! alive "$pid3" || bad "stop left pid $pid3 running"
+echo "ok  stop ended pid $pid3"
 
 [ "$failed" -eq 0 ] || exit 1
 echo "check-init: the init script renders, validates, starts and reloads what /etc/config/offload says"

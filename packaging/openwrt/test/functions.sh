@@ -17,7 +17,7 @@ uci_load() {
 	CONFIG_SECTIONS=""
 	CONFIG_NUM_SECTIONS=0
 	CONFIG_SECTION=""
-	data=$(uci ${UCI_CONFIG_DIR:+-c "$UCI_CONFIG_DIR"} export "$1")
+	data=$(uci ${UCI_CONFIG_DIR:+-c "$UCI_CONFIG_DIR"} ${UCI_SAVE_DIR:+-t "$UCI_SAVE_DIR"} export "$1")
 	rc=$?
 	[ "$rc" -ne 0 ] || eval "$data"
 	# The last section's end.
