@@ -17,6 +17,9 @@
 #               examples rendered and validated, bad values named by UCI
 #               option, reload = SIGHUP to a running server), router configs
 #               (offload validate), systemd units (systemd-analyze verify)
+#   prometheus  Debian's Prometheus scrapes a real server and client with the
+#               documented scrape config (packaging/prometheus/check.sh):
+#               promtool check metrics, up = 1, a byte counter that moved
 #   qemu-user   engine tests for mipsle and arm under qemu-user-static
 #   vm          the runs listed in vm_runs below, in Debian's kernel under qemu
 #   cryptodev   the cryptodev-linux module (/dev/crypto), built for each VM
@@ -345,7 +348,7 @@ s_packaging() {
 	sh -n "$init"
 	shellcheck "$init"
 	shellcheck -x packaging/openwrt/check-init.sh packaging/openwrt/build-uci.sh \
-		packaging/openwrt/test/*.sh packaging/openwrt/test/rc.common
+		packaging/openwrt/test/*.sh packaging/openwrt/test/rc.common packaging/prometheus/check.sh
 	mkdir -p "$dir"
 	bin="$dir/offload"
 	CGO_ENABLED=0 go build -o "$bin" ./cmd/offload
@@ -370,6 +373,14 @@ s_packaging() {
 		return 1
 	fi
 	echo "ok: init script, configs and units"
+}
+
+# s_prometheus runs Debian's Prometheus against a server and client on
+# loopback with packaging/prometheus/prometheus.yml (the scrape config
+# docs/tunnel.md shows), bounded waits, its processes ended on exit.
+s_prometheus() {
+	CGO_ENABLED=0 go build -o "$work/offload-prometheus" ./cmd/offload
+	bash packaging/prometheus/check.sh "$work/offload-prometheus"
 }
 
 # s_budgets prints the memory figures (loopback, fast sink, default config
@@ -401,6 +412,12 @@ stage test-race "go test -race -count=1 ./..." s_race
 stage test-noaes "GODEBUG=cpu.aes=off go test -count=1 ./engine/..." s_noaes
 stage cross "cross-builds" s_cross
 stage packaging "OpenWrt and systemd packaging checks" s_packaging
+# Under CI=true a missing Prometheus fails the stage (check.sh says so).
+if { have prometheus && have promtool; } || [ "${CI:-}" = true ]; then
+	stage prometheus "Debian's Prometheus scrapes a server and client (packaging/prometheus)" s_prometheus
+else
+	skip prometheus "needs prometheus and promtool (scripts/deps.sh installs them as root)"
+fi
 if have socat && have spiped && [ -x /usr/sbin/sshd ] && [ "$(id -u)" = 0 ]; then
 	stage compare "offload beside socat, ssh -L and spiped on loopback, profiles of its ends (smoke)" s_compare
 else
