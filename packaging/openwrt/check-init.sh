@@ -152,7 +152,7 @@ grep -qF -- "-t offload -p daemon.err $conf/offload: offload.server.max_frame: m
 	bad "the problem did not go to logd too: $(cat "$tmp/procd/syslog" 2>/dev/null)"
 use "$here/examples/server"
 uci set offload.server.max_stream=5
-bad_value "an option offload does not have" "offload.server.max_stream: unknown option"
+bad_value "an option offload does not have" "offload.server.max_stream: unknown option, did you mean max_streams?"
 use "$here/examples/server"
 uci set offload.server.proxy_protocol=maybe
 bad_value "a boolean that is not one" "offload.server.proxy_protocol: 'maybe': want 1 or 0"
@@ -161,7 +161,9 @@ uci set offload.ssh.target=nohost
 bad_value "a service target" "offload.ssh.target: services.ssh: target"
 use "$here/examples/server"
 uci add offload frobnicate >/dev/null
-bad_value "an unknown section type" "unknown section type 'frobnicate'"
+uci add offload fowrard >/dev/null
+bad_value "an unknown section type" "offload.@frobnicate[0]: unknown section type 'frobnicate' (want offload server"
+grep -qF "offload.@fowrard[0]: unknown section type 'fowrard', did you mean forward?" "$tmp/err" || bad "an unknown section type: $(cat "$tmp/err")"
 use "$here/examples/server-clients"
 rc start >/dev/null
 uci set offload.alice.key_file=missing.key
