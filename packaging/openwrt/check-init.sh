@@ -100,7 +100,9 @@ sed -e "s#/etc/offload/#$etc/#g" "$here/offload/files/client.yaml" >"$etc/c.yaml
 uci set offload.main.config="$etc/c.yaml" && uci commit offload
 check "client with a YAML file (option config)" 0 "$(instance client "$etc/c.yaml" off)"
 uci set offload.main.role=relay && uci commit offload
-check "unknown role refused" 1 "trigger offload" "offload.main.role: 'relay': want server or client"
+# A refused config registers the running instance again, so that procd
+# keeps it (test/procd.sh would stop an instance left out).
+check "unknown role refused, the running client kept" 1 "$(instance client "$etc/c.yaml" off)" "offload.main.role: 'relay': want server or client"
 # An /etc/config/offload from before the UCI settings: main only.
 printf "config offload 'main'\n\toption enabled '1'\n\toption role 'server'\n" >"$conf/offload"
 sed -e "s#/etc/offload/#$etc/#g" "$here/offload/files/server.yaml" >"$etc/server.yaml"
@@ -136,11 +138,11 @@ echo "ok  every setting of examples/*.yaml has a UCI option"
 
 echo "== bad values are reported by their UCI option"
 # bad_value NAME WANT_IN_STDERR: start must fail, leaving the rendered
-# YAML as it was.
+# YAML as it was and the instance started with it registered.
 bad_value() {
 	uci commit offload
 	cp "$run/$role.yaml" "$tmp/before"
-	check "$1" 1 "trigger offload" "$2"
+	check "$1" 1 "$(instance "$role" "$run/$role.yaml" 16MiB)" "$2"
 	cmp -s "$tmp/before" "$run/$role.yaml" || bad "$1: the rendered YAML changed"
 }
 use "$here/examples/server"
@@ -202,7 +204,7 @@ use "$here/examples/server"
 uci set offload.server.key_file="$weird" && uci commit offload
 check "a file name full of YAML specials reaches offload intact" 0 "$(instance server "$run/server.yaml" 16MiB)"
 rm -f "$etc/$weird"
-check "... and it is that file (gone now: refused)" 1 "trigger offload" "offload.server.key_file: key_file:"
+check "... and it is that file (gone now: refused)" 1 "$(instance server "$run/server.yaml" 16MiB)" "offload.server.key_file: key_file:"
 
 echo "== reload sends SIGHUP to the running process"
 if command -v python3 >/dev/null 2>&1; then
@@ -247,6 +249,10 @@ sleep 0.2
 [ "$(grep -cF "SIGHUP: reloading" "$log")" -eq 1 ] || bad "a bad config was signalled"
 if [ "$(pid)" != "$pid1" ] || ! alive "$pid1"; then bad "a bad config touched the process"; fi
 echo "ok  reload of a bad config: refused by option name, pid $pid1 left alone"
+if rc start >/dev/null 2>"$tmp/err"; then bad "start with a bad config succeeded"; fi
+grep -qF "not started; the running server keeps $run/server.yaml" "$tmp/err" || bad "start with a bad config: $(cat "$tmp/err")"
+if [ "$(pid)" != "$pid1" ] || ! alive "$pid1"; then bad "start with a bad config stopped the running process"; fi
+echo "ok  start with a bad config: refused, pid $pid1 kept running on its config"
 uci set offload.server.max_frame=64KiB && uci set offload.main.memory_limit=24MiB && uci commit offload
 rc reload >/dev/null
 wait_log "listening" 2
