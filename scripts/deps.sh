@@ -5,7 +5,10 @@
 #   and the dpkg architectures armhf, mipsel for the 32-bit guests, which
 #   the VM harness takes kernels and busybox-static from), busybox-static,
 #   qemu-user-static, iproute2, xz-utils, shellcheck and systemd (for
-#   systemd-analyze verify), haproxy (the load-balancer test); for the cryptodev stage's module builds
+#   systemd-analyze verify), cmake, pkgconf and libjson-c-dev (OpenWrt's
+#   uci and libubox for the packaging checks, packaging/openwrt/build-uci.sh),
+#   prometheus (the prometheus stage; its service, which the package
+#   starts, is stopped and disabled again), haproxy (the load-balancer test); for the cryptodev stage's module builds
 #   (scripts/cryptodev-ko.sh) make, gcc and libelf1 (the kernel's build
 #   tools), and Debian's cross compilers gcc-arm-linux-gnueabihf and
 #   gcc-mipsel-linux-gnu for the 32-bit guests; curl, iperf3 and dnsutils
@@ -39,6 +42,11 @@ packages=(qemu-system-x86 busybox-static qemu-user-static iproute2 xz-utils)
 packages+=(socat openssh-server openssh-client spiped)
 # packaging checks: shellcheck (procd init script), systemd-analyze verify.
 packages+=(shellcheck systemd)
+# packaging checks: building OpenWrt's uci and libubox from third_party/openwrt.
+packages+=(cmake pkgconf libjson-c-dev)
+# prometheus stage: Debian's Prometheus (prometheus, promtool) against a
+# running server and client; only the binaries are used.
+packages+=(prometheus)
 # cmd/offload TestE2EHAProxy: two servers behind a real HAProxy (mode tcp,
 # send-proxy-v2, health checks); it fails under CI=true without it. Only
 # the binary is used: the test runs its own haproxy -db on loopback.
@@ -108,6 +116,16 @@ if [ "$(id -u)" -eq 0 ]; then
 	if [ ${#missing[@]} -gt 0 ]; then
 		say "installing ${missing[*]}"
 		DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" install --no-install-recommends "${missing[@]}"
+		# The package starts Prometheus on *:9090 where systemd runs; the
+		# stage runs its own on loopback, so the service goes again.
+		case " ${missing[*]} " in
+		*" prometheus "*)
+			if [ -d /run/systemd/system ]; then
+				say "systemctl disable --now prometheus (installed for its binaries only)"
+				systemctl disable --now prometheus || say "warning: could not stop the prometheus service"
+			fi
+			;;
+		esac
 	fi
 elif [ ${#missing[@]} -gt 0 ] || [ ${#missing_arch[@]} -gt 0 ]; then
 	msg="missing: ${missing[*]}"

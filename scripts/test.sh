@@ -12,8 +12,14 @@
 #               mid-transfer; it skips without haproxy, fails under CI=true)
 #   test-noaes  GODEBUG=cpu.aes=off go test ./engine/... (software AES without AES-NI)
 #   cross       go build ./... for linux/mipsle, mips, arm, arm64 and darwin/arm64
-#   packaging   OpenWrt init script (sh -n, shellcheck, check-init.sh), router configs
+#   packaging   OpenWrt init script (sh -n, shellcheck; check-init.sh with OpenWrt's
+#               real uci, built by packaging/openwrt/build-uci.sh: the UCI
+#               examples rendered and validated, bad values named by UCI
+#               option, reload = SIGHUP to a running server), router configs
 #               (offload validate), systemd units (systemd-analyze verify)
+#   prometheus  Debian's Prometheus scrapes a real server and client with the
+#               documented scrape config (packaging/prometheus/check.sh):
+#               promtool check metrics, up = 1, a byte counter that moved
 #   qemu-user   engine tests for mipsle and arm under qemu-user-static
 #   vm          the runs listed in vm_runs below, in Debian's kernel under qemu
 #   cryptodev   the cryptodev-linux module (/dev/crypto), built for each VM
@@ -330,21 +336,25 @@ s_cryptodev() {
 }
 
 # s_packaging checks packaging/ with the tools each platform has: the
-# procd init script with sh -n and shellcheck, and its start_service under
-# busybox sh with stand-ins for procd (check-init.sh), the OpenWrt configs with
+# procd init script with sh -n and shellcheck, and under busybox sh with
+# OpenWrt's uci (built from third_party/openwrt, cached) and stand-ins for
+# procd (check-init.sh), the OpenWrt configs with
 # offload validate (key_file pointed at a fresh key), the systemd units with
 # systemd-analyze verify (ExecStart pointed at a built binary, so that
 # verify can check it; any warning, such as an unknown directive, fails).
 s_packaging() {
-	local init=packaging/openwrt/offload/files/offload.init dir="$work/packaging" bin r out
+	local init=packaging/openwrt/offload/files/offload.init dir="$work/packaging" bin r out uci
 	echo "sh -n and shellcheck $init"
 	sh -n "$init"
 	shellcheck "$init"
-	shellcheck -x packaging/openwrt/check-init.sh
-	busybox sh packaging/openwrt/check-init.sh
+	shellcheck -x packaging/openwrt/check-init.sh packaging/openwrt/build-uci.sh \
+		packaging/openwrt/test/*.sh packaging/openwrt/test/rc.common packaging/prometheus/check.sh
 	mkdir -p "$dir"
 	bin="$dir/offload"
 	CGO_ENABLED=0 go build -o "$bin" ./cmd/offload
+	uci=$(bash packaging/openwrt/build-uci.sh)
+	echo "busybox sh packaging/openwrt/check-init.sh (uci from $uci)"
+	busybox sh packaging/openwrt/check-init.sh "$uci" "$bin"
 	"$bin" keygen -o "$dir/offload.key"
 	for r in server client; do
 		sed "s#/etc/offload/#$dir/#g" "packaging/openwrt/offload/files/$r.yaml" >"$dir/$r.yaml"
@@ -363,6 +373,14 @@ s_packaging() {
 		return 1
 	fi
 	echo "ok: init script, configs and units"
+}
+
+# s_prometheus runs Debian's Prometheus against a server and client on
+# loopback with packaging/prometheus/prometheus.yml (the scrape config
+# docs/tunnel.md shows), bounded waits, its processes ended on exit.
+s_prometheus() {
+	CGO_ENABLED=0 go build -o "$work/offload-prometheus" ./cmd/offload
+	bash packaging/prometheus/check.sh "$work/offload-prometheus"
 }
 
 # s_budgets prints the memory figures (loopback, fast sink, default config
@@ -394,6 +412,12 @@ stage test-race "go test -race -count=1 ./..." s_race
 stage test-noaes "GODEBUG=cpu.aes=off go test -count=1 ./engine/..." s_noaes
 stage cross "cross-builds" s_cross
 stage packaging "OpenWrt and systemd packaging checks" s_packaging
+# Under CI=true a missing Prometheus fails the stage (check.sh says so).
+if { have prometheus && have promtool; } || [ "${CI:-}" = true ]; then
+	stage prometheus "Debian's Prometheus scrapes a server and client (packaging/prometheus)" s_prometheus
+else
+	skip prometheus "needs prometheus and promtool (scripts/deps.sh installs them as root)"
+fi
 if have socat && have spiped && [ -x /usr/sbin/sshd ] && [ "$(id -u)" = 0 ]; then
 	stage compare "offload beside socat, ssh -L and spiped on loopback, profiles of its ends (smoke)" s_compare
 else
