@@ -525,12 +525,16 @@ func (d *decoder) common(c *Common) []fieldSpec {
 			}
 			s, err := suite.Parse(name)
 			if err != nil {
-				d.add(v.at, v.field, err)
+				var known []string
+				for _, s := range suite.All() {
+					known = append(known, s.String())
+				}
+				d.add(v.at, v.field, withSuggestion(err, fmt.Sprintf("unknown suite %q", name), name, known))
 				return
 			}
 			c.Suite = s
 		}),
-		track("engine", func(v value) { d.str(v, &c.Engine, CheckEngine) }),
+		track("engine", func(v value) { d.str(v, &c.Engine, checkEngineSuggest) }),
 		track("verify", func(v value) {
 			s, ok := d.scalar(v)
 			if !ok {
@@ -606,7 +610,8 @@ func (d *decoder) common(c *Common) []fieldSpec {
 						case "debug", "info", "warn", "error":
 							return nil
 						}
-						return fmt.Errorf("unknown level %q (want debug, info, warn or error)", s)
+						err := fmt.Errorf("unknown level %q (want debug, info, warn or error)", s)
+						return withSuggestion(err, fmt.Sprintf("unknown level %q", s), s, []string{"debug", "info", "warn", "error"})
 					})
 					if s != "" {
 						// Checked above; UnmarshalText accepts all four.
@@ -616,7 +621,8 @@ func (d *decoder) common(c *Common) []fieldSpec {
 				track("format", func(v value) {
 					d.str(v, &c.Log.Format, func(s string) error {
 						if s != LogConsole && s != LogJSON {
-							return fmt.Errorf("unknown format %q (want console or json)", s)
+							err := fmt.Errorf("unknown format %q (want console or json)", s)
+							return withSuggestion(err, fmt.Sprintf("unknown format %q", s), s, []string{LogConsole, LogJSON})
 						}
 						return nil
 					})
