@@ -9,7 +9,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/offload-dev/offload/config"
+	"github.com/offload-dev/offload/selector"
 	"github.com/offload-dev/offload/tunnel"
+	"github.com/offload-dev/offload/tunnel/record"
 )
 
 func init() {
@@ -19,7 +21,7 @@ func init() {
 		Usage: "[-c FILE] [FILE...]",
 		Flags: func(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int, error) {
 			file := fs.String("c", "", "config `FILE` to check (more may follow as arguments)")
-			return func(_ context.Context, env *runEnv, args []string) (int, error) {
+			return func(ctx context.Context, env *runEnv, args []string) (int, error) {
 				var files []string
 				if *file != "" {
 					files = append(files, *file)
@@ -30,7 +32,7 @@ func init() {
 				}
 				code := 0
 				for _, f := range files {
-					if !validateFile(env.Stdout, env.Stderr, f) {
+					if !validateFile(ctx, env.Stdout, env.Stderr, f) {
 						code = 1
 					}
 				}
@@ -42,8 +44,9 @@ func init() {
 
 // validateFile loads one config file and its key, printing "FILE: ok (...)"
 // to stdout or every problem, one per line, to stderr. It reports whether
-// the file is fine.
-func validateFile(stdout, stderr io.Writer, path string) bool {
+// the file is fine. It checks what a start checks before it uses the
+// network, the engine included.
+func validateFile(ctx context.Context, stdout, stderr io.Writer, path string) bool {
 	cfg, err := config.Load(path)
 	if err != nil {
 		// An Errors value prints one "FILE:LINE: FIELD: problem" per line;
@@ -109,6 +112,16 @@ func validateFile(stdout, stderr io.Writer, path string) bool {
 	if _, err := common.LoadMetricsToken(); err != nil {
 		fmt.Fprintln(stderr, err)
 		return false
+	}
+	// A named engine must serve the suite here, as a start requires
+	// (engine: afalg:foo on a kernel without it). auto and hybrid use
+	// whatever this machine has; they measure it at start, which
+	// validate does not wait for.
+	if !selector.IsPolicy(common.Engine) {
+		if _, _, err := openEngines(ctx, common, zap.NewNop(), new(record.Stats)); err != nil {
+			fmt.Fprintln(stderr, err)
+			return false
+		}
 	}
 	// The stream cap per link is derived (max_streams, link_buffer and
 	// yamux_window): say what it comes to.
