@@ -88,6 +88,11 @@ const (
 
 	DefaultRedialMin = 500 * time.Millisecond
 	DefaultRedialMax = 30 * time.Second
+	// DefaultLinkWait is how long a client's local connection that finds
+	// no link waits for a dial under way before it is reset (fail fast:
+	// tunnel/linkwait.go); 0 resets it at once. MaxLinkWait bounds it.
+	DefaultLinkWait = 2 * time.Second
+	MaxLinkWait     = time.Minute
 
 	DefaultEngine = EngineSoftware
 
@@ -239,6 +244,11 @@ type Client struct {
 	Servers  []string
 	Forwards []Forward
 	Redial   Redial
+	// LinkWait is how long a local connection that finds no link waits
+	// for a dial under way (or due) before it is reset; one that finds
+	// the last dial failed and the next further off is reset at once, as
+	// is every one when LinkWait is 0.
+	LinkWait time.Duration
 	// ClientDynamic: socks, udp_forwards, reverse (socks.go).
 	ClientDynamic
 
@@ -755,10 +765,20 @@ func (d *decoder) server(body ast.Node) *Server {
 }
 
 func (d *decoder) client(body ast.Node) *Client {
-	c := &Client{Common: defaultCommon(d.file), Redial: Redial{Min: DefaultRedialMin, Max: DefaultRedialMax}}
+	c := &Client{Common: defaultCommon(d.file), Redial: Redial{Min: DefaultRedialMin, Max: DefaultRedialMax}, LinkWait: DefaultLinkWait}
 	top := value{node: body, at: atNode(body, at{1, 0})}
 	specs := append(append(d.common(&c.Common), d.serversSpecs(c)...),
 		fieldSpec{name: "forwards", decode: func(v value) { d.forwards(c, v) }},
+		fieldSpec{name: "link_wait", decode: func(v value) {
+			c.fields[v.field] = v.at
+			t := c.LinkWait // kept if the value is refused
+			d.duration(v, &t, false)
+			if t > MaxLinkWait {
+				d.errorf(v.at, v.field, "%v: want 0 (reset at once) to %v", t, MaxLinkWait)
+				return
+			}
+			c.LinkWait = t
+		}},
 		fieldSpec{name: "redial", decode: func(v value) {
 			c.fields[v.field] = v.at
 			var minAt at
