@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -61,24 +62,24 @@ func validateFile(ctx context.Context, stdout, stderr io.Writer, path string) bo
 		common = &c.Common
 		summary = "server: " + plural(len(c.Services), "service") + dynamicSummary(
 			len(c.SocksAllow), "socks rule", len(c.UDPServices), "UDP service", len(c.ReverseAllow), "reverse rule")
-		if len(c.Clients) > 0 {
-			// Every client's keys, as a start would read them, and the
-			// tunnel's checks on them (tunnel.ServerConfig.Check).
-			key, err := loadKey(common)
-			if err == nil {
-				var sc tunnel.ServerConfig
-				if sc, err = serverConfig(c, configOptions(common, key, zap.NewNop()), key); err == nil {
-					err = sc.Check()
-				}
-			}
-			if err != nil {
-				fmt.Fprintln(stderr, err)
-				return false
-			}
-			summary += ", " + plural(len(c.Clients), "client")
-		} else if _, err := tunnel.NewRules(c.SocksAllow, c.UDPServices, c.ReverseAllow); err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", path, err)
+		// What a start builds before it listens: the rules, every
+		// client's keys (all their errors at once), and the server itself
+		// (tunnel.NewServer's checks: services, caps, PROXY protocol).
+		key, err := loadKey(common)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
 			return false
+		}
+		sc, err := serverConfig(c, configOptions(common, key, zap.NewNop()), key)
+		if err == nil {
+			_, err = tunnel.NewServer(sc)
+		}
+		if err != nil {
+			printFileError(stderr, path, err)
+			return false
+		}
+		if len(c.Clients) > 0 {
+			summary += ", " + plural(len(c.Clients), "client")
 		}
 	case *config.Client:
 		common = &c.Common
@@ -128,6 +129,18 @@ func validateFile(ctx context.Context, stdout, stderr io.Writer, path string) bo
 	fmt.Fprintf(stdout, "%s: ok (%s, suite %v, engine %s, %s per link)\n", path, summary, common.Suite, common.Engine,
 		plural(common.LinkStreams(), "stream"))
 	return true
+}
+
+// printFileError prints err: a config error names its file and line
+// already; any other is prefixed with the file.
+func printFileError(w io.Writer, path string, err error) {
+	var ce *config.Error
+	var ces config.Errors
+	if errors.As(err, &ce) || errors.As(err, &ces) {
+		fmt.Fprintln(w, err)
+		return
+	}
+	fmt.Fprintf(w, "%s: %v\n", path, err)
 }
 
 func plural(n int, what string) string {
