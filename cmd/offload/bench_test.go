@@ -494,12 +494,6 @@ func TestBenchRoutedAs(t *testing.T) {
 func TestBenchTableRoutedAs(t *testing.T) {
 	sw := []benchEngine{{Engine: "software", Frames: 100, Bytes: 8 << 20}}
 	dev := []benchEngine{{Engine: "software", Frames: 2, Bytes: 1 << 10}, {Engine: "afalg:dev", Frames: 100, Bytes: 8 << 20}}
-	withEngines := func(c *benchCell, e []benchEngine) *benchCell {
-		for i := range c.Runs {
-			c.Runs[i].Result.Engines = e
-		}
-		return c
-	}
 	for _, tc := range []struct {
 		name  string
 		cells []*benchCell
@@ -531,25 +525,19 @@ func TestBenchVerdict(t *testing.T) {
 	sw := []benchEngine{{Engine: "software", Frames: 100, Bytes: 8 << 20}}
 	dev := []benchEngine{{Engine: "afalg:dev", Frames: 100, Bytes: 8 << 20}}
 	runs := func(cells ...*benchCell) []benchRun { return summarize(cells) }
-	set := func(c *benchCell, e []benchEngine) *benchCell {
-		for i := range c.Runs {
-			c.Runs[i].Result.Engines = e
-		}
-		return c
-	}
 	for _, tc := range []struct {
 		name   string
 		kernel []string
 		runs   []benchRun
 		want   string
 	}{
-		{"no kernel engine", nil, runs(set(cellOf("software", 1, 10, 10, 10), sw), set(cellOf("auto", 1, 11, 11, 11), sw)),
+		{"no kernel engine", nil, runs(withEngines(cellOf("software", 1, 10, 10, 10), sw), withEngines(cellOf("auto", 1, 11, 11, 11), sw)),
 			"verdict: this machine has no kernel engine for aes-256-cbc-hmac-sha256 (offload engines says why): every policy ran in software"},
-		{"kernel engine unused", []string{"afalg"}, runs(set(cellOf("software", 1, 10, 10, 10), sw)),
+		{"kernel engine unused", []string{"afalg"}, runs(withEngines(cellOf("software", 1, 10, 10, 10), sw)),
 			"verdict: no kernel engine (afalg) carried a frame"},
-		{"a clear gain", []string{"afalg:dev"}, runs(set(cellOf("software", 1, 10, 10, 10), sw), set(cellOf("afalg:dev", 1, 13, 12, 14), dev)),
+		{"a clear gain", []string{"afalg:dev"}, runs(withEngines(cellOf("software", 1, 10, 10, 10), sw), withEngines(cellOf("afalg:dev", 1, 13, 12, 14), dev)),
 			"verdict, 1 stream: afalg:dev is fastest, 1.30x software's MB/s."},
-		{"within spread", []string{"afalg:dev"}, runs(set(cellOf("software", 2, 10, 10, 10), sw), set(cellOf("afalg:dev", 2, 11.7, 9.1, 11.2), dev)),
+		{"within spread", []string{"afalg:dev"}, runs(withEngines(cellOf("software", 2, 10, 10, 10), sw), withEngines(cellOf("afalg:dev", 2, 11.7, 9.1, 11.2), dev)),
 			"verdict, 2 streams: afalg:dev leads software by 1.12x (within spread 0.91–1.17): no clear gain."},
 	} {
 		rep := &benchReport{Suite: "aes-256-cbc-hmac-sha256", KernelEngines: tc.kernel, Runs: tc.runs}
@@ -577,4 +565,12 @@ func TestBenchNamesProfile(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil || rep.Profile != prof || rep.ProfileState != "read" {
 		t.Fatalf("second run: exit %d, %v, profile %q %q; want it read\nstderr:\n%s", code, err, rep.Profile, rep.ProfileState, errOut)
 	}
+}
+
+// withEngines gives every run of c the engine counts e.
+func withEngines(c *benchCell, e []benchEngine) *benchCell {
+	for i := range c.Runs {
+		c.Runs[i].Result.Engines = e
+	}
+	return c
 }
