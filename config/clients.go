@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sort"
 	"strconv"
 
 	"github.com/offload-dev/offload/tunnel/handshake"
@@ -238,7 +239,16 @@ func (d *decoder) finishClients(s *Server, top value) {
 			_, tcp := s.Services[name]
 			if _, udp := s.UDPServices[name]; !tcp && !udp {
 				field := base + ".services[" + strconv.Itoa(i) + "]"
-				d.errorf(s.fields[field], field, "%q is not one of the server's services or udp_services", name)
+				known := []string{AllServices}
+				for n := range s.Services {
+					known = append(known, n)
+				}
+				for n := range s.UDPServices {
+					known = append(known, n)
+				}
+				sort.Strings(known) // a tie picks the same name every run
+				msg := fmt.Sprintf("%q is not one of the server's services or udp_services", name)
+				d.add(s.fields[field], field, withSuggestion(errors.New(msg), msg, name, known))
 			}
 		}
 	}
@@ -253,9 +263,11 @@ type ClientKeys struct {
 	Keys [][]byte // one per key file, in order
 }
 
-// LoadClientKeys reads every client's key files with LoadKey. An error is
-// an *Error at the key file's field; two clients with the same key (copied
-// files) are refused, since a link could not tell them apart.
+// LoadClientKeys reads every client's key files with LoadKey. Every
+// problem is reported, as Errors with an *Error at each key file's field,
+// so that four missing key files take one run to find, not four; two
+// clients with the same key (copied files) are refused, since a link
+// could not tell them apart.
 func (s *Server) LoadClientKeys() ([]ClientKeys, error) {
 	out := make([]ClientKeys, 0, len(s.Clients))
 	type seen struct {
@@ -263,23 +275,36 @@ func (s *Server) LoadClientKeys() ([]ClientKeys, error) {
 		field string
 	}
 	var all []seen
+	var errs Errors
+	fail := func(field string, err error) {
+		var e *Error
+		if errors.As(s.FieldError(field, err), &e) {
+			errs = append(errs, e)
+		}
+	}
 	for _, c := range s.Clients {
 		ck := ClientKeys{ServerClient: c}
+	files:
 		for i, f := range c.KeyFiles {
 			field := c.keyFields[i]
 			key, err := LoadKey(f)
 			if err != nil {
-				return nil, s.FieldError(field, err)
+				fail(field, err)
+				continue
 			}
 			for _, p := range all {
 				if subtle.ConstantTimeCompare(p.key, key) == 1 {
-					return nil, s.FieldError(field, fmt.Errorf("%w: key file %s holds the same key as %s", ErrKeyReused, f, p.field))
+					fail(field, fmt.Errorf("%w: key file %s holds the same key as %s", ErrKeyReused, f, p.field))
+					continue files
 				}
 			}
 			all = append(all, seen{key, field})
 			ck.Keys = append(ck.Keys, key)
 		}
 		out = append(out, ck)
+	}
+	if len(errs) > 0 {
+		return nil, errs
 	}
 	return out, nil
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -149,6 +150,46 @@ func TestLoadClientKeys(t *testing.T) {
 	_, err = s.LoadClientKeys()
 	if !errors.As(err, &ce) || ce.Field != "clients.b.key_files[0]" || !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing key file: got %v", err)
+	}
+}
+
+// Every key file problem of a clients config is reported in one run: four
+// clients with missing key files get four errors, each at its field, and
+// a bad key and a copied one beside them get theirs.
+func TestLoadClientKeysReportsEvery(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "ok.key"), EncodeKey(testKey()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "copy.key"), EncodeKey(testKey()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "short.key"), []byte("c2hvcnQ=\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src := "listen: :7000\nservices: {web: 'a:1'}\nclients:\n" +
+		"  a: {key_file: a.key}\n  b: {key_file: b.key}\n  c: {key_file: c.key}\n  d: {key_file: d.key}\n" +
+		"  e: {key_file: ok.key}\n  f: {key_file: short.key}\n  g: {key_file: copy.key}\n"
+	s, err := ParseServer(filepath.Join(dir, "s.yaml"), []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.LoadClientKeys()
+	var errs Errors
+	if !errors.As(err, &errs) {
+		t.Fatalf("got %T %v, want Errors", err, err)
+	}
+	var got []string
+	for _, e := range errs {
+		got = append(got, fmt.Sprintf("%d:%s", e.Line, e.Field))
+	}
+	want := []string{"4:clients.a.key_file", "5:clients.b.key_file", "6:clients.c.key_file", "7:clients.d.key_file",
+		"9:clients.f.key_file", "10:clients.g.key_file"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("errors at %q, want %q:\n%v", got, want, err)
+	}
+	if !errors.Is(err, os.ErrNotExist) || !errors.Is(err, ErrKeyLength) || !errors.Is(err, ErrKeyReused) {
+		t.Errorf("want ErrNotExist, ErrKeyLength and ErrKeyReused among:\n%v", err)
 	}
 }
 

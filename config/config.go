@@ -88,6 +88,11 @@ const (
 
 	DefaultRedialMin = 500 * time.Millisecond
 	DefaultRedialMax = 30 * time.Second
+	// DefaultLinkWait is how long a client's local connection that finds
+	// no link waits for a dial under way before it is reset (fail fast:
+	// tunnel/linkwait.go); 0 resets it at once. MaxLinkWait bounds it.
+	DefaultLinkWait = 2 * time.Second
+	MaxLinkWait     = time.Minute
 
 	DefaultEngine = EngineSoftware
 
@@ -239,6 +244,11 @@ type Client struct {
 	Servers  []string
 	Forwards []Forward
 	Redial   Redial
+	// LinkWait is how long a local connection that finds no link waits
+	// for a dial under way (or due) before it is reset; one that finds
+	// the last dial failed and the next further off is reset at once, as
+	// is every one when LinkWait is 0.
+	LinkWait time.Duration
 	// ClientDynamic: socks, udp_forwards, reverse (socks.go).
 	ClientDynamic
 
@@ -525,12 +535,16 @@ func (d *decoder) common(c *Common) []fieldSpec {
 			}
 			s, err := suite.Parse(name)
 			if err != nil {
-				d.add(v.at, v.field, err)
+				var known []string
+				for _, s := range suite.All() {
+					known = append(known, s.String())
+				}
+				d.add(v.at, v.field, withSuggestion(err, fmt.Sprintf("unknown suite %q", name), name, known))
 				return
 			}
 			c.Suite = s
 		}),
-		track("engine", func(v value) { d.str(v, &c.Engine, CheckEngine) }),
+		track("engine", func(v value) { d.str(v, &c.Engine, checkEngineSuggest) }),
 		track("verify", func(v value) {
 			s, ok := d.scalar(v)
 			if !ok {
@@ -606,7 +620,8 @@ func (d *decoder) common(c *Common) []fieldSpec {
 						case "debug", "info", "warn", "error":
 							return nil
 						}
-						return fmt.Errorf("unknown level %q (want debug, info, warn or error)", s)
+						err := fmt.Errorf("unknown level %q (want debug, info, warn or error)", s)
+						return withSuggestion(err, fmt.Sprintf("unknown level %q", s), s, []string{"debug", "info", "warn", "error"})
 					})
 					if s != "" {
 						// Checked above; UnmarshalText accepts all four.
@@ -616,7 +631,8 @@ func (d *decoder) common(c *Common) []fieldSpec {
 				track("format", func(v value) {
 					d.str(v, &c.Log.Format, func(s string) error {
 						if s != LogConsole && s != LogJSON {
-							return fmt.Errorf("unknown format %q (want console or json)", s)
+							err := fmt.Errorf("unknown format %q (want console or json)", s)
+							return withSuggestion(err, fmt.Sprintf("unknown format %q", s), s, []string{LogConsole, LogJSON})
 						}
 						return nil
 					})
@@ -749,10 +765,20 @@ func (d *decoder) server(body ast.Node) *Server {
 }
 
 func (d *decoder) client(body ast.Node) *Client {
-	c := &Client{Common: defaultCommon(d.file), Redial: Redial{Min: DefaultRedialMin, Max: DefaultRedialMax}}
+	c := &Client{Common: defaultCommon(d.file), Redial: Redial{Min: DefaultRedialMin, Max: DefaultRedialMax}, LinkWait: DefaultLinkWait}
 	top := value{node: body, at: atNode(body, at{1, 0})}
 	specs := append(append(d.common(&c.Common), d.serversSpecs(c)...),
 		fieldSpec{name: "forwards", decode: func(v value) { d.forwards(c, v) }},
+		fieldSpec{name: "link_wait", decode: func(v value) {
+			c.fields[v.field] = v.at
+			t := c.LinkWait // kept if the value is refused
+			d.duration(v, &t, false)
+			if t > MaxLinkWait {
+				d.errorf(v.at, v.field, "%v: want 0 (reset at once) to %v", t, MaxLinkWait)
+				return
+			}
+			c.LinkWait = t
+		}},
 		fieldSpec{name: "redial", decode: func(v value) {
 			c.fields[v.field] = v.at
 			var minAt at

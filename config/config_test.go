@@ -507,3 +507,29 @@ func TestCheckEngineIsTheRuntimeCheck(t *testing.T) {
 		}
 	}
 }
+
+func TestLinkWait(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want time.Duration
+		err  string
+	}{
+		{"", DefaultLinkWait, ""},
+		{"link_wait: 0\n", 0, ""},
+		{"link_wait: 500ms\n", 500 * time.Millisecond, ""},
+		{"link_wait: 2m\n", 0, "6: link_wait: 2m0s: want 0 (reset at once) to 1m0s"},
+		{"link_wait: soon\n", 0, "6: link_wait: "},
+	} {
+		c, err := ParseClient("c.yaml", []byte(goodClient+tc.line))
+		switch {
+		case tc.err != "":
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: got %v, want %q", tc.line, err, tc.err)
+			}
+		case err != nil:
+			t.Errorf("%q: %v", tc.line, err)
+		case c.LinkWait != tc.want:
+			t.Errorf("%q: link_wait %v, want %v", tc.line, c.LinkWait, tc.want)
+		}
+	}
+}

@@ -318,7 +318,11 @@ func (d *decoder) object(v value, specs []fieldSpec) {
 	for _, e := range entries {
 		spec := byName[e.key]
 		if spec == nil {
-			d.errorf(e.at, e.field, "unknown field (known: %s)", strings.Join(names, ", "))
+			hint := ""
+			if s := suggestion(e.key, names); s != "" {
+				hint = fmt.Sprintf("; did you mean %q?", s)
+			}
+			d.errorf(e.at, e.field, "unknown field%s (known: %s)", hint, strings.Join(names, ", "))
 			continue
 		}
 		present[e.key] = true

@@ -182,3 +182,28 @@ const (
 func CheckEngine(spec string) error {
 	return selector.CheckSpec(spec)
 }
+
+// checkEngineSuggest is CheckEngine with a "did you mean" for a misspelt
+// engine name ("sofware", "afalgg:DRIVER").
+func checkEngineSuggest(spec string) error {
+	err := CheckEngine(spec)
+	if err == nil {
+		return nil
+	}
+	known := []string{selector.SpecAuto, selector.SpecHybrid}
+	for _, f := range engine.Families() {
+		known = append(known, f.Name)
+	}
+	name, arg, hasArg := strings.Cut(spec, ":")
+	s := suggestion(name, known)
+	if s == "" || s == name {
+		return err
+	}
+	if hasArg {
+		s += ":" + arg
+	}
+	if CheckEngine(s) != nil {
+		return err
+	}
+	return &sentinelError{fmt.Sprintf("unknown engine %q; did you mean %q?", spec, s), err}
+}

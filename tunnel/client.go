@@ -83,6 +83,8 @@ type Client struct {
 	roll chan struct{}          // Reload changed the key: move new streams to a new link
 	fwd  forwardSet             // the running forwards (clientreload.go)
 
+	link *linkState // what a connection finding no link waits for (linkwait.go)
+
 	mu   sync.Mutex
 	sess *yamux.Session // nil while the link is down; only linkLoop sets it
 	up   chan struct{}  // closed when sess is set
@@ -139,6 +141,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		down:        make(chan struct{}),
 		gone:        make(chan *yamux.Session, 1),
 		roll:        make(chan struct{}, 1),
+		link:        newLinkState(),
 	}
 	psk := cfg.PSK
 	c.psk.Store(&psk)
@@ -211,12 +214,14 @@ func (c *Client) Run(ctx context.Context) error {
 // after the drain.
 func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*yamux.Session) {
 	for ctx.Err() == nil {
+		c.link.dialStart()
 		sess, rc, err := c.connect(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				break
 			}
 			d := c.redial.next()
+			c.link.retry(fmt.Errorf("%s: %w", c.servers.addr(), err), d)
 			failed := c.servers.addr()
 			c.log.Warn("link failed; redialling", zap.String("server", failed), zap.Error(err),
 				zap.String("next", c.servers.advance()), zap.Duration("in", d))
@@ -296,6 +301,7 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*yamux
 		}
 		if wait {
 			d := c.redial.next()
+			c.link.retry(fmt.Errorf("link to %s went down (%s)", server, reason), d)
 			c.log.Info("redialling", zap.String("server", next), zap.Duration("in", d))
 			if !sleep(ctx, d) {
 				break
@@ -441,9 +447,10 @@ func (c *Client) streamEnded(service string, up, down int64, err error) {
 	}
 }
 
-// openStream waits (up to DialTimeout) for the link, opens a stream and
-// sends the request req (appendRequest).
+// openStream waits for the link as awaitLink says (up to LinkWait),
+// opens a stream and sends the request req (appendRequest).
 func (c *Client) openStream(ctx context.Context, req []byte) (*yamux.Stream, error) {
+	waitUntil := time.Now().Add(max(c.opt.LinkWait, 0))
 	deadline := time.NewTimer(c.opt.DialTimeout)
 	defer deadline.Stop()
 	for {
@@ -451,14 +458,10 @@ func (c *Client) openStream(ctx context.Context, req []byte) (*yamux.Stream, err
 		sess, up, down := c.sess, c.up, c.down
 		c.mu.Unlock()
 		if sess == nil {
-			select {
-			case <-up:
-				continue
-			case <-deadline.C:
-				return nil, fmt.Errorf("%w (waited %v)", ErrLinkDown, c.opt.DialTimeout)
-			case <-ctx.Done():
-				return nil, fmt.Errorf("%w: shutting down", ErrLinkDown)
+			if err := c.awaitLink(ctx, up, waitUntil); err != nil {
+				return nil, err
 			}
+			continue
 		}
 		st, err := sess.OpenStream()
 		if err != nil {

@@ -118,8 +118,9 @@ var (
 	// connection failed (an abort marker), or that the stream ended before
 	// its end marker: the transfer is incomplete.
 	ErrAborted = errors.New("stream aborted")
-	// ErrLinkDown means no link to the server came up within the dial
-	// timeout, so a local connection was refused.
+	// ErrLinkDown means there was no link to the server, and none came up
+	// within the link wait (linkwait.go), so a local connection was
+	// refused; the error says why the last dial failed.
 	ErrLinkDown = errors.New("link to the server is down")
 )
 

@@ -46,6 +46,9 @@ const (
 	DefaultLinkBuffer             = 16 << 20
 	DefaultRedialMin              = 500 * time.Millisecond
 	DefaultRedialMax              = 30 * time.Second
+	// DefaultLinkWait is how long a client's local connection that finds
+	// no link waits for a dial under way (linkwait.go).
+	DefaultLinkWait = 2 * time.Second
 
 	// minYamuxWindow is yamux's own initial window; it refuses less.
 	// It is also what a peer may send on a new stream before it is
@@ -81,9 +84,13 @@ type Options struct {
 	// (0: record.DefaultRekeyInterval).
 	RekeyInterval time.Duration
 	// DialTimeout bounds a dial: a target on the server, the server on
-	// the client. On the client it is also how long a local connection
-	// waits for the link to come up before it is refused.
+	// the client.
 	DialTimeout time.Duration
+	// LinkWait is how long a client's local connection that finds no
+	// link waits for a dial under way or due (linkwait.go); it is refused
+	// at once when the dial fails or none is due. 0 means
+	// DefaultLinkWait, negative refuses at once.
+	LinkWait time.Duration
 	// HandshakeTimeout bounds a handshake.
 	HandshakeTimeout time.Duration
 	// MaxStreams caps concurrent streams (server: per link; client: all
@@ -156,6 +163,9 @@ func (o *Options) setDefaults() error {
 	}
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = DefaultDialTimeout
+	}
+	if o.LinkWait == 0 {
+		o.LinkWait = DefaultLinkWait
 	}
 	if o.HandshakeTimeout <= 0 {
 		o.HandshakeTimeout = DefaultHandshakeTimeout

@@ -254,8 +254,9 @@ func TestLinkDeathAbortsStreams(t *testing.T) {
 	eventually(t, 5*time.Second, "the client to count the aborted streams", func() bool { return cli.ctr.streams[streamAborted].Load() == n })
 }
 
-// TestLinkDownRefusesAfterDialTimeout: with no server, a local connection
-// waits up to the dial timeout and is then reset.
+// TestLinkDownRefuses: with no server, and redials due within the link
+// wait, a local connection waits out the link wait and is then reset
+// (linkwait_test.go has the cases that reset at once).
 func TestLinkDownRefuses(t *testing.T) {
 	leakCheck(t)
 	ln := listen(t)
@@ -263,7 +264,7 @@ func TestLinkDownRefuses(t *testing.T) {
 	ln.Close()
 	log, _ := testLogger(t)
 	opt := testOptions(log)
-	opt.DialTimeout = 300 * time.Millisecond
+	opt.LinkWait = 300 * time.Millisecond
 	addrs, cli, _ := startClient(t, ClientConfig{Options: opt, Server: dead, RedialMin: 50 * time.Millisecond, RedialMax: 100 * time.Millisecond}, "x")
 	c, err := net.Dial("tcp", addrs["x"])
 	if err != nil {
@@ -274,8 +275,10 @@ func TestLinkDownRefuses(t *testing.T) {
 	if err := readErr(c); !isAbortive(err) {
 		t.Fatalf("ended with %v, want a reset", err)
 	}
-	if d := time.Since(start); d < 250*time.Millisecond || d > 5*time.Second {
-		t.Errorf("refused after %v, want about the dial timeout (300ms)", d)
+	// It gives up once a retry would come after the wait: not before
+	// link wait - redial max (200ms).
+	if d := time.Since(start); d < 150*time.Millisecond || d > 5*time.Second {
+		t.Errorf("refused after %v, want about the link wait (300ms)", d)
 	}
 	if cli.ctr.redials.Load() == 0 {
 		t.Errorf("no redials counted")
@@ -283,7 +286,8 @@ func TestLinkDownRefuses(t *testing.T) {
 }
 
 // TestLocalConnWaitsForLink: a connection that arrives while the link is
-// down is carried once it comes up (within the dial timeout).
+// down, with redials due, is carried once it comes up (within the link
+// wait).
 func TestLocalConnWaitsForLink(t *testing.T) {
 	leakCheck(t)
 	echoT := startTarget(t, testutil.Echo)
@@ -292,7 +296,7 @@ func TestLocalConnWaitsForLink(t *testing.T) {
 	ln.Close()
 	log, _ := testLogger(t)
 	opt := testOptions(log)
-	opt.DialTimeout = 5 * time.Second
+	opt.LinkWait = 5 * time.Second
 	addrs, _, _ := startClient(t, ClientConfig{Options: opt, Server: saddr, RedialMin: 20 * time.Millisecond, RedialMax: 50 * time.Millisecond}, "echo")
 	errc := make(chan error, 1)
 	go func() { errc <- testutil.EchoRoundTrip(addrs["echo"], 10000, 3) }()

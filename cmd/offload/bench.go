@@ -6,12 +6,14 @@ package main
 // report's rows and prints them.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"net"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -184,6 +186,11 @@ func runBench(ctx context.Context, env *runEnv, o benchOpts) (int, error) {
 		rep.Mode, rep.Server = "remote", o.server
 		rep.CPUScope = "this process: the client end and the load generator (not the server)"
 	}
+	for _, e := range engine.All(st.Cipher, engine.Options{}) {
+		if _, err := e.Driver(st.Cipher); err == nil && e.Name() != engine.SoftwareName {
+			rep.KernelEngines = append(rep.KernelEngines, e.Name())
+		}
+	}
 	policies := expandPolicies(o.policy, st.Cipher)
 	if len(policies) == 0 {
 		return 2, errors.New("-policy names no policy")
@@ -221,10 +228,23 @@ func runBench(ctx context.Context, env *runEnv, o benchOpts) (int, error) {
 	sess := &benchmethod.Session[benchRun]{Measure: func(ctx context.Context, c *benchCell, t benchmethod.Turn) (benchRun, error) {
 		return b.measure(ctx, c, setups[c.Name], t), nil
 	}}
+	profile := cmp.Or(o.profile, selector.DefaultPath())
 	for _, p := range policies {
+		var before profileStamp
+		if selector.IsPolicy(p) {
+			before = stampProfile(profile)
+		}
 		engines, policy, err := selector.Engines(ctx, p, st.Cipher, selector.EngineOptions{
-			Logger: log.Named("engine"), MaxFrame: maxFrame, Profile: o.profile,
+			Logger: log.Named("engine"), MaxFrame: maxFrame, Profile: profile,
 		})
+		if selector.IsPolicy(p) && err == nil {
+			rep.Profile = profile
+			// The first policy that measured decides: a later one
+			// reads what it wrote.
+			if state := profileState(before, stampProfile(profile)); rep.ProfileState != "wrote" && rep.ProfileState != "not saved" {
+				rep.ProfileState = state
+			}
+		}
 		if err != nil {
 			fmt.Fprintf(env.Stderr, "bench: policy %s: unavailable, skipped: %v\n", p, err)
 			rep.Skipped = append(rep.Skipped, benchmethod.Skipped{Policy: p, Reason: err.Error()})
@@ -325,4 +345,34 @@ func parseInts(s string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// profileStamp is what bench needs to tell whether setting up auto or
+// hybrid wrote the selector profile: whether the file is there, and its
+// modification time and size.
+type profileStamp struct {
+	exists  bool
+	modTime time.Time
+	size    int64
+}
+
+func stampProfile(path string) profileStamp {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return profileStamp{}
+	}
+	return profileStamp{true, fi.ModTime(), fi.Size()}
+}
+
+// profileState is "wrote" if the profile changed between the stamps,
+// "read" if it was there and did not, "not saved" if it is still missing
+// (the selector measured and could not save it).
+func profileState(before, after profileStamp) string {
+	switch {
+	case !after.exists:
+		return "not saved"
+	case after != before:
+		return "wrote"
+	}
+	return "read"
 }

@@ -323,8 +323,11 @@ func TestBenchRemote(t *testing.T) {
 	// count as fast.
 	code, _, errOut = runBenchCmd(t, "-server", ln.Addr().String(), "-key", keyFile, "-service", "nope",
 		"-policy", "software", "-streams", "1", "-bytes", "1KiB")
-	if code == 0 || !strings.Contains(errOut, "unknown service") {
-		t.Errorf("unknown service: exit %d, stderr:\n%s", code, errOut)
+	// The failure names the missing service and how to add it, not the
+	// reset the load saw.
+	want := `offload bench: policy software with 1 streams failed: server ` + ln.Addr().String() + ` has no service "nope" (unknown service`
+	if code == 0 || !strings.Contains(errOut, want) || !strings.Contains(errOut, "offload bench -sink") {
+		t.Errorf("unknown service: exit %d, want %q and how to add it; stderr:\n%s", code, want, errOut)
 	}
 }
 
@@ -482,4 +485,92 @@ func TestBenchRoutedAs(t *testing.T) {
 			t.Errorf("routedAs(%+v) = %q, want %q", tc.engines, got, tc.want)
 		}
 	}
+}
+
+// A row that sent (nearly) every byte to software shows "routed as
+// software" where its gain would be, and no ratio against software: what
+// issue 17 saw as "auto ... gain 1.10x" on a machine with no kernel
+// engine. A row routed as the best single engine says so under vs best.
+func TestBenchTableRoutedAs(t *testing.T) {
+	sw := []benchEngine{{Engine: "software", Frames: 100, Bytes: 8 << 20}}
+	dev := []benchEngine{{Engine: "software", Frames: 2, Bytes: 1 << 10}, {Engine: "afalg:dev", Frames: 100, Bytes: 8 << 20}}
+	for _, tc := range []struct {
+		name  string
+		cells []*benchCell
+		row   *regexp.Regexp
+	}{
+		{"auto as software", []*benchCell{withEngines(cellOf("software", 1, 10, 10, 10), sw), withEngines(cellOf("auto", 1, 11, 11, 11), sw)},
+			regexp.MustCompile(`(?m)^auto +1 +11\.0 .* routed as software +- +software 100$`)},
+		{"auto as the best engine", []*benchCell{withEngines(cellOf("software", 1, 10, 10, 10), sw), withEngines(cellOf("afalg:dev", 1, 20, 20, 20), dev),
+			withEngines(cellOf("auto", 1, 21, 21, 21), dev)},
+			regexp.MustCompile(`(?m)^auto +1 +21\.0 .* 2\.10x +routed as afalg:dev +software 2, afalg:dev 100$`)},
+	} {
+		rep := &benchReport{Suite: "aes-256-cbc-hmac-sha256", Mode: "in-process", Bytes: 1 << 20, MaxFrame: 65536, WriteSize: 32768, Repeat: 3,
+			Runs: summarize(tc.cells)}
+		var b strings.Builder
+		printBenchTable(&b, rep)
+		if !tc.row.MatchString(b.String()) {
+			t.Errorf("%s: want a row matching %v:\n%s", tc.name, tc.row, b.String())
+		}
+		if regexp.MustCompile(`(?m)^auto .*1\.10x`).MatchString(b.String()) {
+			t.Errorf("%s: auto shows a ratio against the engine it routed as:\n%s", tc.name, b.String())
+		}
+	}
+}
+
+// The verdict: with no kernel engine on the machine it says every policy
+// ran in software; with one, which policy is fastest and by how much, or
+// that a lead is within spread.
+func TestBenchVerdict(t *testing.T) {
+	sw := []benchEngine{{Engine: "software", Frames: 100, Bytes: 8 << 20}}
+	dev := []benchEngine{{Engine: "afalg:dev", Frames: 100, Bytes: 8 << 20}}
+	runs := func(cells ...*benchCell) []benchRun { return summarize(cells) }
+	for _, tc := range []struct {
+		name   string
+		kernel []string
+		runs   []benchRun
+		want   string
+	}{
+		{"no kernel engine", nil, runs(withEngines(cellOf("software", 1, 10, 10, 10), sw), withEngines(cellOf("auto", 1, 11, 11, 11), sw)),
+			"verdict: this machine has no kernel engine for aes-256-cbc-hmac-sha256 (offload engines says why): every policy ran in software"},
+		{"kernel engine unused", []string{"afalg"}, runs(withEngines(cellOf("software", 1, 10, 10, 10), sw)),
+			"verdict: no kernel engine (afalg) carried a frame"},
+		{"a clear gain", []string{"afalg:dev"}, runs(withEngines(cellOf("software", 1, 10, 10, 10), sw), withEngines(cellOf("afalg:dev", 1, 13, 12, 14), dev)),
+			"verdict, 1 stream: afalg:dev is fastest, 1.30x software's MB/s."},
+		{"within spread", []string{"afalg:dev"}, runs(withEngines(cellOf("software", 2, 10, 10, 10), sw), withEngines(cellOf("afalg:dev", 2, 11.7, 9.1, 11.2), dev)),
+			"verdict, 2 streams: afalg:dev leads software by 1.12x (within spread 0.91–1.17): no clear gain."},
+	} {
+		rep := &benchReport{Suite: "aes-256-cbc-hmac-sha256", KernelEngines: tc.kernel, Runs: tc.runs}
+		if got := strings.Join(benchVerdict(rep), "\n"); !strings.Contains(got, tc.want) {
+			t.Errorf("%s: verdict %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// bench names the selector profile auto used, and says whether it wrote
+// it (measured now) or read it.
+func TestBenchNamesProfile(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	prof := filepath.Join(t.TempDir(), "profile.json")
+	args := []string{"-policy", "auto", "-streams", "1", "-bytes", "64KiB", "-repeat", "1", "-profile", prof}
+	code, out, errOut := runBenchCmd(t, args...)
+	if code != 0 || !strings.Contains(out, "and wrote "+prof+" ") {
+		t.Fatalf("first run: exit %d, want the profile named as written:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if _, err := os.Stat(prof); err != nil {
+		t.Fatalf("no profile written: %v", err)
+	}
+	code, out, errOut = runBenchCmd(t, append(args, "-json")...)
+	var rep benchReport
+	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil || rep.Profile != prof || rep.ProfileState != "read" {
+		t.Fatalf("second run: exit %d, %v, profile %q %q; want it read\nstderr:\n%s", code, err, rep.Profile, rep.ProfileState, errOut)
+	}
+}
+
+// withEngines gives every run of c the engine counts e.
+func withEngines(c *benchCell, e []benchEngine) *benchCell {
+	for i := range c.Runs {
+		c.Runs[i].Result.Engines = e
+	}
+	return c
 }

@@ -35,9 +35,18 @@ type benchReport struct {
 	WriteSize int     `json:"write_size"`
 	Repeat    int     `json:"repeat"`
 	// CPUScope says whose CPU time CPU s/GB counts.
-	CPUScope string                `json:"cpu_scope"`
-	Runs     []benchRun            `json:"runs"`
-	Skipped  []benchmethod.Skipped `json:"skipped,omitempty"`
+	CPUScope string `json:"cpu_scope"`
+	// KernelEngines are the engines besides software this machine has
+	// for the suite's cipher (engine.All): none means every policy runs
+	// in software, which the verdict says.
+	KernelEngines []string `json:"kernel_engines"`
+	// Profile is the selector profile auto and hybrid used, and
+	// ProfileState what bench did with it: "wrote" (measured this
+	// machine and saved it), "read" (it was fresh), or "not saved".
+	Profile      string                `json:"profile,omitempty"`
+	ProfileState string                `json:"profile_state,omitempty"`
+	Runs         []benchRun            `json:"runs"`
+	Skipped      []benchmethod.Skipped `json:"skipped,omitempty"`
 	// Tolerance and Checks are -check's: the final result of every check.
 	Tolerance float64             `json:"tolerance,omitempty"`
 	Checks    []benchmethod.Check `json:"checks,omitempty"`
@@ -55,6 +64,11 @@ type benchRun struct {
 	// Ratios (a row's only): every round's MB/s and the medians of
 	// per-round ratios against software, the best single engine and auto.
 	benchmethod.Ratios
+	// RoutedAs (a row's only) is the engine that carried at least
+	// benchmethod.RoutedShare of the bytes when that is not the policy's
+	// own: auto that sent every frame to software routed as software,
+	// and its "gain" is noise between two runs of the same thing.
+	RoutedAs string `json:"routed_as,omitempty"`
 	// HandedToCPU (hybrid only) is how many frames the policy gave a CPU
 	// engine although their band's device would have had them under auto:
 	// in a run, and in a reported row over all of its rounds.
@@ -98,6 +112,9 @@ func summarize(cells []*benchCell) []benchRun {
 	for i, c := range cells {
 		r := c.Median()
 		r.Ratios = benchmethod.Compare(benchRoles, cells, c)
+		if e := routedAs(r.Engines); e != r.Policy {
+			r.RoutedAs = e
+		}
 		r.HandedToCPU = 0
 		for _, run := range c.Runs {
 			r.HandedToCPU += run.Result.HandedToCPU
@@ -201,6 +218,18 @@ func printBenchTable(w io.Writer, rep *benchReport) {
 		if r.VsBestSingle > 0 {
 			best = r.VsBestSinglePaired.String() + " " + r.VsBestSinglePolicy
 		}
+		// A row that routed as a single-engine row did frame for frame
+		// what that row did: its ratio to it is noise, not a gain.
+		switch {
+		case r.RoutedAs == "":
+		case r.RoutedAs == benchRoles.Baseline:
+			gain = "routed as " + r.RoutedAs
+			if r.VsBestSinglePolicy == r.RoutedAs {
+				best = "-"
+			}
+		case r.RoutedAs == r.VsBestSinglePolicy:
+			best = "routed as " + r.RoutedAs
+		}
 		if r.CPUPerGB > 0 {
 			cpu = fmt.Sprintf("%.2f", r.CPUPerGB)
 		}
@@ -233,11 +262,24 @@ func printBenchTable(w io.Writer, rep *benchReport) {
 	fmt.Fprintln(w, "the rounds fall on both sides of 1.00x (lowest–highest shown), so the median is noise, not a gain or a loss.")
 	fmt.Fprintln(w, "frames per engine: frames each engine sealed or opened, both directions, every end measured here;")
 	fmt.Fprintln(w, "handed to the CPU (hybrid): frames of a device's band that hybrid gave a CPU engine because the device was loaded, in all rounds.")
+	fmt.Fprintf(w, "routed as E: %.0f%% or more of the row's bytes went to engine E, as in E's own row: no gain or loss is shown against it.\n", 100*benchmethod.RoutedShare)
+	switch rep.ProfileState {
+	case "wrote":
+		fmt.Fprintf(w, "\nprofile: measured this machine's engines for auto and hybrid and wrote %s (a config's engine: auto reads it).\n", rep.Profile)
+	case "read":
+		fmt.Fprintf(w, "\nprofile: auto and hybrid used %s (delete it, or run offload calibrate, to measure again).\n", rep.Profile)
+	case "not saved":
+		fmt.Fprintf(w, "\nprofile: measured this machine's engines for auto and hybrid but could not write %s (see the warning above).\n", rep.Profile)
+	}
 	if len(rep.Skipped) > 0 {
 		fmt.Fprintln(w, "\nskipped (unavailable here):")
 		for _, s := range rep.Skipped {
 			fmt.Fprintf(w, "  %-*s  %s\n", width, s.Policy, s.Reason)
 		}
+	}
+	fmt.Fprintln(w)
+	for _, l := range benchVerdict(rep) {
+		fmt.Fprintln(w, l)
 	}
 	drivers := map[string]string{}
 	var names []string
@@ -278,4 +320,61 @@ func printBenchTable(w io.Writer, rep *benchReport) {
 			fmt.Fprintf(w, "  %10d  %s\n", r.IRQ[k], k)
 		}
 	}
+}
+
+// benchVerdict says in words what the table comes to, per stream count:
+// which policy is fastest and by how much over software, unless that is
+// noise (within spread, or routed as software); first, when no kernel
+// engine carried a frame, that every row ran in software.
+func benchVerdict(rep *benchReport) []string {
+	var out []string
+	carried := false
+	for _, r := range rep.Runs {
+		for _, e := range r.Engines {
+			carried = carried || e.Engine != engine.SoftwareName && e.Frames > 0
+		}
+	}
+	switch {
+	case len(rep.Runs) == 0:
+		return nil
+	case !carried && len(rep.KernelEngines) == 0:
+		return []string{fmt.Sprintf("verdict: this machine has no kernel engine for %s (offload engines says why): every policy ran in software, "+
+			"so the differences between rows are noise between runs of the same code, not gains.", rep.Suite)}
+	case !carried:
+		out = append(out, fmt.Sprintf("verdict: no kernel engine (%s) carried a frame: every row ran in software, so the differences between rows are noise, not gains.",
+			strings.Join(rep.KernelEngines, ", ")))
+		return out
+	}
+	var streams []int
+	best := map[int]benchRun{}
+	for _, r := range rep.Runs {
+		if r.Error != "" {
+			continue
+		}
+		b, ok := best[r.Streams]
+		if !ok {
+			streams = append(streams, r.Streams)
+		}
+		if !ok || r.MBps > b.MBps {
+			best[r.Streams] = r
+		}
+	}
+	sort.Ints(streams)
+	for _, n := range streams {
+		b := best[n]
+		at := "verdict, " + plural(n, "stream") + ": "
+		switch {
+		case b.Policy == benchRoles.Baseline:
+			out = append(out, at+"software is fastest; no engine gains here.")
+		case b.RoutedAs == benchRoles.Baseline:
+			out = append(out, at+b.Policy+" is fastest but routed as software: no gain.")
+		case b.Gain == 0:
+			out = append(out, fmt.Sprintf("%s%s is fastest at %.1f MB/s (no software row to compare with).", at, b.Policy, b.MBps))
+		case b.GainPaired.Straddles():
+			out = append(out, fmt.Sprintf("%s%s leads software by %s: no clear gain.", at, b.Policy, b.GainPaired))
+		default:
+			out = append(out, fmt.Sprintf("%s%s is fastest, %s software's MB/s.", at, b.Policy, b.GainPaired))
+		}
+	}
+	return out
 }

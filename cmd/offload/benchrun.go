@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/offload-dev/offload/engine"
 	"github.com/offload-dev/offload/internal/bench"
@@ -52,8 +53,11 @@ type end struct {
 // run measures one policy with n streams on a fresh link: the tunnel is
 // started, warmed up with one small verified stream (handshake and link
 // up are not part of the figure), measured, and stopped.
-func (b *benchRunner) run(ctx context.Context, spec string, engines []engine.Engine, policy record.Policy, n int) benchRun {
-	r := benchRun{Policy: spec, Streams: n}
+//
+// r is a named result so that the deferred stop can still set its Error.
+func (b *benchRunner) run(ctx context.Context, spec string, engines []engine.Engine, policy record.Policy, n int) (r benchRun) {
+	r = benchRun{Policy: spec, Streams: n}
+	var refusals *refusalRecorder // remote only: the server's answers to refused streams
 	opt := tunnel.Options{
 		Suite: b.suite, PSK: b.psk, Engines: engines, Policy: policy,
 		MaxFrame: b.maxFrame, YamuxWindow: b.window, StatusInterval: -1,
@@ -67,12 +71,19 @@ func (b *benchRunner) run(ctx context.Context, spec string, engines []engine.Eng
 	}
 	tctx, stop := context.WithCancel(ctx)
 	var waits []chan error
+	warmedUp := false
 	defer func() {
 		stop()
 		for _, w := range waits {
 			if err := waitEnd(w); err != nil && r.Error == "" {
 				r.Error = err.Error()
 			}
+		}
+		// The client has stopped, so it has logged why the server
+		// refused the warm-up stream, if it did: say that, not the
+		// reset the load saw.
+		if refusal := refusals.lastOrNil(); !warmedUp && refusal != nil {
+			r.Error = remoteRefusal(b.o.server, b.o.service, refusal).Error()
 		}
 	}()
 	var ends []end
@@ -100,10 +111,13 @@ func (b *benchRunner) run(ctx context.Context, spec string, engines []engine.Eng
 		return r
 	}
 	service := benchService
+	copt := opt
 	if b.o.server != "" {
 		service = b.o.service
+		refusals = new(refusalRecorder)
+		copt.Logger = zap.New(zapcore.NewTee(b.log.Core(), refusals))
 	}
-	cli, err := tunnel.NewClient(tunnel.ClientConfig{Options: opt, Server: server, Forwards: []tunnel.Forward{{Listener: fwd, Service: service}}})
+	cli, err := tunnel.NewClient(tunnel.ClientConfig{Options: copt, Server: server, Forwards: []tunnel.Forward{{Listener: fwd, Service: service}}})
 	if err != nil {
 		_ = fwd.Close()
 		r.Error = err.Error()
@@ -119,6 +133,7 @@ func (b *benchRunner) run(ctx context.Context, spec string, engines []engine.Eng
 		r.Error = fmt.Sprintf("warm-up stream: %v", err)
 		return r
 	}
+	warmedUp = true
 	before := snapshot(ends)
 	hp, _ := policy.(handedCounter)
 	var handed0 uint64

@@ -1,9 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"context"
-
 	"strconv"
+	"time"
 
 	"github.com/offload-dev/offload/config"
 	"github.com/offload-dev/offload/tunnel"
@@ -34,6 +35,7 @@ func runClient(ctx context.Context, env *runEnv, file string) (int, error) {
 		return 1, err
 	}
 	defer func() { _ = log.Sync() }()
+	opt.LinkWait = linkWait(cfg.LinkWait)
 	cli, err := tunnel.NewClient(tunnel.ClientConfig{
 		Options:     opt,
 		Servers:     cfg.Servers,
@@ -67,3 +69,7 @@ func runClient(ctx context.Context, env *runEnv, file string) (int, error) {
 
 // forwardField is the config field path of forward i.
 func forwardField(i int) string { return "forwards[" + strconv.Itoa(i) + "]" }
+
+// linkWait maps the config's link_wait to the tunnel's: the config's 0 is
+// "reset at once", the tunnel's is its default.
+func linkWait(d time.Duration) time.Duration { return cmp.Or(d, -1) }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -34,11 +35,14 @@ func register(c *command) { commands[c.Name] = c }
 var errUsage = errors.New("usage")
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	// Help that was asked for goes to stdout (offload -h | less) and
+	// exits 0; help after a mistake goes to stderr and exits 2.
+	if len(args) == 0 {
 		printCommands(stderr)
-		if len(args) == 0 {
-			return 2
-		}
+		return 2
+	}
+	if args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help" {
+		printCommands(stdout)
 		return 0
 	}
 	cmd, ok := commands[args[0]]
@@ -48,18 +52,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	fs := flag.NewFlagSet("offload "+cmd.Name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// The flag package writes a parse error and the usage before Parse
+	// returns; which stream they belong on is known only after.
+	var parseOut bytes.Buffer
+	fs.SetOutput(&parseOut)
 	runFn := cmd.Flags(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: offload %s %s\n\n%s\n\nflags:\n", cmd.Name, cmd.Usage, cmd.Short)
+		fmt.Fprintf(fs.Output(), "usage: offload %s %s\n\n%s\n\nflags:\n", cmd.Name, cmd.Usage, cmd.Short)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			_, _ = stdout.Write(parseOut.Bytes())
 			return 0
 		}
+		_, _ = stderr.Write(parseOut.Bytes())
 		return 2
 	}
+	fs.SetOutput(stderr)
 	// One place cancels on SIGINT/SIGTERM, as restic does.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/offload-dev/offload/config"
+	"github.com/offload-dev/offload/engine"
 	"github.com/offload-dev/offload/selector"
 	"github.com/offload-dev/offload/tunnel"
 	"github.com/offload-dev/offload/tunnel/record"
@@ -110,15 +111,26 @@ func configFlags(usage string, run func(context.Context, *runEnv, string) (int, 
 func tunnelOptions(ctx context.Context, c *config.Common, key []byte, log *zap.Logger) (tunnel.Options, error) {
 	applyMemoryLimit(c.MemoryLimit, log)
 	stats := new(record.Stats)
-	engines, policy, err := selector.Engines(ctx, c.Engine, c.Suite.Cipher, selector.EngineOptions{
-		Logger: log.Named("engine"), MaxFrame: c.MaxFrame, Profile: c.Profile, Stats: stats,
-	})
+	engines, policy, err := openEngines(ctx, c, log, stats)
 	if err != nil {
-		return tunnel.Options{}, c.FieldError("engine", err)
+		return tunnel.Options{}, err
 	}
 	opt := configOptions(c, key, log)
 	opt.Engines, opt.Policy, opt.Stats = engines, policy, stats
 	return opt, nil
+}
+
+// openEngines sets up the config's engine for its suite, as a start does
+// and offload validate checks it: a named engine that is missing on this
+// machine, or fails its known answers, is an error at the engine field.
+func openEngines(ctx context.Context, c *config.Common, log *zap.Logger, stats *record.Stats) ([]engine.Engine, record.Policy, error) {
+	engines, policy, err := selector.Engines(ctx, c.Engine, c.Suite.Cipher, selector.EngineOptions{
+		Logger: log.Named("engine"), MaxFrame: c.MaxFrame, Profile: c.Profile, Stats: stats,
+	})
+	if err != nil {
+		return nil, nil, c.FieldError("engine", err)
+	}
+	return engines, policy, nil
 }
 
 // configOptions maps the config's common part to tunnel.Options, all but

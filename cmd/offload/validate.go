@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -9,7 +10,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/offload-dev/offload/config"
+	"github.com/offload-dev/offload/selector"
 	"github.com/offload-dev/offload/tunnel"
+	"github.com/offload-dev/offload/tunnel/record"
 )
 
 func init() {
@@ -19,7 +22,7 @@ func init() {
 		Usage: "[-c FILE] [FILE...]",
 		Flags: func(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int, error) {
 			file := fs.String("c", "", "config `FILE` to check (more may follow as arguments)")
-			return func(_ context.Context, env *runEnv, args []string) (int, error) {
+			return func(ctx context.Context, env *runEnv, args []string) (int, error) {
 				var files []string
 				if *file != "" {
 					files = append(files, *file)
@@ -30,7 +33,7 @@ func init() {
 				}
 				code := 0
 				for _, f := range files {
-					if !validateFile(env.Stdout, env.Stderr, f) {
+					if !validateFile(ctx, env.Stdout, env.Stderr, f) {
 						code = 1
 					}
 				}
@@ -42,8 +45,9 @@ func init() {
 
 // validateFile loads one config file and its key, printing "FILE: ok (...)"
 // to stdout or every problem, one per line, to stderr. It reports whether
-// the file is fine.
-func validateFile(stdout, stderr io.Writer, path string) bool {
+// the file is fine. It checks what a start checks before it uses the
+// network, the engine included.
+func validateFile(ctx context.Context, stdout, stderr io.Writer, path string) bool {
 	cfg, err := config.Load(path)
 	if err != nil {
 		// An Errors value prints one "FILE:LINE: FIELD: problem" per line;
@@ -58,24 +62,24 @@ func validateFile(stdout, stderr io.Writer, path string) bool {
 		common = &c.Common
 		summary = "server: " + plural(len(c.Services), "service") + dynamicSummary(
 			len(c.SocksAllow), "socks rule", len(c.UDPServices), "UDP service", len(c.ReverseAllow), "reverse rule")
-		if len(c.Clients) > 0 {
-			// Every client's keys, as a start would read them, and the
-			// tunnel's checks on them (tunnel.ServerConfig.Check).
-			key, err := loadKey(common)
-			if err == nil {
-				var sc tunnel.ServerConfig
-				if sc, err = serverConfig(c, configOptions(common, key, zap.NewNop()), key); err == nil {
-					err = sc.Check()
-				}
-			}
-			if err != nil {
-				fmt.Fprintln(stderr, err)
-				return false
-			}
-			summary += ", " + plural(len(c.Clients), "client")
-		} else if _, err := tunnel.NewRules(c.SocksAllow, c.UDPServices, c.ReverseAllow); err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", path, err)
+		// What a start builds before it listens: the rules, every
+		// client's keys (all their errors at once), and the server itself
+		// (tunnel.NewServer's checks: services, caps, PROXY protocol).
+		key, err := loadKey(common)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
 			return false
+		}
+		sc, err := serverConfig(c, configOptions(common, key, zap.NewNop()), key)
+		if err == nil {
+			_, err = tunnel.NewServer(sc)
+		}
+		if err != nil {
+			printFileError(stderr, path, err)
+			return false
+		}
+		if len(c.Clients) > 0 {
+			summary += ", " + plural(len(c.Clients), "client")
 		}
 	case *config.Client:
 		common = &c.Common
@@ -110,11 +114,33 @@ func validateFile(stdout, stderr io.Writer, path string) bool {
 		fmt.Fprintln(stderr, err)
 		return false
 	}
+	// A named engine must serve the suite here, as a start requires
+	// (engine: afalg:foo on a kernel without it). auto and hybrid use
+	// whatever this machine has; they measure it at start, which
+	// validate does not wait for.
+	if !selector.IsPolicy(common.Engine) {
+		if _, _, err := openEngines(ctx, common, zap.NewNop(), new(record.Stats)); err != nil {
+			fmt.Fprintln(stderr, err)
+			return false
+		}
+	}
 	// The stream cap per link is derived (max_streams, link_buffer and
 	// yamux_window): say what it comes to.
 	fmt.Fprintf(stdout, "%s: ok (%s, suite %v, engine %s, %s per link)\n", path, summary, common.Suite, common.Engine,
 		plural(common.LinkStreams(), "stream"))
 	return true
+}
+
+// printFileError prints err: a config error names its file and line
+// already; any other is prefixed with the file.
+func printFileError(w io.Writer, path string, err error) {
+	var ce *config.Error
+	var ces config.Errors
+	if errors.As(err, &ce) || errors.As(err, &ces) {
+		fmt.Fprintln(w, err)
+		return
+	}
+	fmt.Fprintf(w, "%s: %v\n", path, err)
 }
 
 func plural(n int, what string) string {

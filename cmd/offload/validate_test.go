@@ -229,9 +229,16 @@ func TestValidateClientsExample(t *testing.T) {
 	if err := os.WriteFile(file, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Every missing key file in one run, each at its field.
 	code, _, stderr := runCmd(t, "validate", file)
-	if code == 0 || !strings.Contains(stderr, "clients.alice.key_file") {
-		t.Fatalf("without key files: exit %d, stderr %s; want alice's key_file blamed", code, stderr)
+	var blamed []string
+	for _, l := range strings.Split(strings.TrimSpace(stderr), "\n") {
+		if m := regexp.MustCompile(`:\d+: (clients\.\S+): .*no such file`).FindStringSubmatch(l); m != nil {
+			blamed = append(blamed, m[1])
+		}
+	}
+	if want := "clients.alice.key_file clients.bob.key_files[0] clients.bob.key_files[1] clients.admin.key_file"; code != 1 || strings.Join(blamed, " ") != want {
+		t.Fatalf("without key files: exit %d, blamed %q, want %q:\n%s", code, blamed, want, stderr)
 	}
 	for _, k := range []string{"alice.key", "bob-2.key", "bob.key", "admin.key"} {
 		if code, _, stderr := runCmd(t, "keygen", "-o", filepath.Join(dir, k)); code != 0 {
@@ -308,5 +315,30 @@ func TestValidateDynamicExamples(t *testing.T) {
 	}
 	if code, _, stderr := runCmd(t, "validate", "-c", client); code != 1 || !strings.Contains(stderr, "socks_users_file: SOCKS users file") {
 		t.Errorf("a users file others can read: exit %d, %s", code, stderr)
+	}
+}
+
+// validate refuses an engine the start refuses, with the start's words:
+// afalg:foo is a driver no kernel has (and this one may have no AF_ALG at
+// all), so offload server stops at its engine and validate must too.
+func TestValidateEngineAsStart(t *testing.T) {
+	dir := exampleDir(t)
+	server := filepath.Join(dir, "server.yaml")
+	data, err := os.ReadFile(server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(dir, "afalg.yaml")
+	src := edit(t, server, string(data), `(?m)^engine: software$`, "engine: afalg:foo")
+	if err := os.WriteFile(bad, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, vErr := runCmd(t, "validate", bad)
+	if code != 1 || stdout != "" || !strings.Contains(vErr, bad+":") || !strings.Contains(vErr, " engine: ") {
+		t.Fatalf("validate: exit %d, stdout %q, stderr %q; want exit 1 and the engine's error", code, stdout, vErr)
+	}
+	code, _, sErr := runCmd(t, "server", "-c", bad)
+	if code != 1 || !strings.HasSuffix(sErr, "\noffload server: "+vErr) {
+		t.Fatalf("server: exit %d, stderr %q; want validate's %q", code, sErr, vErr)
 	}
 }

@@ -1,0 +1,105 @@
+package tunnel
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Fail fast. A local connection (forward, SOCKS, UDP flow) that finds no
+// link waits only while a dial is under way, or due, within
+// Options.LinkWait; it is refused at once when the next dial is further
+// off, and as soon as a failed dial's retry would come too late, with why
+// the link is down (the last dial's error: refused, wrong key, suite
+// mismatch). An
+// application then sees its connection reset at once, as with "channel
+// open failed" from ssh -L, instead of a connection held for DialTimeout
+// while the server is down.
+//
+// linkLoop reports to linkState (dialStart before each dial, retry when a
+// dial failed or the link went down and the next dial is scheduled);
+// openStream asks awaitLink while c.sess is nil.
+
+// linkState is what a connection waiting for the link needs to know
+// about the link loop.
+type linkState struct {
+	mu      sync.Mutex
+	dialing bool          // a dial and handshake are under way (true before the first)
+	next    time.Time     // when the next dial starts, while not dialing
+	lastErr error         // why the last dial failed or the last link went down
+	failed  chan struct{} // closed, and replaced, by every retry
+}
+
+func newLinkState() *linkState {
+	return &linkState{dialing: true, failed: make(chan struct{})}
+}
+
+// dialStart: the link loop is about to dial.
+func (s *linkState) dialStart() {
+	s.mu.Lock()
+	s.dialing = true
+	s.mu.Unlock()
+}
+
+// retry: there is no link because of err, and the next dial starts in d.
+// Connections waiting for the dial that failed are refused now.
+func (s *linkState) retry(err error, d time.Duration) {
+	s.mu.Lock()
+	s.dialing, s.next, s.lastErr = false, time.Now().Add(d), err
+	close(s.failed)
+	s.failed = make(chan struct{})
+	s.mu.Unlock()
+}
+
+// awaitLink waits until up is closed (a link is up) or the wait is over.
+// It gives up, with an error wrapping ErrLinkDown and the last dial's
+// error, as soon as no dial is under way or due by deadline: at once
+// when the last dial failed and the next is further off, or when a dial
+// fails and its retry would come too late; at deadline otherwise.
+func (c *Client) awaitLink(ctx context.Context, up <-chan struct{}, deadline time.Time) error {
+	s := c.link
+	t := time.NewTimer(max(time.Until(deadline), 0))
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		dialing, next, lastErr, failed := s.dialing, s.next, s.lastErr, s.failed
+		s.mu.Unlock()
+		select {
+		case <-up:
+			return nil
+		default:
+		}
+		if !time.Now().Before(deadline) || !dialing && next.After(deadline) {
+			return linkDownError(lastErr, dialing, time.Until(next))
+		}
+		select {
+		case <-up:
+			return nil
+		case <-failed:
+			// A dial failed: wait on if its retry is due in time
+			// (the next server of several, a short backoff).
+		case <-t.C:
+			if lastErr == nil {
+				return fmt.Errorf("%w: none came up within link_wait %v (a dial is under way)", ErrLinkDown, c.opt.LinkWait)
+			}
+			return fmt.Errorf("%w: none came up within link_wait %v (last: %w)", ErrLinkDown, c.opt.LinkWait, lastErr)
+		case <-ctx.Done():
+			return fmt.Errorf("%w: shutting down", ErrLinkDown)
+		}
+	}
+}
+
+// linkDownError says why there is no link: the last dial's error and when
+// the next one starts.
+func linkDownError(lastErr error, dialing bool, next time.Duration) error {
+	switch {
+	case lastErr == nil && dialing:
+		return fmt.Errorf("%w: the first dial to the server is under way", ErrLinkDown)
+	case lastErr == nil:
+		return ErrLinkDown
+	case dialing:
+		return fmt.Errorf("%w (redialling; last: %w)", ErrLinkDown, lastErr)
+	}
+	return fmt.Errorf("%w (next dial in %v; last: %w)", ErrLinkDown, max(next, 0).Round(time.Millisecond), lastErr)
+}
