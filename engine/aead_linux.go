@@ -153,7 +153,7 @@ func (a *AFALGAEAD) resolve(c Cipher) (afalgBinding, error) {
 		a.log.Warn("cannot read /proc/crypto, driver unknown", zap.Error(procErr))
 	}
 	b.drv = unknownDriver(b.name, AuthencName(c), procErr)
-	if d, ok := boundAEAD(algs, AuthencName(c), innerDrv.Name); ok {
+	if d, ok := boundAEAD(algs, AuthencName(c), innerDrv.Name, ReadAFALGPolicy()); ok {
 		b.drv = d
 	}
 	a.log.Debug("bound", zap.Stringer("cipher", c), zap.String("name", b.name),
@@ -192,12 +192,13 @@ func pickSHA256(algs []CryptoAlg) string {
 }
 
 // boundAEAD finds the aead driver serving name in /proc/crypto: the
-// highest-priority one, or, when the cipher driver inside is given, the one
-// built on it (authenc(hmac(sha256-generic),virtio_crypto_aes_cbc)).
-func boundAEAD(algs []CryptoAlg, name, inner string) (Driver, bool) {
+// highest-priority one AF_ALG admits under p, or, when the cipher driver
+// inside is given, the one built on it
+// (authenc(hmac(sha256-generic),virtio_crypto_aes_cbc)).
+func boundAEAD(algs []CryptoAlg, name, inner string, p AFALGPolicy) (Driver, bool) {
 	best, found := CryptoAlg{}, false
 	for _, x := range algs {
-		if x.Name != name || x.Type != "aead" || x.Internal || (x.SelfTest != "" && x.SelfTest != "passed") {
+		if x.Name != name || x.Type != "aead" || x.Internal || (x.SelfTest != "" && x.SelfTest != "passed") || !p.Admits(x.Describe()) {
 			continue
 		}
 		if inner != "" && !strings.HasSuffix(x.Driver, ","+inner+")") {
