@@ -87,7 +87,7 @@ func (p AFALGPolicy) Reason() string {
 		if p.Release != "" {
 			kernel = "Linux " + p.Release
 		}
-		parts = append(parts, kernel+" limits AF_ALG to synchronous software implementations (Linux 7.2, commit 7524070f26d8)")
+		parts = append(parts, kernel+" limits AF_ALG to synchronous software implementations, as Linux does since 7.2, commit 7524070f26d8")
 	}
 	if p.Restrict > 0 {
 		parts = append(parts, fmt.Sprintf("%s=%d allows only its allowlist", AFALGRestrictSysctl, p.Restrict))
