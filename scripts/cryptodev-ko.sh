@@ -160,6 +160,10 @@ if command -v "$hostcc" >/dev/null || [ -n "$cross" ]; then
 	say "make -C $src KERNEL_DIR=$kdir ARCH=$karch CROSS_COMPILE=$cross ($release)"
 	make "${makeargs[@]}" >"$build/make.log" 2>&1 || status=$?
 else
+	if [ "$(id -u)" -ne 0 ]; then
+		say "$release wants $hostcc, which this host lacks; building in a gcc-$gccv root of its suite needs root (chroot, unshare)"
+		exit 1
+	fi
 	root=$(toolchain_root) || { say "no gcc-$gccv toolchain root for $release"; exit 1; }
 	say "make -C $src KERNEL_DIR=$kdir ARCH=$karch in the gcc-$gccv root $root ($release)"
 	mkdir -p "$root$tree" "$root$build"

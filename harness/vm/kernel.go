@@ -177,6 +177,11 @@ func fetchDebs(ctx context.Context, dir string, pkgs []string, debArch string, l
 // the cache is used, with a warning.
 func fetchKernel(ctx context.Context, cache string, a *archSpec, wantPVH bool, logf func(string, ...any)) (*kernel, error) {
 	base := filepath.Join(cache, a.DebArch)
+	if cfg := os.Getenv("APT_CONFIG"); cfg != "" {
+		// Another suite's kernels live apart, so that the fallback below
+		// never boots one of them in a run of the machine's own suite.
+		base = filepath.Join(base, "apt-"+strings.TrimPrefix(filepath.Base(filepath.Dir(cfg)), "apt-"))
+	}
 	pkg, err := kernelPackage(ctx, a)
 	if err != nil {
 		cached, _ := filepath.Glob(filepath.Join(base, "linux-image-*", "root"))
