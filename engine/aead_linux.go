@@ -138,7 +138,11 @@ func (a *AFALGAEAD) resolve(c Cipher) (afalgBinding, error) {
 	}
 	fd, err := algSocket(aeadAlgType, b.name)
 	if err != nil {
+		pol := ReadAFALGPolicy()
 		switch {
+		case errors.Is(err, unix.ENOENT) && pol.Restrict > 0:
+			return afalgBinding{}, fmt.Errorf("%s %v: %w: cannot bind %s: the allowlist of %s (%d) may not hold it (%s=0 lifts it): %w",
+				a.Name(), c, ErrAFALGRefused, b.name, AFALGRestrictSysctl, pol.Restrict, AFALGRestrictPath, err)
 		case errors.Is(err, unix.ENOENT):
 			return afalgBinding{}, fmt.Errorf("%s %v: %w: cannot bind %s: load the authenc module and the AF_ALG aead interface (algif_aead, CONFIG_CRYPTO_USER_API_AEAD): %w",
 				a.Name(), c, ErrNoAlgorithm, b.name, err)
