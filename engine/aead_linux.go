@@ -138,7 +138,11 @@ func (a *AFALGAEAD) resolve(c Cipher) (afalgBinding, error) {
 	}
 	fd, err := algSocket(aeadAlgType, b.name)
 	if err != nil {
+		pol := ReadAFALGPolicy()
 		switch {
+		case errors.Is(err, unix.ENOENT) && pol.Restrict > 0:
+			return afalgBinding{}, fmt.Errorf("%s %v: %w: cannot bind %s: the allowlist of %s (%d) may not hold it (%s=0 lifts it): %w",
+				a.Name(), c, ErrAFALGRefused, b.name, AFALGRestrictSysctl, pol.Restrict, AFALGRestrictPath, err)
 		case errors.Is(err, unix.ENOENT):
 			return afalgBinding{}, fmt.Errorf("%s %v: %w: cannot bind %s: load the authenc module and the AF_ALG aead interface (algif_aead, CONFIG_CRYPTO_USER_API_AEAD): %w",
 				a.Name(), c, ErrNoAlgorithm, b.name, err)
@@ -153,7 +157,7 @@ func (a *AFALGAEAD) resolve(c Cipher) (afalgBinding, error) {
 		a.log.Warn("cannot read /proc/crypto, driver unknown", zap.Error(procErr))
 	}
 	b.drv = unknownDriver(b.name, AuthencName(c), procErr)
-	if d, ok := boundAEAD(algs, AuthencName(c), innerDrv.Name); ok {
+	if d, ok := boundAEAD(algs, AuthencName(c), innerDrv.Name, ReadAFALGPolicy()); ok {
 		b.drv = d
 	}
 	a.log.Debug("bound", zap.Stringer("cipher", c), zap.String("name", b.name),
@@ -192,12 +196,13 @@ func pickSHA256(algs []CryptoAlg) string {
 }
 
 // boundAEAD finds the aead driver serving name in /proc/crypto: the
-// highest-priority one, or, when the cipher driver inside is given, the one
-// built on it (authenc(hmac(sha256-generic),virtio_crypto_aes_cbc)).
-func boundAEAD(algs []CryptoAlg, name, inner string) (Driver, bool) {
+// highest-priority one AF_ALG admits under p, or, when the cipher driver
+// inside is given, the one built on it
+// (authenc(hmac(sha256-generic),virtio_crypto_aes_cbc)).
+func boundAEAD(algs []CryptoAlg, name, inner string, p AFALGPolicy) (Driver, bool) {
 	best, found := CryptoAlg{}, false
 	for _, x := range algs {
-		if x.Name != name || x.Type != "aead" || x.Internal || (x.SelfTest != "" && x.SelfTest != "passed") {
+		if x.Name != name || x.Type != "aead" || x.Internal || (x.SelfTest != "" && x.SelfTest != "passed") || !p.Admits(x.Describe()) {
 			continue
 		}
 		if inner != "" && !strings.HasSuffix(x.Driver, ","+inner+")") {

@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"os"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -177,5 +179,74 @@ func TestKernelAFALGFaults(t *testing.T) {
 				t.Errorf("next request after the fault: %v, equal %v", err, bytes.Equal(out, want))
 			}
 		})
+	}
+}
+
+// TestBindENOENTExplains checks what a bind that failed with ENOENT says,
+// from a fake /proc/crypto (Debian 7.2's cbc(aes) drivers in the VM) and
+// kernel policy: AF_ALG refusing a listed device names the kernel rule and
+// cryptodev, the 7.3 allowlist names its sysctl, a driver that is not
+// listed stays ErrNoAlgorithm.
+func TestBindENOENTExplains(t *testing.T) {
+	algs, err := ParseProcCrypto(strings.NewReader(`name : cbc(aes)
+driver : cbc-aes-aesni
+priority : 400
+type : skcipher
+async : no
+
+name : cbc(aes)
+driver : virtio_crypto_aes_cbc
+priority : 150
+type : skcipher
+async : yes
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	enoent := os.NewSyscallError("bind", unix.ENOENT)
+	c := Cipher{Mode: CBC, KeyBits: 256}
+	v72 := NewAFALGPolicy("7.2.13+deb14-amd64", "")
+	v73 := NewAFALGPolicy("7.3.0", "1\n")
+	v61 := NewAFALGPolicy("6.1.0-57-amd64", "")
+	for _, tc := range []struct {
+		name, driver, bound string
+		pol                 AFALGPolicy
+		is                  error
+		says                []string
+	}{
+		{"7.2 device", "virtio_crypto", "virtio_crypto_aes_cbc", v72, ErrAFALGRefused,
+			[]string{"afalg:virtio_crypto aes-256-cbc", "AF_ALG refuses the driver: virtio_crypto_aes_cbc is an async device driver", "Linux 7.2.13+deb14-amd64", "cryptodev:hw"}},
+		{"7.3 device", "virtio_crypto_aes_cbc", "virtio_crypto_aes_cbc", v73, ErrAFALGRefused,
+			[]string{"crypto.af_alg_restrict=1"}},
+		{"7.3 plain name", "", "cbc(aes)", v73, ErrAFALGRefused,
+			[]string{"allowlist of crypto.af_alg_restrict (1)", AFALGRestrictPath + "=0"}},
+		{"6.1 plain name", "", "cbc(aes)", v61, ErrNoAlgorithm,
+			[]string{"algif_skcipher"}},
+		{"7.2 not listed", "nosuch", "nosuch", v72, ErrNoAlgorithm,
+			[]string{`no driver "nosuch"`, "registered: cbc-aes-aesni, virtio_crypto_aes_cbc"}},
+	} {
+		name := AFALGName
+		if tc.driver != "" {
+			name += ":" + tc.driver
+		}
+		got := bindENOENT(name, tc.driver, tc.bound, c, algs, nil, tc.pol, enoent)
+		if !errors.Is(got, tc.is) || !errors.Is(got, unix.ENOENT) || !errors.Is(got, ErrUnavailable) {
+			t.Errorf("%s: %v; want it to wrap %v and ENOENT", tc.name, got, tc.is)
+			continue
+		}
+		if tc.is == ErrNoAlgorithm && errors.Is(got, ErrAFALGRefused) {
+			t.Errorf("%s: %v calls a missing driver a refusal", tc.name, got)
+		}
+		for _, w := range tc.says {
+			if !strings.Contains(got.Error(), w) {
+				t.Errorf("%s: %v; want it to say %q", tc.name, got, w)
+			}
+		}
+	}
+	// Only devices listed on 7.2 (aesni unloaded): the plain name has
+	// nothing AF_ALG admits.
+	got := bindENOENT(AFALGName, "", "cbc(aes)", c, algs[1:], nil, v72, enoent)
+	if !errors.Is(got, ErrAFALGRefused) || !strings.Contains(got.Error(), "only from devices (virtio_crypto_aes_cbc)") {
+		t.Errorf("devices only on 7.2: %v", got)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -160,7 +161,7 @@ func (a *AFALG) resolve(c Cipher) (afalgBinding, error) {
 	fd, err := algSocket(algType, b.name)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			return afalgBinding{}, a.noAlgorithm(c, err)
+			return afalgBinding{}, a.noAlgorithm(c, b.name, err)
 		}
 		if isSyscall(err, "socket") {
 			return afalgBinding{}, a.socketError(c, err)
@@ -176,7 +177,7 @@ func (a *AFALG) resolve(c Cipher) (afalgBinding, error) {
 	}
 	switch {
 	case a.driver == "":
-		d, ok := BoundDriver(algs, alg)
+		d, ok := BoundDriverUnder(algs, alg, ReadAFALGPolicy())
 		if !ok {
 			d = unknownDriver(alg, alg, procErr)
 		}
@@ -264,21 +265,64 @@ func (a *AFALG) socketError(c Cipher, err error) error {
 	return fmt.Errorf("%s %v: %w: AF_ALG socket: %w", a.Name(), c, ErrUnavailable, err)
 }
 
-// noAlgorithm explains a bind that failed with ENOENT.
-func (a *AFALG) noAlgorithm(c Cipher, err error) error {
-	drivers, procErr := KernelDrivers(c)
-	if a.driver == "" {
+// noAlgorithm explains a bind of name that failed with ENOENT.
+func (a *AFALG) noAlgorithm(c Cipher, name string, err error) error {
+	algs, procErr := ReadProcCrypto()
+	pol := ReadAFALGPolicy()
+	e := bindENOENT(a.Name(), a.driver, name, c, algs, procErr, pol, err)
+	if errors.Is(e, ErrAFALGRefused) {
+		a.log.Warn("AF_ALG refuses the driver", zap.Stringer("cipher", c), zap.String("driver", name),
+			zap.String("kernel", pol.Release), zap.Error(e))
+	}
+	return e
+}
+
+// bindENOENT explains why binding name (for the engine's driver, "" for the
+// plain algorithm name) failed with ENOENT, given /proc/crypto (algs, or
+// procErr) and the kernel's AF_ALG policy: a listed driver that AF_ALG
+// refuses (a device on Linux 7.2 and later, or crypto.af_alg_restrict),
+// an interface module missing, or no driver at all.
+func bindENOENT(engine, driver, name string, c Cipher, algs []CryptoAlg, procErr error, pol AFALGPolicy, err error) error {
+	drivers := SkcipherDrivers(algs, c.KernelName())
+	if driver == "" {
 		if len(drivers) > 0 {
+			if pol.Restrict > 0 {
+				return fmt.Errorf("%s %v: %w: /proc/crypto lists %s (%s) but AF_ALG cannot bind it: the allowlist of %s (%d) does not hold it (%s=0 lifts it): %w",
+					engine, c, ErrAFALGRefused, c.KernelName(), driverList(drivers), AFALGRestrictSysctl, pol.Restrict, AFALGRestrictPath, err)
+			}
+			if !slices.ContainsFunc(drivers, pol.Admits) {
+				return fmt.Errorf("%s %v: %w: /proc/crypto lists %s only from devices (%s): %s: %w",
+					engine, c, ErrAFALGRefused, c.KernelName(), driverList(drivers), pol.Reason(), err)
+			}
 			return fmt.Errorf("%s %v: %w: /proc/crypto lists %s (%s) but AF_ALG cannot bind it: skcipher interface missing (load algif_skcipher, CONFIG_CRYPTO_USER_API_SKCIPHER): %w",
-				a.Name(), c, ErrNoAlgorithm, c.KernelName(), driverList(drivers), err)
+				engine, c, ErrNoAlgorithm, c.KernelName(), driverList(drivers), err)
 		}
-		return fmt.Errorf("%s %v: %w: no driver for %s (load its module, e.g. aes or ctr): %w", a.Name(), c, ErrNoAlgorithm, c.KernelName(), err)
+		return fmt.Errorf("%s %v: %w: no driver for %s (load its module, e.g. aes or ctr): %w", engine, c, ErrNoAlgorithm, c.KernelName(), err)
+	}
+	for _, d := range drivers {
+		if d.Name == name {
+			if e := refusedError(engine, c, pol, d, err); e != nil {
+				return e
+			}
+		}
 	}
 	list := driverList(drivers)
 	if procErr != nil {
 		list = "unknown (" + procErr.Error() + ")"
 	}
-	return fmt.Errorf("%s %v: %w: no driver %q for %s; registered: %s: %w", a.Name(), c, ErrNoAlgorithm, a.driver, c.KernelName(), list, err)
+	return fmt.Errorf("%s %v: %w: no driver %q for %s; registered: %s: %w", engine, c, ErrNoAlgorithm, driver, c.KernelName(), list, err)
+}
+
+// ReadAFALGPolicy describes the running kernel: its release (uname) and
+// crypto.af_alg_restrict where the sysctl exists.
+func ReadAFALGPolicy() AFALGPolicy {
+	var u unix.Utsname
+	release := ""
+	if unix.Uname(&u) == nil {
+		release = unix.ByteSliceToString(u.Release[:])
+	}
+	restrict, _ := os.ReadFile(AFALGRestrictPath)
+	return NewAFALGPolicy(release, string(restrict))
 }
 
 // afalgCrypter owns one keyed AF_ALG socket and one operation socket.
@@ -388,4 +432,12 @@ func (x *afalgCrypter) request(d Direction, dst, src, iv []byte) error {
 		}
 		return fmt.Errorf("%s %v: %s %s of %d bytes on driver %s: %w", x.engine, x.c, d, what, len(src), x.drv.Name, err)
 	}
+}
+
+// KernelAFALGNote is what listings say about AF_ALG on the running kernel
+// (AFALGPolicy.AFALGNote with /proc/crypto): "" where AF_ALG reaches
+// devices as it always did.
+func KernelAFALGNote() string {
+	algs, _ := ReadProcCrypto()
+	return ReadAFALGPolicy().AFALGNote(algs)
 }

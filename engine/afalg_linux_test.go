@@ -204,6 +204,18 @@ func TestKernelVirtioInterrupts(t *testing.T) {
 	if virtio == "" || len(devs) == 0 {
 		t.Skipf("no virtio_crypto driver for cbc(aes) (drivers %v, devices %v); run the VM with -virtio-crypto", ds, devs)
 	}
+	if pol := engine.ReadAFALGPolicy(); pol.SoftwareOnly {
+		// Linux 7.2 and later: AF_ALG must refuse the device, and say why.
+		_, err := engine.NewAFALG(virtio, engine.Options{}).Driver(cbc256)
+		if !errors.Is(err, engine.ErrAFALGRefused) || !strings.Contains(err.Error(), "cryptodev") {
+			t.Fatalf("afalg:%s on %s: %v; want ErrAFALGRefused pointing at cryptodev", virtio, pol.Release, err)
+		}
+		if note := engine.KernelAFALGNote(); !strings.Contains(note, "reaches only CPU implementations") || !strings.Contains(note, virtio) {
+			t.Errorf("note = %q, want it to name %s", note, virtio)
+		}
+		t.Logf("%s refuses the device as it should: %v", pol.Release, err)
+		return
+	}
 	if cpu == "" {
 		cpu = "cbc(aes-generic)"
 	}

@@ -64,3 +64,10 @@ func KernelDrivers(c Cipher) ([]Driver, error) {
 	}
 	return nil, fmt.Errorf("kernel drivers for %s: %w: /proc/crypto and AF_ALG exist only on Linux", c.KernelName(), ErrUnsupported)
 }
+
+// ReadAFALGPolicy describes the running kernel's AF_ALG: outside Linux
+// there is none, so nothing restricts it.
+func ReadAFALGPolicy() AFALGPolicy { return NewAFALGPolicy("", "") }
+
+// KernelAFALGNote is "" outside Linux (see the Linux version).
+func KernelAFALGNote() string { return "" }

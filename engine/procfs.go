@@ -174,9 +174,17 @@ func SkcipherDrivers(algs []CryptoAlg, name string) []Driver {
 // name: the highest-priority skcipher driver whose self-test passed (the
 // crypto API skips untested ones; kernels before 4.x print no selftest line).
 func BoundDriver(algs []CryptoAlg, name string) (Driver, bool) {
+	return BoundDriverUnder(algs, name, AFALGPolicy{Restrict: -1})
+}
+
+// BoundDriverUnder is BoundDriver for an AF_ALG socket under policy p: on a
+// kernel that keeps AF_ALG to CPU implementations the highest-priority
+// driver it admits, so a device that outranks the CPU code in /proc/crypto
+// is not taken for what AF_ALG bound.
+func BoundDriverUnder(algs []CryptoAlg, name string, p AFALGPolicy) (Driver, bool) {
 	best, found := CryptoAlg{}, false
 	for _, a := range algs {
-		if a.Name != name || !a.IsSkcipher() || (a.SelfTest != "" && a.SelfTest != "passed") {
+		if a.Name != name || !a.IsSkcipher() || (a.SelfTest != "" && a.SelfTest != "passed") || !p.Admits(a.Describe()) {
 			continue
 		}
 		if !found || a.Priority > best.Priority {

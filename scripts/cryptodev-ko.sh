@@ -21,6 +21,16 @@
 # The 32-bit modules are cross-built with Debian's cross compilers
 # (gcc-arm-linux-gnueabihf, gcc-mipsel-linux-gnu; scripts/deps.sh). The .ko
 # is cached there too, keyed by tarball and kernel release.
+#
+# APT_CONFIG (scripts/apt-suite.sh) selects another suite's kernel, as for
+# harness/vm. When the headers name a compiler the host lacks (Debian sid's
+# 7.2 headers want gcc-16; bookworm has gcc-12, which does not know the
+# flags in the 7.2 configuration), the amd64 module is built in a toolchain
+# root of that suite: gcc-N, make, dwarves and a shell, resolved by apt-get
+# install --download-only against an empty dpkg status, unpacked with
+# dpkg-deb -x into the cache, entered with chroot inside a private mount
+# namespace (unshare) that sees the headers tree and the build folder at
+# their host paths. Nothing is installed on the host. This needs root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -104,12 +114,72 @@ if [ -n "$cross" ] && ! command -v "${cross}gcc-12" >/dev/null; then
 	exit 1
 fi
 
+# The compiler the kernel was built with, from the headers' own variables
+# (CC = ... $(CROSS_COMPILE)gcc-12).
+gccv=$(sed -n 's/^CC = .*gcc-\([0-9][0-9]*\).*/\1/p' "$kdir/.kernelvariables" 2>/dev/null | head -n1)
+gccv=${gccv:-12}
+hostcc="${cross:-x86_64-linux-gnu-}gcc-$gccv"
+
+# toolchain_root prints a root with gcc-$gccv from the apt suite in use.
+toolchain_root() {
+	local tc="$cache/$debarch/toolchain-gcc-$gccv" tmp
+	if [ ! -x "$tc/root/usr/bin/gcc-$gccv" ]; then
+		mkdir -p "$cache/$debarch"
+		tmp=$(mktemp -d "$cache/$debarch/.toolchain-XXXXXX")
+		mkdir -p "$tmp/archives/partial" "$tmp/root"
+		say "downloading gcc-$gccv and its build tools (a toolchain root; nothing is installed)"
+		if ! apt-get install --download-only -y -q -o Dir::State::status=/dev/null \
+			-o Dir::Cache::archives="$tmp/archives" \
+			"gcc-$gccv" make dwarves libelf1t64 dash bash coreutils sed grep mawk findutils diffutils \
+			>"$tmp/apt.log" 2>&1; then
+			cat "$tmp/apt.log" >&2
+			rm -rf "$tmp"
+			return 1
+		fi
+		for deb in "$tmp"/archives/*.deb; do dpkg-deb -x "$deb" "$tmp/root"; done
+		rm -rf "$tmp/archives"
+		# Links that maintainer scripts would make (sh -> dash in newer dash).
+		[ -e "$tmp/root/usr/bin/sh" ] || ln -s dash "$tmp/root/usr/bin/sh"
+		[ -e "$tmp/root/usr/bin/awk" ] || ln -s mawk "$tmp/root/usr/bin/awk"
+		rm -rf "$tc"
+		mv "$tmp" "$tc" 2>/dev/null || [ -x "$tc/root/usr/bin/gcc-$gccv" ]
+		rm -rf "$tmp"
+	fi
+	echo "$tc/root"
+}
+
 build=$(mktemp -d "${TMPDIR:-/tmp}/cryptodev-ko.XXXXXX")
 trap 'rm -rf "$build"' EXIT
 tar xzf "$tarball" -C "$build"
-say "make -C $src KERNEL_DIR=$kdir ARCH=$karch CROSS_COMPILE=$cross ($release)"
-if ! make -s -C "$build/$src" KERNEL_DIR="$kdir" ARCH="$karch" CROSS_COMPILE="$cross" \
-	-j"$(nproc)" >"$build/make.log" 2>&1; then
+makeargs=(-s -C "$build/$src" KERNEL_DIR="$kdir" ARCH="$karch" CROSS_COMPILE="$cross" -j"$(nproc)")
+if command -v "$hostcc" >/dev/null || [ -n "$cross" ]; then
+	if ! command -v "$hostcc" >/dev/null; then
+		say "$hostcc not found (scripts/deps.sh installs gcc-${cross%-})"
+		exit 1
+	fi
+	say "make -C $src KERNEL_DIR=$kdir ARCH=$karch CROSS_COMPILE=$cross ($release)"
+	make "${makeargs[@]}" >"$build/make.log" 2>&1 || status=$?
+else
+	if [ "$(id -u)" -ne 0 ]; then
+		say "$release wants $hostcc, which this host lacks; building in a gcc-$gccv root of its suite needs root (chroot, unshare)"
+		exit 1
+	fi
+	root=$(toolchain_root) || { say "no gcc-$gccv toolchain root for $release"; exit 1; }
+	say "make -C $src KERNEL_DIR=$kdir ARCH=$karch in the gcc-$gccv root $root ($release)"
+	mkdir -p "$root$tree" "$root$build"
+	# A private mount namespace: the binds and /proc (objtool reads it) go
+	# away with the build. The inner script takes its paths as arguments.
+	# shellcheck disable=SC2016
+	unshare --mount --fork /bin/sh -c '
+		root=$1 tree=$2 build=$3; shift 3
+		mount --make-rprivate / &&
+		mount --bind "$tree" "$root$tree" &&
+		mount --bind "$build" "$root$build" &&
+		mount -t proc proc "$root/proc" &&
+		exec chroot "$root" /usr/bin/env PATH=/usr/bin:/usr/sbin make "$@"' \
+		sh "$root" "$tree" "$build" "${makeargs[@]}" >"$build/make.log" 2>&1 || status=$?
+fi
+if [ "${status:-0}" -ne 0 ]; then
 	cat "$build/make.log" >&2
 	say "build failed against $kdir"
 	exit 1

@@ -85,6 +85,11 @@ func Setup(ctx context.Context, spec string, c engine.Cipher, path string, o Set
 		engines = m.Discover
 	}
 
+	if note := engine.KernelAFALGNote(); note != "" {
+		// The profile's afalg rows are then CPU code, whatever the
+		// devices /proc/crypto lists; say so once per start.
+		log.Info(note)
+	}
 	p, reason := loadFresh(path, c, o.MaxFrame, m)
 	if reason != "" {
 		log.Info("measuring engines", zap.String("profile", path), zap.String("why", reason),

@@ -72,6 +72,9 @@ func runCalibrate(ctx context.Context, env *runEnv, o calibrateOpts) (int, error
 	}
 	dur := time.Duration(o.seconds * float64(time.Second))
 	fmt.Fprintf(env.Stderr, "calibrating %d table(s), %v per run, frames up to %d bytes\n", len(ciphers)*len(dirs), dur, o.maxFrame)
+	if note := engine.KernelAFALGNote(); note != "" {
+		fmt.Fprintf(env.Stderr, "note: %s\n", note)
+	}
 	p, err := selector.Calibrate(ctx, selector.Config{
 		Ciphers: ciphers, Directions: dirs, MaxFrame: o.maxFrame, Duration: dur,
 		Progress: func(pr selector.Progress) {

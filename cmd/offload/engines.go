@@ -29,6 +29,9 @@ func init() {
 				}
 				for _, e := range list {
 					fmt.Fprintf(env.Stdout, "(%s) %s\n", e.Engine, e.Description)
+					if e.Note != "" {
+						fmt.Fprintf(env.Stdout, "     note: %s\n", e.Note)
+					}
 					var ok []string
 					for _, c := range e.Ciphers {
 						if c.Driver != nil {
@@ -59,9 +62,12 @@ func init() {
 }
 
 type engineInfo struct {
-	Engine      string         `json:"engine"`
-	Description string         `json:"description"`
-	Ciphers     []cipherStatus `json:"ciphers"`
+	Engine      string `json:"engine"`
+	Description string `json:"description"`
+	// Note, on the plain afalg engine, says what this kernel lets AF_ALG
+	// reach when that is only CPU code (engine.KernelAFALGNote).
+	Note    string         `json:"note,omitempty"`
+	Ciphers []cipherStatus `json:"ciphers"`
 }
 
 type cipherStatus struct {
@@ -89,6 +95,9 @@ func listEngines() []engineInfo {
 	for _, n := range names {
 		e := seen[n]
 		info := engineInfo{Engine: n, Description: engine.Describe(n)}
+		if n == engine.AFALGName {
+			info.Note = engine.KernelAFALGNote()
+		}
 		for _, c := range engine.Ciphers {
 			st := cipherStatus{Cipher: c.String()}
 			if d, err := e.Driver(c); err != nil {

@@ -111,11 +111,14 @@ func speedFlags(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int,
 
 // speedReport is the -json document of one cipher.
 type speedReport struct {
-	Offload   string       `json:"offload"`
-	Go        string       `json:"go"`
-	Platform  string       `json:"platform"`
-	Kernel    string       `json:"kernel"`
-	CPUAES    bool         `json:"cpu_aes"`
+	Offload  string `json:"offload"`
+	Go       string `json:"go"`
+	Platform string `json:"platform"`
+	Kernel   string `json:"kernel"`
+	CPUAES   bool   `json:"cpu_aes"`
+	// AFALG is what this kernel lets AF_ALG reach, where it is less than
+	// every driver (engine.KernelAFALGNote: Linux 7.2 and later).
+	AFALG     string       `json:"afalg,omitempty"`
 	Cipher    string       `json:"cipher"`
 	Direction string       `json:"direction"`
 	Seconds   int          `json:"seconds"`
@@ -236,8 +239,8 @@ func runSpeed(ctx context.Context, env *runEnv, o speedOpts, names []string) (in
 	for i, sc := range ciphers {
 		rep := &speedReport{
 			Offload: version(), Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH,
-			Kernel: sysinfo.Kernel(), CPUAES: engine.HardwareAES(), Cipher: sc.c.String(), Direction: dir.String(),
-			Seconds: o.seconds, Repeat: o.repeat, Multi: o.multi, Elapsed: o.elapsed, sizes: sizes, label: sc.label,
+			Kernel: sysinfo.Kernel(), CPUAES: engine.HardwareAES(), AFALG: engine.KernelAFALGNote(),
+			Cipher: sc.c.String(), Direction: dir.String(), Seconds: o.seconds, Repeat: o.repeat, Multi: o.multi, Elapsed: o.elapsed, sizes: sizes, label: sc.label,
 		}
 		n, code, err := speedCipherRun(ctx, env.Stderr, o, sc, dir, engines[i], rep)
 		if err != nil {
@@ -401,6 +404,9 @@ func irqDelta(before, after map[string]uint64) map[string]uint64 {
 func printSpeedTable(w io.Writer, reps []*speedReport) {
 	first := reps[0]
 	fmt.Fprintf(w, "offload %s %s %s, kernel %s, CPU AES instructions: %v\n", first.Offload, first.Go, first.Platform, first.Kernel, yesNo(first.CPUAES))
+	if first.AFALG != "" {
+		fmt.Fprintf(w, "note: %s\n", first.AFALG)
+	}
 	fmt.Fprintln(w, "The 'numbers' are in 1000s of bytes per second processed.")
 	// label is the row name; name the engine in the sections below, which
 	// name the cipher too when there are several.

@@ -158,6 +158,64 @@ func TestParseKernelDepends(t *testing.T) {
 	}
 }
 
+// TestParseKernelParts uses the apt-cache depends output of Debian sid's
+// linux-image-7.2.13+deb14-amd64 (abridged), whose kernel is split out.
+func TestParseKernelParts(t *testing.T) {
+	out := `linux-image-7.2.13+deb14-amd64
+  PreDepends: linux-base
+ |Depends: dracut
+  Depends: <linux-initramfs-tool>
+    dracut
+  Depends: linux-base-7.2.13+deb14-amd64
+  Depends: linux-binary-7.2.13+deb14-amd64
+  Depends: linux-modules-7.2.13+deb14-amd64
+  Breaks: initramfs-tools
+  Suggests: linux-doc-7.2
+`
+	want := []string{"linux-base-7.2.13+deb14-amd64", "linux-binary-7.2.13+deb14-amd64", "linux-modules-7.2.13+deb14-amd64"}
+	if got := parseKernelParts(out, "linux-image-7.2.13+deb14-amd64"); !slices.Equal(got, want) {
+		t.Errorf("parseKernelParts = %q, want %q", got, want)
+	}
+	// A classic image package (6.1) holds its kernel: nothing to follow.
+	old := "linux-image-6.1.0-57-amd64\n  PreDepends: linux-base\n  Depends: kmod\n  Recommends: firmware-linux-free\n"
+	if got := parseKernelParts(old, "linux-image-6.1.0-57-amd64"); len(got) != 0 {
+		t.Errorf("parseKernelParts(6.1) = %q, want none", got)
+	}
+}
+
+// TestUnpackedKernelLayouts finds the kernel in the classic and the split
+// package layouts and names the missing piece otherwise.
+func TestUnpackedKernelLayouts(t *testing.T) {
+	for _, tc := range []struct{ name, mods, image string }{
+		{"classic", "lib/modules/6.1.0-57-amd64", "boot/vmlinuz-6.1.0-57-amd64"},
+		{"split", "usr/lib/modules/7.2.13+deb14-amd64", "usr/lib/modules/7.2.13+deb14-amd64/vmlinuz"},
+	} {
+		root := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(root, tc.mods, "kernel"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := unpackedKernel(root, tc.name); err == nil || !strings.Contains(err.Error(), "vmlinuz") {
+			t.Errorf("%s without vmlinuz: err = %v, want one naming vmlinuz", tc.name, err)
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, tc.image)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, tc.image), []byte("k"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		k, err := unpackedKernel(root, tc.name)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if k.Image != filepath.Join(root, tc.image) || k.Modules != filepath.Join(root, tc.mods) || k.Release != filepath.Base(tc.mods) {
+			t.Errorf("%s: got %+v", tc.name, k)
+		}
+	}
+	if _, err := unpackedKernel(t.TempDir(), "empty"); err == nil {
+		t.Error("no error for a tree without modules")
+	}
+}
+
 func TestCheckPVHRejectsGarbage(t *testing.T) {
 	if err := checkPVH([]byte("not an ELF file at all")); err == nil {
 		t.Error("no error for a non-ELF kernel")

@@ -9,9 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -19,7 +21,11 @@ import (
 // The guest boots Debian's own kernel: the package that the architecture's
 // meta package (linux-image-amd64, ...) depends on, fetched with
 // apt-get download and unpacked with dpkg-deb -x into the cache. Nothing is
-// installed on the host.
+// installed on the host. Since Debian's 7.x kernels the image package holds
+// no kernel: it depends on linux-binary-RELEASE (the vmlinuz, under
+// usr/lib/modules/RELEASE), linux-modules-RELEASE and linux-base-RELEASE,
+// which are unpacked into the same tree. apt honours APT_CONFIG, so a
+// private sources list (scripts/apt-suite.sh) picks another suite's kernel.
 
 // kernel is an unpacked Debian kernel package.
 type kernel struct {
@@ -69,10 +75,51 @@ func parseKernelDepends(out, meta string) (string, error) {
 	return "", fmt.Errorf("apt-cache depends %s names no linux-image package (run scripts/deps.sh to update the package lists)", meta)
 }
 
+// kernelParts returns the packages that hold the kernel of image: image
+// itself and the linux-binary-, linux-modules- and linux-base- packages of
+// its release that it depends on (none before Debian split them out).
+func kernelParts(ctx context.Context, image, debArch string) ([]string, error) {
+	out, err := exec.CommandContext(ctx, "apt-cache", "depends", image+":"+debArch).CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("apt-cache depends %s:%s: %w: %s", image, debArch, err, bytes.TrimSpace(out))
+	}
+	return append([]string{image}, parseKernelParts(string(out), image)...), nil
+}
+
+// parseKernelParts picks the packages of image's own release that carry the
+// kernel binary and its modules out of apt-cache depends output.
+func parseKernelParts(out, image string) []string {
+	release := strings.TrimPrefix(image, "linux-image-")
+	var parts []string
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		line = strings.TrimPrefix(line, "|")
+		dep, ok := strings.CutPrefix(line, "Depends: ")
+		if !ok {
+			continue
+		}
+		dep, _, _ = strings.Cut(dep, ":")
+		dep = strings.Trim(dep, "<> ")
+		for _, prefix := range []string{"linux-binary-", "linux-modules-", "linux-base-"} {
+			if dep == prefix+release && !slices.Contains(parts, dep) {
+				parts = append(parts, dep)
+			}
+		}
+	}
+	return parts
+}
+
 // fetchDeb downloads pkg:debArch with apt-get download and unpacks it into
-// dir/root, atomically: concurrent runs sharing the cache each unpack into a
-// temporary folder and only one rename wins.
+// dir/root (see fetchDebs).
 func fetchDeb(ctx context.Context, dir, pkg, debArch string, logf func(string, ...any)) error {
+	return fetchDebs(ctx, dir, []string{pkg}, debArch, logf)
+}
+
+// fetchDebs downloads pkgs with apt-get download and unpacks them into one
+// tree, dir/root, atomically: concurrent runs sharing the cache each unpack
+// into a temporary folder and only one rename wins.
+func fetchDebs(ctx context.Context, dir string, pkgs []string, debArch string, logf func(string, ...any)) error {
 	if _, err := os.Stat(filepath.Join(dir, "root")); err == nil {
 		return nil
 	}
@@ -85,22 +132,29 @@ func fetchDeb(ctx context.Context, dir, pkg, debArch string, logf func(string, .
 		return fmt.Errorf("cache: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	logf("downloading %s:%s into %s", pkg, debArch, dir)
-	cmd := exec.CommandContext(ctx, "apt-get", "download", pkg+":"+debArch)
+	args := []string{"download"}
+	for _, p := range pkgs {
+		args = append(args, p+":"+debArch)
+	}
+	what := strings.Join(args[1:], " ")
+	logf("downloading %s into %s", what, dir)
+	cmd := exec.CommandContext(ctx, "apt-get", args...)
 	cmd.Dir = tmp
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("apt-get download %s:%s: %w: %s", pkg, debArch, err, bytes.TrimSpace(out))
+		return fmt.Errorf("apt-get download %s: %w: %s", what, err, bytes.TrimSpace(out))
 	}
 	debs, _ := filepath.Glob(filepath.Join(tmp, "*.deb"))
-	if len(debs) != 1 {
-		return fmt.Errorf("apt-get download %s:%s: want one .deb, got %d", pkg, debArch, len(debs))
+	if len(debs) != len(pkgs) {
+		return fmt.Errorf("apt-get download %s: want %d .deb, got %d", what, len(pkgs), len(debs))
 	}
 	root := filepath.Join(tmp, "root")
-	if out, err := exec.CommandContext(ctx, "dpkg-deb", "-x", debs[0], root).CombinedOutput(); err != nil {
-		return fmt.Errorf("dpkg-deb -x %s: %w: %s", filepath.Base(debs[0]), err, bytes.TrimSpace(out))
-	}
-	if err := os.Remove(debs[0]); err != nil {
-		return fmt.Errorf("cache: %w", err)
+	for _, deb := range debs {
+		if out, err := exec.CommandContext(ctx, "dpkg-deb", "-x", deb, root).CombinedOutput(); err != nil {
+			return fmt.Errorf("dpkg-deb -x %s: %w: %s", filepath.Base(deb), err, bytes.TrimSpace(out))
+		}
+		if err := os.Remove(deb); err != nil {
+			return fmt.Errorf("cache: %w", err)
+		}
 	}
 	final := filepath.Join(tmp, "final")
 	if err := os.Mkdir(final, 0o755); err != nil {
@@ -123,6 +177,11 @@ func fetchDeb(ctx context.Context, dir, pkg, debArch string, logf func(string, .
 // the cache is used, with a warning.
 func fetchKernel(ctx context.Context, cache string, a *archSpec, wantPVH bool, logf func(string, ...any)) (*kernel, error) {
 	base := filepath.Join(cache, a.DebArch)
+	if cfg := os.Getenv("APT_CONFIG"); cfg != "" {
+		// Another suite's kernels live apart, so that the fallback below
+		// never boots one of them in a run of the machine's own suite.
+		base = filepath.Join(base, "apt-"+strings.TrimPrefix(filepath.Base(filepath.Dir(cfg)), "apt-"))
+	}
 	pkg, err := kernelPackage(ctx, a)
 	if err != nil {
 		cached, _ := filepath.Glob(filepath.Join(base, "linux-image-*", "root"))
@@ -134,18 +193,17 @@ func fetchKernel(ctx context.Context, cache string, a *archSpec, wantPVH bool, l
 		logf("warning: %v; using cached %s", err, pkg)
 	}
 	dir := filepath.Join(base, pkg)
-	if err := fetchDeb(ctx, dir, pkg, a.DebArch, logf); err != nil {
-		return nil, fmt.Errorf("kernel: %w", err)
+	if _, err := os.Stat(filepath.Join(dir, "root")); err != nil {
+		parts, err := kernelParts(ctx, pkg, a.DebArch)
+		if err != nil {
+			return nil, fmt.Errorf("kernel: %w", err)
+		}
+		if err := fetchDebs(ctx, dir, parts, a.DebArch, logf); err != nil {
+			return nil, fmt.Errorf("kernel: %w", err)
+		}
 	}
-	root := filepath.Join(dir, "root")
-	rels, err := os.ReadDir(filepath.Join(root, "lib", "modules"))
-	if err != nil || len(rels) != 1 {
-		return nil, fmt.Errorf("kernel: %s: want exactly one lib/modules/RELEASE folder (%v)", pkg, err)
-	}
-	k := &kernel{Package: pkg, Release: rels[0].Name()}
-	k.Modules = filepath.Join(root, "lib", "modules", k.Release)
-	k.Image = filepath.Join(root, "boot", "vmlinuz-"+k.Release)
-	if _, err := os.Stat(k.Image); err != nil {
+	k, err := unpackedKernel(filepath.Join(dir, "root"), pkg)
+	if err != nil {
 		return nil, fmt.Errorf("kernel: %w", err)
 	}
 	if wantPVH && a.PVH {
@@ -161,26 +219,61 @@ func fetchKernel(ctx context.Context, cache string, a *archSpec, wantPVH bool, l
 	return k, nil
 }
 
-var xzMagic = []byte{0xfd, '7', 'z', 'X', 'Z', 0x00}
+// unpackedKernel finds the release, vmlinuz and modules in an unpacked
+// kernel tree: lib/modules/RELEASE and boot/vmlinuz-RELEASE in the classic
+// layout, usr/lib/modules/RELEASE/vmlinuz in the split one.
+func unpackedKernel(root, pkg string) (*kernel, error) {
+	for _, mods := range []string{filepath.Join(root, "lib", "modules"), filepath.Join(root, "usr", "lib", "modules")} {
+		rels, err := os.ReadDir(mods)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil || len(rels) != 1 {
+			return nil, fmt.Errorf("%s: want exactly one RELEASE folder in %s (%v)", pkg, mods, err)
+		}
+		k := &kernel{Package: pkg, Release: rels[0].Name()}
+		k.Modules = filepath.Join(mods, k.Release)
+		for _, img := range []string{filepath.Join(root, "boot", "vmlinuz-"+k.Release), filepath.Join(k.Modules, "vmlinuz")} {
+			if _, err := os.Stat(img); err == nil {
+				k.Image = img
+				return k, nil
+			}
+		}
+		return nil, fmt.Errorf("%s: no boot/vmlinuz-%s nor %s/vmlinuz (is a linux-binary package missing?)", pkg, k.Release, k.Modules)
+	}
+	return nil, fmt.Errorf("%s: no lib/modules or usr/lib/modules folder", pkg)
+}
 
-// extractVmlinux unpacks the xz-compressed ELF kernel from a bzImage and
-// keeps it only if it has a PVH entry point (XEN_ELFNOTE_PHYS32_ENTRY).
+var (
+	xzMagic   = []byte{0xfd, '7', 'z', 'X', 'Z', 0x00}
+	zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
+)
+
+// extractVmlinux unpacks the compressed ELF kernel from a bzImage (xz up to
+// Debian's 6.x, zstd in 7.x) and keeps it only if it has a PVH entry point
+// (XEN_ELFNOTE_PHYS32_ENTRY).
 func extractVmlinux(ctx context.Context, image, out string) error {
 	b, err := os.ReadFile(image)
 	if err != nil {
 		return fmt.Errorf("vmlinux: %w", err)
 	}
-	i := bytes.Index(b, xzMagic)
-	if i < 0 {
-		return fmt.Errorf("vmlinux: %s: no xz stream inside", image)
+	var cmd *exec.Cmd
+	if i := bytes.Index(b, xzMagic); i >= 0 {
+		cmd = exec.CommandContext(ctx, "xz", "-dc", "--single-stream")
+		cmd.Stdin = bytes.NewReader(b[i:])
+	} else if i := bytes.Index(b, zstdMagic); i >= 0 {
+		cmd = exec.CommandContext(ctx, "zstd", "-dcq")
+		cmd.Stdin = bytes.NewReader(b[i:])
+	} else {
+		return fmt.Errorf("vmlinux: %s: no xz or zstd stream inside", image)
 	}
-	cmd := exec.CommandContext(ctx, "xz", "-dc", "--single-stream")
-	cmd.Stdin = bytes.NewReader(b[i:])
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	raw, err := cmd.Output()
-	if err != nil {
-		return fmt.Errorf("vmlinux: xz -dc: %w: %s", err, bytes.TrimSpace(stderr.Bytes()))
+	// zstd complains about the bzImage's bytes after its one frame but has
+	// written the whole kernel by then: the ELF check below decides.
+	if err != nil && (len(raw) == 0 || cmd.Args[0] == "xz") {
+		return fmt.Errorf("vmlinux: %s: %w: %s", cmd.Args[0], err, bytes.TrimSpace(stderr.Bytes()))
 	}
 	if err := checkPVH(raw); err != nil {
 		return fmt.Errorf("vmlinux: %w", err)
@@ -247,7 +340,11 @@ func fetchBusybox(ctx context.Context, cache string, a *archSpec, logf func(stri
 		}
 		return "", fmt.Errorf("busybox: %w", err)
 	}
+	// bin/busybox up to bookworm, usr/bin/busybox in merged-/usr suites.
 	bb := filepath.Join(dir, "root", "bin", "busybox")
+	if !fileExists(bb) {
+		bb = filepath.Join(dir, "root", "usr", "bin", "busybox")
+	}
 	if err := checkStaticELF(bb, a.ELF); err != nil {
 		return "", fmt.Errorf("busybox: %w", err)
 	}
