@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"sort"
 	"strconv"
@@ -48,11 +49,12 @@ const (
 // what /status serves as JSON.
 type Status struct {
 	Role string `json:"role"` // "server" or "client"
-	// Version and Policy (the engine spec: software, auto, hybrid, ...)
-	// are the caller's (cmd/offload), which knows them; the tunnel leaves
-	// them empty.
+	// Version, Policy (the engine spec: software, auto, hybrid, ...) and
+	// Listen (the server's tunnel address) are the caller's
+	// (cmd/offload), which knows them; the tunnel leaves them empty.
 	Version string    `json:"version,omitempty"`
 	Policy  string    `json:"policy,omitempty"`
+	Listen  string    `json:"listen,omitempty"`
 	Suite   string    `json:"suite"`
 	Engines []string  `json:"engines"`
 	Time    time.Time `json:"time"`
@@ -164,7 +166,8 @@ func (m *rateMeter) rate(now sample) (sent, recv float64) {
 	}
 	// A counter never goes back; guard anyway against a sample taken
 	// between two adds of one Write to a parent chain.
-	return float64(now.sent-min(old.sent, now.sent)) / dt, float64(now.recv-min(old.recv, now.recv)) / dt
+	// Whole bytes a second: the JSON need not carry 15 digits of noise.
+	return math.Round(float64(now.sent-min(old.sent, now.sent)) / dt), math.Round(float64(now.recv-min(old.recv, now.recv)) / dt)
 }
 
 func trafficNow(t *record.Traffic, now time.Time) sample {
@@ -332,7 +335,7 @@ func (v *liveStats) status(st *Status, now time.Time) {
 	st.Traffic = v.meter.traffic(&v.traffic, now)
 	v.mu.Lock()
 	st.Started = v.started
-	if !v.attempt.IsZero() {
+	if st.Role == "client" && !v.attempt.IsZero() {
 		at := v.attempt
 		st.LastAttempt, st.LastError = &at, v.attemptErr
 	}

@@ -145,13 +145,13 @@ func TestStatusRateWindow(t *testing.T) {
 	// A burst of 1 MB in the first tick, then 1,000 bytes a tick.
 	total := uint64(1 << 20)
 	for i := 1; i <= rateSamples; i++ {
-		m.add(sample{t: t0.Add(time.Duration(i) * rateTick), sent: total, recv: uint64(i)})
+		m.add(sample{t: t0.Add(time.Duration(i) * rateTick), sent: total, recv: uint64(100 * i)})
 		total += 1000
 	}
 	now := t0.Add(time.Duration(rateSamples+1) * rateTick)
-	s, r := m.rate(sample{t: now, sent: total, recv: rateSamples + 1})
-	want := float64(rateSamples*1000) / (rateWindow).Seconds()
-	if s != want || r != float64(rateSamples)/rateWindow.Seconds() {
+	s, r := m.rate(sample{t: now, sent: total, recv: 100 * (rateSamples + 1)})
+	want := float64(rateSamples*1000) / rateWindow.Seconds()
+	if s != want || r != float64(100*rateSamples)/rateWindow.Seconds() {
 		t.Errorf("rate %v/%v, want %v (the burst is older than the window)", s, r, want)
 	}
 }
