@@ -389,7 +389,7 @@ func (c *Client) acceptLoop(ctx context.Context, f *forwardRun, wg *sync.WaitGro
 			defer wg.Done()
 			defer c.streams.done()
 			defer c.ctr.active.Add(-1)
-			defer c.ctr.live.streams.open(forwardKind(socks), service)()
+			defer c.ctr.live.streams.open(forwardKey(socks, service))()
 			if socks {
 				// The users of the reload last before this connection.
 				c.serveSocks(ctx, conn, *c.socksUsers.Load())

@@ -482,10 +482,11 @@ func FormatRate(r float64) string {
 	return FormatBytes(uint64(r+0.5)) + "/s"
 }
 
-// forwardKind is the tally kind of a client forward's streams.
-func forwardKind(socks bool) string {
+// forwardKey is the tally kind and name of a client forward's streams:
+// forward SERVICE, or socks.
+func forwardKey(socks bool, service string) (kind, name string) {
 	if socks {
-		return "socks"
+		return "socks", ""
 	}
-	return "forward"
+	return "forward", service
 }
