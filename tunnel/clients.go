@@ -529,6 +529,9 @@ func (m *clientMetrics) writePrometheus(w io.Writer) {
 		}
 		metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_client_stream_bytes_total{client=%s,dir="to_target"}`, label), c.toTarget.Load())
 		metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_client_stream_bytes_total{client=%s,dir="from_target"}`, label), c.fromTarget.Load())
+		// As they pass, unlike the stream bytes (status.go).
+		metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_client_link_bytes_total{client=%s,dir="sent"}`, label), c.traffic.Sent.Load())
+		metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_client_link_bytes_total{client=%s,dir="received"}`, label), c.traffic.Received.Load())
 	}
 }
 

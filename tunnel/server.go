@@ -149,7 +149,6 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 func (s *Server) RegisterMetrics(set *metrics.Set) {
 	set.RegisterMetricsWriter(s.ctr.writePrometheus)
 	set.RegisterMetricsWriter(s.clientCtr.writePrometheus)
-	set.RegisterMetricsWriter(s.clientCtr.writeClientTraffic)
 	set.RegisterMetricsWriter(s.udp.writePrometheus)
 	if s.proxy != nil {
 		set.RegisterMetricsWriter(s.ppStats.writePrometheus)

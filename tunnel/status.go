@@ -428,28 +428,6 @@ func (v *liveStats) writePrometheus(w io.Writer, role string) {
 	}
 }
 
-// writeClientTraffic writes offload_client_link_bytes_total{client,dir}:
-// each client's link bytes, moving while its transfers run (unlike
-// offload_client_stream_bytes_total, counted as streams end).
-func (m *clientMetrics) writeClientTraffic(w io.Writer) {
-	m.mu.Lock()
-	names := make([]string, 0, len(m.m))
-	for n := range m.m {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	ctrs := make([]*clientCounters, len(names))
-	for i, n := range names {
-		ctrs[i] = m.m[n]
-	}
-	m.mu.Unlock()
-	for i, name := range names {
-		label := promLabel(name)
-		metrics.WriteCounterUint64(w, `offload_client_link_bytes_total{client=`+label+`,dir="sent"}`, ctrs[i].traffic.Sent.Load())
-		metrics.WriteCounterUint64(w, `offload_client_link_bytes_total{client=`+label+`,dir="received"}`, ctrs[i].traffic.Received.Load())
-	}
-}
-
 // logFields are the status line's traffic: bytes since the start and the
 // rate now (bytes a second over the last rateWindow).
 func (v *liveStats) logFields() []zap.Field {

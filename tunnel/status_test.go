@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"io"
 	"net"
-	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
@@ -159,24 +158,11 @@ func TestStatusRateWindow(t *testing.T) {
 // statusGET GETs /status with an optional Authorization header.
 func statusGET(t *testing.T, addr, auth string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest("GET", "http://"+addr+"/status", nil)
+	code, body, err := httpGet(addr, "/status", auth)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if auth != "" {
-		req.Header.Set("Authorization", auth)
-	}
-	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
+	return code, body
 }
 
 // /status serves the JSON of Status under the token of /metrics: without
