@@ -2,8 +2,6 @@ package tunnel
 
 import (
 	"encoding/json"
-	"io"
-	"net"
 	"regexp"
 	"strconv"
 	"strings"
@@ -13,25 +11,9 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
-)
 
-// heldTarget reads want bytes of each connection, says so on got, and
-// holds the connection open until release is closed: a transfer stopped
-// mid-way, its stream still open.
-func heldTarget(t *testing.T, want int) (tg *target, got chan struct{}, release chan struct{}) {
-	t.Helper()
-	got, release = make(chan struct{}, 1), make(chan struct{})
-	tg = startTarget(t, func(c net.Conn) {
-		if _, err := io.ReadFull(c, make([]byte, want)); err != nil {
-			return
-		}
-		got <- struct{}{}
-		<-release
-	})
-	// After startTarget's cleanup is registered, so it runs first.
-	t.Cleanup(func() { close(release) })
-	return tg, got, release
-}
+	"github.com/offload-dev/offload/internal/testutil"
+)
 
 // metricValue is the value of the one series line in body, or -1.
 func metricValue(body, series string) int64 {
@@ -51,21 +33,9 @@ func metricValue(body, series string) int64 {
 func TestStatusDuringTransfer(t *testing.T) {
 	leakCheck(t)
 	const sent = 300 << 10
-	tg, got, _ := heldTarget(t, sent)
-	addrs, srv, cli, _, _ := pair(t, map[string]string{"held": tg.addr()}, "held")
-	c, err := net.Dial("tcp", addrs["held"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.Write(make([]byte, sent)); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-got:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the target did not get the bytes")
-	}
+	held, target := testutil.ServeHeld(t, sent)
+	addrs, srv, cli, _, _ := pair(t, map[string]string{"held": target}, "held")
+	held.Send(t, addrs["held"])
 
 	ss := srv.Status()
 	if ss.Role != "server" || ss.Suite == "" || len(ss.Engines) == 0 || ss.Engines[0] != "software" {
@@ -170,17 +140,9 @@ func statusGET(t *testing.T, addr, auth string) (int, string) {
 // there is no /status.
 func TestStatusEndpoint(t *testing.T) {
 	leakCheck(t)
-	tg, got, _ := heldTarget(t, 1000)
-	addrs, srv, _, _, _ := pair(t, map[string]string{"held": tg.addr()}, "held")
-	c, err := net.Dial("tcp", addrs["held"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.Write(make([]byte, 1000)); err != nil {
-		t.Fatal(err)
-	}
-	<-got
+	held, target := testutil.ServeHeld(t, 1000)
+	addrs, srv, _, _, _ := pair(t, map[string]string{"held": target}, "held")
+	held.Send(t, addrs["held"])
 	const token = "status-token-0123456789"
 	addr := startMetricsServer(t, metrics.NewSet(), MetricsOptions{Token: []byte(token), Status: srv.Status})
 	for _, auth := range []string{"", "Bearer wrong-token-0123456789", "Basic " + token} {

@@ -5,19 +5,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/offload-dev/offload/config"
+	"github.com/offload-dev/offload/internal/testutil"
 	"github.com/offload-dev/offload/tunnel"
 	"github.com/offload-dev/offload/tunnel/suite"
 )
@@ -48,28 +47,12 @@ func TestStatusCommand(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	// The target reads what is sent, says so, and holds the connection.
 	const sent = 200 << 10
-	tln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, release := make(chan struct{}, 1), make(chan struct{})
-	go func() {
-		c, err := tln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		if _, err := io.ReadFull(c, make([]byte, sent)); err == nil {
-			got <- struct{}{}
-		}
-		<-release
-	}()
+	held, target := testutil.ServeHeld(t, sent)
 
 	log := zaptest.NewLogger(t)
 	opt := tunnel.Options{Suite: suite.Default, PSK: key, StatusInterval: -1, Logger: log}
-	srv, err := tunnel.NewServer(tunnel.ServerConfig{Options: opt, Services: map[string]string{"held": tln.Addr().String()}})
+	srv, err := tunnel.NewServer(tunnel.ServerConfig{Options: opt, Services: map[string]string{"held": target}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +75,7 @@ func TestStatusCommand(t *testing.T) {
 	metricsAddr := freePort(t)
 	file := filepath.Join(dir, "server.yaml")
 	yaml := fmt.Sprintf("listen: %s\nkey_file: offload.key\nservices:\n  held: %s\nmetrics: %s\nmetrics_token_file: metrics.token\n",
-		sln.Addr(), tln.Addr(), metricsAddr)
+		sln.Addr(), target, metricsAddr)
 	if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -105,10 +88,8 @@ func TestStatusCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		close(release)
 		cancel()
 		stopMetrics()
-		_ = tln.Close()
 		for range 2 {
 			if err := <-done; err != nil {
 				t.Error(err)
@@ -116,19 +97,7 @@ func TestStatusCommand(t *testing.T) {
 		}
 	})
 
-	c, err := net.Dial("tcp", fln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.Write(make([]byte, sent)); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-got:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the target did not get the bytes")
-	}
+	held.Send(t, fln.Addr().String())
 
 	code, out, errOut := runStatusCmd("-c", file)
 	if code != 0 {
@@ -173,7 +142,7 @@ func TestStatusCommand(t *testing.T) {
 
 	// A config without metrics: the error says what to add.
 	bare := filepath.Join(dir, "bare.yaml")
-	if err := os.WriteFile(bare, []byte(fmt.Sprintf("listen: %s\nkey_file: offload.key\nservices:\n  held: %s\n", sln.Addr(), tln.Addr())), 0o644); err != nil {
+	if err := os.WriteFile(bare, []byte(fmt.Sprintf("listen: %s\nkey_file: offload.key\nservices:\n  held: %s\n", sln.Addr(), target)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if code, _, errOut := runStatusCmd("-c", bare); code != 1 || !strings.Contains(errOut, "metrics: 127.0.0.1:9100") {
