@@ -35,7 +35,9 @@ import (
 // start and end, under a mutex per stream, never per byte.
 //
 // Cardinality: per client name (the config's), per link only while it is
-// up, which max_links caps (the client has one, and those it retires).
+// up, which max_links caps (the client shows its current link: one it
+// retired after a GoAway or a key change still finishes its streams, and
+// their bytes count in the end's total, but it is not listed).
 
 const (
 	// rateTick is how often the sampler takes the counters; a rate is
@@ -385,8 +387,8 @@ func (s *Server) Status() *Status {
 	return s.ctr.status(s.opt.Suite.String(), time.Now())
 }
 
-// Status returns the client's state now: its link (and links it is
-// retiring), their traffic, its streams by forward, and its counters.
+// Status returns the client's state now: its link, its traffic, its
+// streams by forward, and its counters.
 func (c *Client) Status() *Status {
 	st := c.ctr.status(c.opt.Suite.String(), time.Now())
 	st.Server = c.servers.addr()
