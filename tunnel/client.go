@@ -220,6 +220,7 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*yamux
 			if ctx.Err() != nil {
 				break
 			}
+			c.ctr.live.attempted(err)
 			d := c.redial.next()
 			c.link.retry(fmt.Errorf("%s: %w", c.servers.addr(), err), d)
 			failed := c.servers.addr()
@@ -240,6 +241,7 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*yamux
 		c.ctr.links.Store(1)
 		server := c.servers.addr()
 		c.log.Info("link up", zap.String("server", server), zap.Stringer("suite", c.opt.Suite))
+		stat := c.ctr.live.linkUp(rc.Conn, rc.RemoteAddr(), server)
 		c.reverseUp(ctx, sess)
 
 		reason := "closed"
@@ -267,6 +269,7 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*yamux
 				}()
 				break loop
 			case <-ctx.Done():
+				c.ctr.live.linkDown(stat)
 				return old
 			}
 		}
@@ -276,6 +279,7 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*yamux
 		close(c.down)
 		c.mu.Unlock()
 		c.ctr.links.Store(0)
+		c.ctr.live.linkDown(stat)
 		if !sess.IsClosed() {
 			// GoAway: its streams finish on their own; a new link
 			// carries new ones. Run closes it if it is still open at
@@ -329,7 +333,9 @@ func (c *Client) connect(ctx context.Context) (*yamux.Session, *pingGuard, error
 		return nil, nil, err
 	}
 	c.ctr.handshakes[hsOK].Add(1)
-	rc, err := record.New(conn, keys, c.opt.Suite, c.opt.recordOptions(c.ctr.stats))
+	ro := c.opt.recordOptions(c.ctr.stats)
+	ro.Traffic = c.linkTraffic() // its bytes, live (status.go)
+	rc, err := record.New(conn, keys, c.opt.Suite, ro)
 	keys.Wipe()
 	if err != nil {
 		_ = conn.Close()
@@ -389,6 +395,7 @@ func (c *Client) acceptLoop(ctx context.Context, f *forwardRun, wg *sync.WaitGro
 			defer wg.Done()
 			defer c.streams.done()
 			defer c.ctr.active.Add(-1)
+			defer c.ctr.live.streams.open(forwardKey(socks, service))()
 			if socks {
 				// The users of the reload last before this connection.
 				c.serveSocks(ctx, conn, *c.socksUsers.Load())

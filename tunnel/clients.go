@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/offload-dev/offload/tunnel/handshake"
+	"github.com/offload-dev/offload/tunnel/record"
 )
 
 // Clients of a server, and what reload changes.
@@ -221,6 +222,7 @@ type link struct {
 	sess   *yamux.Session
 	log    *zap.Logger // with the remote address and the client
 	ctr    *clientCounters
+	stat   *linkStat // its live view (status.go); nil until it is up
 	// units caps the streams of the link at LinkStreams so that their
 	// buffers fit LinkBuffer: the streams the client opens (server.go's
 	// accept loop) and those the server opens for reverse connections
@@ -477,6 +479,8 @@ type clientCounters struct {
 	linkErrors atomic.Uint64
 	toTarget   atomic.Uint64 // stream bytes the server wrote to targets
 	fromTarget atomic.Uint64 // and read from them
+
+	traffic record.Traffic // its links' bytes as they pass (status.go)
 }
 
 type clientMetrics struct {
@@ -493,6 +497,7 @@ func (s *Server) clientCounters(name string) *clientCounters {
 	c := s.clientCtr.m[name]
 	if c == nil {
 		c = new(clientCounters)
+		c.traffic.Parent = &s.ctr.live.traffic
 		s.clientCtr.m[name] = c
 	}
 	return c
@@ -524,6 +529,9 @@ func (m *clientMetrics) writePrometheus(w io.Writer) {
 		}
 		metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_client_stream_bytes_total{client=%s,dir="to_target"}`, label), c.toTarget.Load())
 		metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_client_stream_bytes_total{client=%s,dir="from_target"}`, label), c.fromTarget.Load())
+		// As they pass, unlike the stream bytes (status.go).
+		metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_client_link_bytes_total{client=%s,dir="sent"}`, label), c.traffic.Sent.Load())
+		metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_client_link_bytes_total{client=%s,dir="received"}`, label), c.traffic.Received.Load())
 	}
 }
 

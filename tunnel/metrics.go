@@ -96,6 +96,7 @@ type counters struct {
 	// at LinkStreams and its accept backlog full.
 	backlogResets atomic.Uint64
 
+	live    *liveStats     // traffic, links and rates (status.go)
 	limits  func() []limit // the caps in force, as offload_limit gauges
 	pending func() int     // server: handshakes in progress
 }
@@ -118,7 +119,7 @@ func newCounters(role string, engines []engine.Engine, stats *record.Stats, poli
 	if stats == nil {
 		stats = new(record.Stats)
 	}
-	c := &counters{role: role, stats: stats}
+	c := &counters{role: role, stats: stats, live: newLiveStats()}
 	c.hybrid, _ = policy.(handedCounter)
 	for _, e := range engines {
 		c.engines = append(c.engines, e.Name())
@@ -148,6 +149,7 @@ func (c *counters) writePrometheus(w io.Writer) {
 	for _, l := range c.limitsNow() {
 		metrics.WriteGaugeUint64(w, fmt.Sprintf(`offload_limit{role=%q,name=%q}`, c.role, l.name), uint64(max(l.value, 0)))
 	}
+	c.live.writePrometheus(w, c.role)
 	metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_link_errors_total{role=%q}`, c.role), c.linkErrors.Load())
 	metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_streams_reset_total{role=%q}`, c.role), c.backlogResets.Load())
 	metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_auth_failures_total{role=%q}`, c.role), c.stats.AuthFailures.Load())
@@ -230,6 +232,7 @@ func (c *counters) logStatus(log *zap.Logger) {
 			zap.Uint64("handshakes_ok", c.handshakes[hsOK].Load()),
 			zap.Uint64("handshakes_failed", c.handshakesFailed()))
 	}
+	fields = append(fields, c.live.logFields()...)
 	fields = append(fields,
 		zap.Uint64("auth_failures", c.stats.AuthFailures.Load()),
 		zap.Uint64("rekeys_sent", c.stats.Rekeys[engine.Encrypt].Load()),
@@ -249,9 +252,16 @@ func (c *counters) handshakesFailed() uint64 {
 	return n
 }
 
-// statusLoop logs a status line every interval until ctx ends.
+// statusLoop logs a status line every interval until ctx ends, and
+// samples the traffic for its rates meanwhile (status.go).
 func (c *counters) statusLoop(ctx context.Context, interval time.Duration, log *zap.Logger) {
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		c.live.sampleLoop(ctx)
+	}()
 	every(ctx, interval, func() { c.logStatus(log) })
+	<-sampled
 }
 
 // every runs fn every interval until ctx ends; a negative interval means

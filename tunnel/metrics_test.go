@@ -245,8 +245,11 @@ func serveMetricsOn(t *testing.T, ln net.Listener, set *metrics.Set, opt Metrics
 }
 
 // scrape GETs /metrics with an optional Authorization header.
-func scrape(addr, auth string) (int, string, error) {
-	req, err := http.NewRequest("GET", "http://"+addr+"/metrics", nil)
+func scrape(addr, auth string) (int, string, error) { return httpGet(addr, "/metrics", auth) }
+
+// httpGet GETs path with an optional Authorization header.
+func httpGet(addr, path, auth string) (int, string, error) {
+	req, err := http.NewRequest("GET", "http://"+addr+path, nil)
 	if err != nil {
 		return 0, "", err
 	}

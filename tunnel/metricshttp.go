@@ -62,6 +62,9 @@ type MetricsOptions struct {
 	// Health, if not nil, answers /healthz: 200 while it returns true,
 	// 503 otherwise (Server.Healthy, Client.Healthy).
 	Health func() bool
+	// Status, if not nil, answers /status with its JSON (Server.Status,
+	// Client.Status), under the same token as /metrics (statushttp.go).
+	Status func() *Status
 }
 
 // ServeMetrics serves set in the Prometheus text format at /metrics on ln
@@ -72,7 +75,7 @@ func ServeMetrics(ctx context.Context, ln net.Listener, set *metrics.Set, opt Me
 		log = zap.NewNop()
 	}
 	log = log.Named("metrics")
-	m := &metricsServer{set: set, log: log, health: opt.Health, refuseLog: rateLimit{every: 10 * time.Second}}
+	m := &metricsServer{set: set, log: log, health: opt.Health, status: opt.Status, refuseLog: rateLimit{every: 10 * time.Second}}
 	if len(opt.Token) > 0 {
 		sum := sha256.Sum256(opt.Token)
 		m.tokenSum = &sum
@@ -126,6 +129,7 @@ type metricsServer struct {
 	pending   *metricsSlots      // connections waiting for their head
 	answers   chan struct{}      // connections being answered
 	health    func() bool        // nil: no /healthz
+	status    func() *Status     // nil: no /status
 	refuseLog rateLimit
 }
 
@@ -150,6 +154,9 @@ func (m *metricsServer) answer(conn net.Conn, sl *metricsSlot) error {
 	}
 	if path, _, _ := strings.Cut(req.target, "?"); req.bad == "" && path == "/healthz" && m.health != nil {
 		return answerHealth(conn, req.method, m.health())
+	}
+	if path, _, _ := strings.Cut(req.target, "?"); req.bad == "" && path == "/status" && m.status != nil {
+		return answerStatus(conn, req, m.status, m.authorized)
 	}
 	return answerMetrics(conn, req, m.set, m.authorized)
 }
@@ -219,7 +226,7 @@ func answerMetrics(conn net.Conn, req *metricsRequest, set *metrics.Set, authori
 	}
 	method := req.method
 	if !authorized(req.header) {
-		return writeAnswer(conn, 401, "Unauthorized", "text/plain", []byte("bearer token required\n"), method != "HEAD", `WWW-Authenticate: Bearer realm="offload metrics"`)
+		return answerUnauthorized(conn, method)
 	}
 	if path, _, _ := strings.Cut(req.target, "?"); path != "/metrics" {
 		return writeAnswer(conn, 404, "Not Found", "text/plain", []byte("only /metrics is here\n"), method != "HEAD", "")

@@ -256,6 +256,7 @@ func (c *Client) serveReverseConn(ctx context.Context, st *yamux.Stream) {
 		c.refuseStream(st, dialStatus(err), err.Error(), what, err)
 		return
 	}
+	defer c.ctr.live.streams.open("reverse", req.arg)()
 	up, down, err := answerSplice(st, conn, c.ctr, c.pool)
 	c.streamEnded(what, up, down, err)
 }
@@ -349,6 +350,7 @@ func (s *Server) serveReverse(ctx context.Context, st *yamux.Stream, arg string,
 			defer wg.Done()
 			defer s.streams.done()
 			defer func() { <-l.units }()
+			defer l.stat.open("reverse", arg)()
 			s.reverseConn(sess, conn, arg, log)
 		}()
 	}

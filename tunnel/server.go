@@ -293,7 +293,9 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 		return
 	}
 	// The client proved it holds the keys: only now does it cost a link.
-	rc, err := record.New(conn, keys, s.opt.Suite, s.opt.recordOptions(s.ctr.stats))
+	ro := s.opt.recordOptions(s.ctr.stats)
+	ro.Traffic = s.linkTraffic(state.owner[keyIdx].name) // its bytes, live (status.go)
+	rc, err := record.New(conn, keys, s.opt.Suite, ro)
 	keys.Wipe()
 	if err != nil {
 		_ = conn.Close()
@@ -336,6 +338,8 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 		_ = replaced.sess.Close()
 	}
 	defer s.removeLink(l)
+	l.stat = s.ctr.live.linkUp(rc, remote, l.client)
+	defer s.ctr.live.linkDown(l.stat)
 	log := l.log
 	log.Info("link up")
 	start := time.Now()
@@ -462,6 +466,7 @@ func (s *Server) serveStream(ctx context.Context, st *yamux.Stream, l *link) {
 		return
 	}
 	defer done()
+	defer l.stat.open("service", name)()
 	conn, err := s.dialer.DialContext(ctx, "tcp", target)
 	if err != nil {
 		if cause := context.Cause(ctx); errors.Is(cause, errReloaded) {

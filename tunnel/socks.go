@@ -353,6 +353,7 @@ func (s *Server) serveSocks(ctx context.Context, st *yamux.Stream, arg string, l
 		s.refuse(st, dialStatus(err), err.Error(), l, what, err)
 		return
 	}
+	defer l.stat.open("socks", "")()
 	s.serveDialled(ctx, st, conn, what, l)
 }
 

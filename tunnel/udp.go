@@ -157,6 +157,7 @@ func (c *Client) udpLoop(ctx context.Context, r *udpRun, wg *sync.WaitGroup) {
 			c.ctr.active.Add(1)
 			c.streams.add()
 			c.udp.flows.Add(1)
+			closeTally := c.ctr.live.streams.open("udp", f.Service)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -165,6 +166,7 @@ func (c *Client) udpLoop(ctx context.Context, r *udpRun, wg *sync.WaitGroup) {
 				delete(flows, src)
 				mu.Unlock()
 				c.udp.flows.Add(-1)
+				closeTally()
 				c.streams.done()
 				c.ctr.active.Add(-1)
 			}()
@@ -353,6 +355,7 @@ func (s *Server) serveUDP(ctx context.Context, st *yamux.Stream, name string, l 
 	defer s.ctr.active.Add(-1)
 	l.ctr.active.Add(1)
 	defer l.ctr.active.Add(-1)
+	defer l.stat.open("udp", name)()
 	s.udp.flows.Add(1)
 	defer s.udp.flows.Add(-1)
 

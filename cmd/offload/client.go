@@ -50,7 +50,7 @@ func runClient(ctx context.Context, env *runEnv, file string) (int, error) {
 		socks.close()
 		return 1, err
 	}
-	stopMetrics, err := startMetrics(ctx, &cfg.Common, cli.RegisterMetrics, cli.Healthy, log)
+	stopMetrics, err := startMetrics(ctx, &cfg.Common, cli.RegisterMetrics, cli.Healthy, endStatus(cli.Status, &cfg.Common, ""), log)
 	if err != nil {
 		socks.close()
 		return 1, err

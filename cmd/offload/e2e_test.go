@@ -365,6 +365,14 @@ func TestE2E(t *testing.T) {
 				t.Fatal("streams made no progress")
 			}
 		}
+		// While they run, offload status shows them on the link, and the
+		// bytes that came from the target (1 MiB a stream at least).
+		out, err := exec.Command(bin, "status", "-c", serverCfg).CombinedOutput()
+		for _, re := range []string{`(?m)^  streams: .*service src 8`, `(?m)^  transfer: .* received, [0-9.]+ (MiB|GiB) sent$`, `(?m)^  client: +default$`} {
+			if err != nil || !regexp.MustCompile(re).Match(out) {
+				t.Errorf("offload status: %v, lacks %s:\n%s", err, re, out)
+			}
+		}
 		srv.kill()
 		for range streams {
 			select {

@@ -27,7 +27,7 @@ func TestStartMetricsToken(t *testing.T) {
 	core, logs := observer.New(zapcore.InfoLevel)
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &config.Common{Metrics: "127.0.0.1:0", MetricsTokenFile: tok}
-	wait, err := startMetrics(ctx, c, func(s *metrics.Set) { s.NewCounter("offload_cmd_test_total").Inc() }, nil, zap.New(core))
+	wait, err := startMetrics(ctx, c, func(s *metrics.Set) { s.NewCounter("offload_cmd_test_total").Inc() }, nil, nil, zap.New(core))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestStartMetricsToken(t *testing.T) {
 	if err := os.Chmod(tok, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := startMetrics(ctx, c, func(*metrics.Set) {}, nil, zap.NewNop()); err == nil || !strings.Contains(err.Error(), "rule mode") {
+	if _, err := startMetrics(ctx, c, func(*metrics.Set) {}, nil, nil, zap.NewNop()); err == nil || !strings.Contains(err.Error(), "rule mode") {
 		t.Errorf("token file mode 0644: %v", err)
 	}
 }

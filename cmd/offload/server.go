@@ -54,7 +54,7 @@ func runServer(ctx context.Context, env *runEnv, file string) (int, error) {
 	if err != nil {
 		return 1, cfg.FieldError("listen", err)
 	}
-	stopMetrics, err := startMetrics(ctx, &cfg.Common, srv.RegisterMetrics, srv.Healthy, log)
+	stopMetrics, err := startMetrics(ctx, &cfg.Common, srv.RegisterMetrics, srv.Healthy, endStatus(srv.Status, &cfg.Common, cfg.Listen), log)
 	if err != nil {
 		_ = ln.Close()
 		return 1, err
@@ -157,12 +157,13 @@ func configOptions(c *config.Common, key []byte, log *zap.Logger) tunnel.Options
 	}
 }
 
-// startMetrics serves Prometheus metrics and /healthz (health) on the
-// config's metrics address, if any, until the returned func is called,
-// which stops it and waits. It outlives ctx on purpose: while an end
-// drains after ctx ended, /healthz answers 503, so a load balancer stops
-// sending it clients, instead of finding the port closed.
-func startMetrics(ctx context.Context, c *config.Common, register func(*metrics.Set), health func() bool, log *zap.Logger) (func(), error) {
+// startMetrics serves Prometheus metrics, /healthz (health) and /status
+// (status, for offload status) on the config's metrics address, if any,
+// until the returned func is called, which stops it and waits. It
+// outlives ctx on purpose: while an end drains after ctx ended, /healthz
+// answers 503, so a load balancer stops sending it clients, instead of
+// finding the port closed.
+func startMetrics(ctx context.Context, c *config.Common, register func(*metrics.Set), health func() bool, status func() *tunnel.Status, log *zap.Logger) (func(), error) {
 	if c.Metrics == "" {
 		return func() {}, nil
 	}
@@ -187,7 +188,7 @@ func startMetrics(ctx context.Context, c *config.Common, register func(*metrics.
 	mctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	go func() {
 		defer close(done)
-		if err := tunnel.ServeMetrics(mctx, ln, set, tunnel.MetricsOptions{Token: token, Logger: log, Health: health}); err != nil {
+		if err := tunnel.ServeMetrics(mctx, ln, set, tunnel.MetricsOptions{Token: token, Logger: log, Health: health, Status: status}); err != nil {
 			log.Error("metrics server failed", zap.Error(err))
 		}
 	}()

@@ -231,6 +231,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 		}
 		k := copy(p[n:], r.cur.buf[r.cur.off:r.cur.end])
 		n += k
+		c.traffic.received(k)
 		r.cur.off += k
 		if r.cur.off == r.cur.end {
 			putFrame(r.cur)

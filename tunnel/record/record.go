@@ -141,6 +141,9 @@ type Options struct {
 	// Stall takes over frames whose engine request hangs (stall.go); nil
 	// means none are.
 	Stall *StallWatch
+	// Traffic counts this link's plaintext bytes (traffic.go); nil means
+	// a new one (see Conn.Traffic).
+	Traffic *Traffic
 
 	// RekeyFrames, RekeyBytes and RekeyInterval say when this end moves
 	// its sending keys to the next epoch (rekey.go): after that many
@@ -170,6 +173,8 @@ type Conn struct {
 	maxPlain int // plaintext per sealed frame
 	limit    uint64
 	stats    *Stats
+	traffic  *Traffic  // this link's bytes
+	epochs   epochs    // this link's rekeys
 	tracker  Tracker   // opt.Policy, if it is one; else nil
 	dog      *watchdog // opt.Stall's, with engines to watch; else nil
 	log      *zap.Logger
@@ -230,6 +235,9 @@ func New(conn net.Conn, keys Keys, s suite.Suite, opt Options) (*Conn, error) {
 	if opt.Stats == nil {
 		opt.Stats = new(Stats)
 	}
+	if opt.Traffic == nil {
+		opt.Traffic = new(Traffic)
+	}
 	if opt.RekeyFrames == 0 {
 		opt.RekeyFrames = DefaultRekeyFrames
 	}
@@ -257,6 +265,7 @@ func New(conn net.Conn, keys Keys, s suite.Suite, opt Options) (*Conn, error) {
 		maxPlain:    opt.MaxFrame,
 		limit:       MaxFrames,
 		stats:       opt.Stats,
+		traffic:     opt.Traffic,
 		log:         log.Named("record"),
 		warn:        rateLimit{every: 10 * time.Second},
 		dead:        make(chan struct{}),

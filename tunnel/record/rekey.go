@@ -149,6 +149,7 @@ func (ch *chain) advance() error {
 		ch.timer.Reset(ch.interval)
 	}
 	ch.c.stats.Rekeys[ch.dir].Add(1)
+	ch.c.epochs.began(ch.dir)
 	return nil
 }
 

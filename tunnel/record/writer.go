@@ -144,6 +144,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 		w.mu.Unlock()
 		if k > 0 {
 			n += k
+			c.traffic.sent(k)
 			notify(w.data)
 			continue
 		}

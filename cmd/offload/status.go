@@ -1,0 +1,302 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/textproto"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/offload-dev/offload/config"
+	"github.com/offload-dev/offload/tunnel"
+)
+
+// offload status asks a running server or client for its live view
+// through its metrics listener (GET /status, tunnel/statushttp.go), the
+// way `wg show` asks the kernel. The metrics listener, not a control
+// socket of its own: it is there already with its access rules (loopback,
+// or a bearer token) and its defences against connection floods, a
+// Prometheus scrape and a status read see the same counters, and a
+// status works from another host where a token allows it. An end without
+// `metrics:` has no status to ask; the error says how to add it.
+
+func init() {
+	register(&command{
+		Name:  "status",
+		Short: "show a running server's or client's links, traffic, rates and streams (from its metrics listener)",
+		Usage: "-c FILE | -addr HOST:PORT [-token-file FILE] [-json]",
+		Flags: func(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int, error) {
+			file := fs.String("c", "", "the running end's config `FILE`: its metrics address and token")
+			addr := fs.String("addr", "", "the metrics listener's `HOST:PORT`, instead of -c")
+			tokenFile := fs.String("token-file", "", "bearer token `FILE` for -addr (the end's metrics_token_file)")
+			asJSON := fs.Bool("json", false, "print the status as JSON, as /status serves it")
+			return func(ctx context.Context, env *runEnv, args []string) (int, error) {
+				if len(args) != 0 || (*file == "") == (*addr == "") || (*tokenFile != "" && *addr == "") {
+					return 2, errUsage
+				}
+				target, token, err := statusTarget(*file, *addr, *tokenFile)
+				if err != nil {
+					return 1, err
+				}
+				body, err := fetchStatus(ctx, target, token)
+				if err != nil {
+					return 1, err
+				}
+				if *asJSON {
+					_, err := env.Stdout.Write(body)
+					return 0, err
+				}
+				var st tunnel.Status
+				if err := json.Unmarshal(body, &st); err != nil {
+					return 1, fmt.Errorf("%s/status: %w", target, err)
+				}
+				printStatus(env.Stdout, &st)
+				return 0, nil
+			}
+		},
+	})
+}
+
+// errNoMetrics means the config has no metrics listener to ask.
+var errNoMetrics = errors.New("no metrics listener: offload status reads /status from it; add a line such as\n" +
+	"    metrics: 127.0.0.1:9100\n" +
+	"to the config (loopback; beyond it needs metrics_token_file) and restart the end")
+
+// statusTarget is the address to ask and the token to show: from the
+// config file, or -addr and -token-file.
+func statusTarget(file, addr, tokenFile string) (string, []byte, error) {
+	if addr != "" {
+		var token []byte
+		if tokenFile != "" {
+			t, err := config.LoadToken(tokenFile)
+			if err != nil {
+				return "", nil, err
+			}
+			token = t
+		}
+		return addr, token, nil
+	}
+	cfg, err := config.Load(file)
+	if err != nil {
+		return "", nil, err
+	}
+	var c *config.Common
+	switch v := cfg.(type) {
+	case *config.Server:
+		c = &v.Common
+	case *config.Client:
+		c = &v.Common
+	default:
+		return "", nil, fmt.Errorf("%s: neither a server nor a client config", file)
+	}
+	if c.Metrics == "" {
+		return "", nil, fmt.Errorf("%s: %w", file, errNoMetrics)
+	}
+	token, err := c.LoadMetricsToken()
+	if err != nil {
+		return "", nil, err
+	}
+	return dialable(c.Metrics), token, nil
+}
+
+// dialable is a listen address made one to connect to: an unspecified
+// host (0.0.0.0, ::) is this host's loopback.
+func dialable(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	switch ip := net.ParseIP(host); {
+	case ip != nil && ip.IsUnspecified() && ip.To4() != nil:
+		return net.JoinHostPort("127.0.0.1", port)
+	case ip != nil && ip.IsUnspecified():
+		return net.JoinHostPort("::1", port)
+	}
+	return addr
+}
+
+// statusTimeout bounds the whole request: the endpoint answers at once.
+const statusTimeout = 10 * time.Second
+
+// maxStatusBody caps the answer read: a status is a few KiB per link.
+const maxStatusBody = 4 << 20
+
+// fetchStatus GETs /status from addr. It speaks HTTP/1.1 over one
+// connection by hand, as the endpoint does, so that the binary carries no
+// HTTP client transport (docs/budgets.md).
+func fetchStatus(ctx context.Context, addr string, token []byte) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w (is the end running, with this metrics address?)", err)
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	req := "GET /status HTTP/1.1\r\nHost: " + addr + "\r\nConnection: close\r\n"
+	if token != nil {
+		req += "Authorization: Bearer " + string(token) + "\r\n"
+	}
+	if _, err := io.WriteString(conn, req+"\r\n"); err != nil {
+		return nil, fmt.Errorf("%s: %w", addr, err)
+	}
+	code, status, body, err := readAnswer(conn)
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading the answer: %w", addr, err)
+	}
+	switch code {
+	case 200:
+		return body, nil
+	case 401:
+		return nil, fmt.Errorf("%s: 401: the end wants its metrics token (metrics_token_file; -token-file with -addr)", addr)
+	case 404:
+		return nil, fmt.Errorf("%s: 404: no /status there (an offload older than offload status, or not offload)", addr)
+	}
+	return nil, fmt.Errorf("%s: %s: %s", addr, status, strings.TrimSpace(string(body)))
+}
+
+// readAnswer reads the endpoint's one answer: its status line, headers
+// and the body up to the close (the endpoint closes after one answer)
+// or Content-Length. net/textproto, not net/http's ReadResponse: that
+// one links net/http's client side in, 250 KiB of a router's binary.
+func readAnswer(conn net.Conn) (code int, status string, body []byte, err error) {
+	tp := textproto.NewReader(bufio.NewReader(conn))
+	line, err := tp.ReadLine()
+	if err != nil {
+		return 0, "", nil, err
+	}
+	proto, status, ok := strings.Cut(line, " ")
+	if code, err = strconv.Atoi(strings.SplitN(status, " ", 2)[0]); !ok || err != nil || !strings.HasPrefix(proto, "HTTP/1.") {
+		return 0, "", nil, fmt.Errorf("not an HTTP answer: %q", line)
+	}
+	h, err := tp.ReadMIMEHeader()
+	if err != nil {
+		return 0, "", nil, err
+	}
+	r := io.LimitReader(tp.R, maxStatusBody)
+	if n, err := strconv.ParseInt(h.Get("Content-Length"), 10, 64); err == nil && n >= 0 {
+		r = io.LimitReader(tp.R, min(n, maxStatusBody))
+	}
+	body, err = io.ReadAll(r)
+	return code, status, body, err
+}
+
+// printStatus prints st for people, in the manner of `wg show`: the end,
+// then each link, indented.
+func printStatus(w io.Writer, st *tunnel.Status) {
+	now := st.Time
+	row := func(indent, k, v string) { fmt.Fprintf(w, "%s%-18s %s\n", indent, k+":", v) }
+	head := st.Role
+	switch {
+	case st.Listen != "":
+		head += " " + st.Listen
+	case st.Server != "":
+		head += " of " + st.Server
+	}
+	fmt.Fprintln(w, head)
+	if st.Version != "" {
+		row("  ", "version", st.Version)
+	}
+	row("  ", "suite", st.Suite)
+	engines := strings.Join(st.Engines, ", ")
+	if st.Policy != "" && st.Policy != engines {
+		engines = st.Policy + " (" + engines + ")"
+	}
+	row("  ", "engine", engines)
+	if !st.Started.IsZero() {
+		row("  ", "started", stamp(st.Started, now))
+	}
+	if st.Role == "client" {
+		switch {
+		case len(st.Links) > 0:
+		case st.LastAttempt != nil && st.LastError != "":
+			row("  ", "link", "down; last attempt "+ago(*st.LastAttempt, now)+": "+st.LastError)
+		default:
+			row("  ", "link", "down")
+		}
+	}
+	printTraffic(w, "  ", st.Traffic)
+	row("  ", "streams", fmt.Sprintf("%d active; %d ok, %d aborted, %d refused", st.StreamsActive,
+		st.StreamsTotal["ok"], st.StreamsTotal["aborted"], st.StreamsTotal["refused"]))
+	if len(st.ClientStreams) > 0 {
+		row("  ", "open streams", streamList(st.ClientStreams))
+	}
+	for _, f := range st.Frames {
+		v := fmt.Sprintf("%d sealed (%s), %d opened (%s), %d fallbacks", f.FramesSealed, tunnel.FormatBytes(f.BytesSealed),
+			f.FramesOpened, tunnel.FormatBytes(f.BytesOpened), f.Fallbacks)
+		if f.Out {
+			v += ", taken out by a check"
+		}
+		row("  ", "frames "+f.Engine, v)
+	}
+	for _, l := range st.Links {
+		fmt.Fprintf(w, "\nlink %d: %s\n", l.Link, l.Peer)
+		if l.Client != "" {
+			row("  ", "client", l.Client)
+		}
+		row("  ", "up since", stamp(l.UpSince, now))
+		row("  ", "latest handshake", ago(l.UpSince, now))
+		row("  ", "latest rekey", "sent "+rekey(l.RekeysSent, l.LastRekeySent, now)+", received "+rekey(l.RekeysReceived, l.LastRekeyReceive, now))
+		printTraffic(w, "  ", l.Traffic)
+		if st.Role == "server" {
+			row("  ", "streams", streamList(l.Streams))
+		}
+	}
+}
+
+func printTraffic(w io.Writer, indent string, t tunnel.Traffic) {
+	fmt.Fprintf(w, "%s%-18s %s received, %s sent\n", indent, "transfer:", tunnel.FormatBytes(t.BytesReceived), tunnel.FormatBytes(t.BytesSent))
+	fmt.Fprintf(w, "%s%-18s %s received, %s sent\n", indent, "rate:", tunnel.FormatRate(t.RateReceived), tunnel.FormatRate(t.RateSent))
+}
+
+// streamList is "service ssh 2, socks 1", or "none".
+func streamList(ss []tunnel.Streams) string {
+	if len(ss) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(ss))
+	for i, s := range ss {
+		parts[i] = strings.TrimSpace(s.Kind+" "+s.Name) + fmt.Sprintf(" %d", s.Active)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func rekey(n uint64, last *time.Time, now time.Time) string {
+	if last == nil {
+		return "never"
+	}
+	return fmt.Sprintf("%s (%d so far)", ago(*last, now), n)
+}
+
+// stamp is a time with how long ago it was: "2026-12-01 22:50:01 UTC (5m3s ago)".
+func stamp(t, now time.Time) string {
+	return t.UTC().Format("2006-01-02 15:04:05 MST") + " (" + ago(t, now) + ")"
+}
+
+// ago is how long before now t was, in whole seconds: "5m3s ago".
+func ago(t, now time.Time) string {
+	d := now.Sub(t).Round(time.Second)
+	if d <= 0 {
+		return "just now"
+	}
+	return d.String() + " ago"
+}
+
+// endStatus is the running end's Status with what only the command knows:
+// the version, the engine spec and the server's listen address.
+func endStatus(status func() *tunnel.Status, c *config.Common, listen string) func() *tunnel.Status {
+	return func() *tunnel.Status {
+		st := status()
+		st.Version, st.Policy, st.Listen = version(), c.Engine, listen
+		return st
+	}
+}

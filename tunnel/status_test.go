@@ -1,0 +1,178 @@
+package tunnel
+
+import (
+	"encoding/json"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/offload-dev/offload/internal/testutil"
+)
+
+// metricValue is the value of the one series line in body, or -1.
+func metricValue(body, series string) int64 {
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` ([0-9]+)$`).FindStringSubmatch(body)
+	if m == nil {
+		return -1
+	}
+	v, _ := strconv.ParseInt(m[1], 10, 64)
+	return v
+}
+
+// While a transfer is under way, its stream still open, the byte
+// counters of /metrics and Status have moved: per client, per link and
+// per end, with a rate, and the stream shows by service and by forward.
+// Before, offload_client_stream_bytes_total moved only when the stream
+// ended, and there was no per-link view at all.
+func TestStatusDuringTransfer(t *testing.T) {
+	leakCheck(t)
+	const sent = 300 << 10
+	held, target := testutil.ServeHeld(t, sent)
+	addrs, srv, cli, _, _ := pair(t, map[string]string{"held": target}, "held")
+	held.Send(t, addrs["held"])
+
+	ss := srv.Status()
+	if ss.Role != "server" || ss.Suite == "" || len(ss.Engines) == 0 || ss.Engines[0] != "software" {
+		t.Errorf("server header: %+v", ss)
+	}
+	if len(ss.Links) != 1 {
+		t.Fatalf("server links: %+v", ss.Links)
+	}
+	l := ss.Links[0]
+	if l.Link != 1 || l.Client != DefaultClient || l.Peer == "" || l.UpSince.IsZero() || l.UpSince.After(ss.Time) {
+		t.Errorf("server link: %+v", l)
+	}
+	if l.BytesReceived < sent || l.RateReceived <= 0 || ss.BytesReceived < sent || ss.RateReceived <= 0 {
+		t.Errorf("server traffic while the stream is open: link %+v, end %+v", l.Traffic, ss.Traffic)
+	}
+	if len(l.Streams) != 1 || l.Streams[0] != (Streams{Kind: "service", Name: "held", Active: 1}) {
+		t.Errorf("server link streams: %+v", l.Streams)
+	}
+	if ss.StreamsActive != 1 || len(ss.Frames) != 1 || ss.Frames[0].FramesOpened == 0 {
+		t.Errorf("server streams %d, frames %+v", ss.StreamsActive, ss.Frames)
+	}
+
+	cs := cli.Status()
+	if cs.Role != "client" || cs.Server == "" || len(cs.Links) != 1 || cs.Links[0].Peer != cs.Server {
+		t.Fatalf("client status: %+v", cs)
+	}
+	if cs.Links[0].BytesSent < sent || cs.BytesSent < sent || cs.RateSent <= 0 {
+		t.Errorf("client traffic: link %+v, end %+v", cs.Links[0].Traffic, cs.Traffic)
+	}
+	if len(cs.ClientStreams) != 1 || cs.ClientStreams[0] != (Streams{Kind: "forward", Name: "held", Active: 1}) {
+		t.Errorf("client streams: %+v", cs.ClientStreams)
+	}
+
+	set := metrics.NewSet()
+	srv.RegisterMetrics(set)
+	cli.RegisterMetrics(set)
+	var b strings.Builder
+	set.WritePrometheus(&b)
+	body := b.String()
+	for _, series := range []string{
+		`offload_client_link_bytes_total{client="default",dir="received"}`,
+		`offload_link_bytes_total{role="server",dir="received"}`,
+		`offload_link_bytes_total{role="client",dir="sent"}`,
+		`offload_link_live_bytes_total{role="server",link="1",client="default",dir="received"}`,
+		`offload_link_live_bytes_total{role="client",link="1",server="` + cs.Server + `",dir="sent"}`,
+	} {
+		if v := metricValue(body, series); v < sent {
+			t.Errorf("%s = %d while the stream is open, want at least %d", series, v, sent)
+		}
+	}
+	if v := metricValue(body, `offload_link_live_since_seconds{role="server",link="1",client="default"}`); v != l.UpSince.Unix() {
+		t.Errorf("link up since %d in metrics, %d in status", v, l.UpSince.Unix())
+	}
+
+	// The status line has the traffic and its rate.
+	core, logs := observer.New(zap.InfoLevel)
+	cli.ctr.logStatus(zap.New(core))
+	f := logs.All()[0].ContextMap()
+	if n, _ := f["bytes_sent"].(uint64); n < sent || f["rate_sent"] == "0 B/s" || f["rate_sent"] == nil {
+		t.Errorf("status line: %v", f)
+	}
+}
+
+// The rate is over the samples kept, at most rateWindow old: a burst
+// long ago no longer counts.
+func TestStatusRateWindow(t *testing.T) {
+	var m rateMeter
+	t0 := time.Unix(1000, 0)
+	if s, r := m.rate(sample{t: t0, sent: 5}); s != 0 || r != 0 {
+		t.Fatalf("no samples: %v %v", s, r)
+	}
+	m.add(sample{t: t0})
+	if s, _ := m.rate(sample{t: t0.Add(2 * time.Second), sent: 4000}); s != 2000 {
+		t.Fatalf("rate from the first sample: %v, want 2000", s)
+	}
+	// A burst of 1 MB in the first tick, then 1,000 bytes a tick.
+	total := uint64(1 << 20)
+	for i := 1; i <= rateSamples; i++ {
+		m.add(sample{t: t0.Add(time.Duration(i) * rateTick), sent: total, recv: uint64(100 * i)})
+		total += 1000
+	}
+	now := t0.Add(time.Duration(rateSamples+1) * rateTick)
+	s, r := m.rate(sample{t: now, sent: total, recv: 100 * (rateSamples + 1)})
+	want := float64(rateSamples*1000) / rateWindow.Seconds()
+	if s != want || r != float64(100*rateSamples)/rateWindow.Seconds() {
+		t.Errorf("rate %v/%v, want %v (the burst is older than the window)", s, r, want)
+	}
+}
+
+// statusGET GETs /status with an optional Authorization header.
+func statusGET(t *testing.T, addr, auth string) (int, string) {
+	t.Helper()
+	code, body, err := httpGet(addr, "/status", auth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code, body
+}
+
+// /status serves the JSON of Status under the token of /metrics: without
+// it, or with another, it is 401 and shows nothing; without Status set,
+// there is no /status.
+func TestStatusEndpoint(t *testing.T) {
+	leakCheck(t)
+	held, target := testutil.ServeHeld(t, 1000)
+	addrs, srv, _, _, _ := pair(t, map[string]string{"held": target}, "held")
+	held.Send(t, addrs["held"])
+	const token = "status-token-0123456789"
+	addr := startMetricsServer(t, metrics.NewSet(), MetricsOptions{Token: []byte(token), Status: srv.Status})
+	for _, auth := range []string{"", "Bearer wrong-token-0123456789", "Basic " + token} {
+		code, body := statusGET(t, addr, auth)
+		if code != 401 || strings.Contains(body, "links") {
+			t.Errorf("Authorization %q: %d %q, want 401 and no status", auth, code, body)
+		}
+	}
+	code, body := statusGET(t, addr, "Bearer "+token)
+	if code != 200 {
+		t.Fatalf("with the token: %d %q", code, body)
+	}
+	var st Status
+	if err := json.Unmarshal([]byte(body), &st); err != nil {
+		t.Fatalf("status JSON: %v\n%s", err, body)
+	}
+	if st.Role != "server" || len(st.Links) != 1 || st.Links[0].Client != DefaultClient || st.Links[0].BytesReceived < 1000 ||
+		len(st.Links[0].Streams) != 1 || st.Links[0].Streams[0].Name != "held" {
+		t.Errorf("status over HTTP: %+v", st)
+	}
+	var raw map[string]any
+	_ = json.Unmarshal([]byte(body), &raw)
+	link, _ := raw["links"].([]any)[0].(map[string]any)
+	for _, k := range []string{"link", "peer", "client", "up_since", "rekeys_sent", "rekeys_received", "bytes_sent", "bytes_received", "rate_sent", "rate_received", "streams"} {
+		if _, ok := link[k]; !ok {
+			t.Errorf("link JSON has no %q: %v", k, link)
+		}
+	}
+	// Without Status in the options, /status is not there.
+	if code, _ := statusGET(t, startMetricsServer(t, metrics.NewSet(), MetricsOptions{}), ""); code != 404 {
+		t.Errorf("no Status: %d, want 404", code)
+	}
+}
