@@ -30,6 +30,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"unsafe"
 
 	"github.com/offload-dev/offload/tunnel/suite"
 )
@@ -56,6 +57,13 @@ const (
 // and the sums are 64-bit adds with a carry; that is a third of the
 // multiplies Poly1305 needs per byte.
 func nhAdd(s *[nhPasses]uint64, key []uint32, msg []byte) {
+	if nativeLE && uintptr(unsafe.Pointer(unsafe.SliceData(msg)))&3 == 0 {
+		// Go on MIPS and ARM assembles a little-endian u32 from four byte
+		// loads, a quarter of NH's instructions; an aligned frame on a
+		// little-endian CPU can be read a word at a time.
+		nhAddWords(s, key, unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(msg))), len(msg)/4))
+		return
+	}
 	s0, s1, s2, s3 := s[0], s[1], s[2], s[3]
 	for len(msg) >= nhUnit {
 		k := (*[16]uint32)(key[:16])
@@ -73,6 +81,44 @@ func nhAdd(s *[nhPasses]uint64, key []uint32, msg []byte) {
 	}
 	s[0], s[1], s[2], s[3] = s0, s1, s2, s3
 }
+
+// nhAddWords is nhAdd on a message already in native (little-endian)
+// words. The pass sums are the only state carried between units, so each
+// unit's key words are loaded, used and dropped: on MIPS nothing spills.
+func nhAddWords(s *[nhPasses]uint64, key, msg []uint32) {
+	s0, s1, s2, s3 := s[0], s[1], s[2], s[3]
+	for len(msg) >= 8 {
+		k := (*[20]uint32)(key[:20])
+		m := (*[8]uint32)(msg[:8])
+		m0, m1, m2, m3 := m[0], m[1], m[2], m[3]
+		s0 += uint64(m0+k[0])*uint64(m2+k[2]) + uint64(m1+k[1])*uint64(m3+k[3])
+		s1 += uint64(m0+k[4])*uint64(m2+k[6]) + uint64(m1+k[5])*uint64(m3+k[7])
+		s2 += uint64(m0+k[8])*uint64(m2+k[10]) + uint64(m1+k[9])*uint64(m3+k[11])
+		s3 += uint64(m0+k[12])*uint64(m2+k[14]) + uint64(m1+k[13])*uint64(m3+k[15])
+		m0, m1, m2, m3 = m[4], m[5], m[6], m[7]
+		s0 += uint64(m0+k[4])*uint64(m2+k[6]) + uint64(m1+k[5])*uint64(m3+k[7])
+		s1 += uint64(m0+k[8])*uint64(m2+k[10]) + uint64(m1+k[9])*uint64(m3+k[11])
+		s2 += uint64(m0+k[12])*uint64(m2+k[14]) + uint64(m1+k[13])*uint64(m3+k[15])
+		s3 += uint64(m0+k[16])*uint64(m2+k[18]) + uint64(m1+k[17])*uint64(m3+k[19])
+		key = key[8:]
+		msg = msg[8:]
+	}
+	for len(msg) >= 4 {
+		k := (*[16]uint32)(key[:16])
+		m := (*[4]uint32)(msg[:4])
+		m0, m1, m2, m3 := m[0], m[1], m[2], m[3]
+		s0 += uint64(m0+k[0])*uint64(m2+k[2]) + uint64(m1+k[1])*uint64(m3+k[3])
+		s1 += uint64(m0+k[4])*uint64(m2+k[6]) + uint64(m1+k[5])*uint64(m3+k[7])
+		s2 += uint64(m0+k[8])*uint64(m2+k[10]) + uint64(m1+k[9])*uint64(m3+k[11])
+		s3 += uint64(m0+k[12])*uint64(m2+k[14]) + uint64(m1+k[13])*uint64(m3+k[15])
+		key = key[4:]
+		msg = msg[4:]
+	}
+	s[0], s[1], s[2], s[3] = s0, s1, s2, s3
+}
+
+// nativeLE says whether this CPU stores words little-endian, as NH reads them.
+var nativeLE = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
 // nhPoly1305 is NHPoly1305 under one key, as Linux's crypto/nhpoly1305.c
 // (the "nhpoly1305" shash) computes it.
