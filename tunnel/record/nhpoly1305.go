@@ -3,11 +3,11 @@ package record
 // The nhpoly1305 suites' frame MAC (docs/macs.md has the security
 // argument, docs/protocol.md the same definition for reimplementers):
 //
-//	K_aes | K_T | K_M | K_N = HKDF-SHA256(secret K_mac, salt none,
+//	K_aes | K_T | K_L | K_N = HKDF-SHA256(secret K_mac, salt none,
 //	                          info "offload nhpoly1305 mac keys", 1136 bytes)
 //	                          (32, 16, 16 and 1072 bytes, Adiantum's order)
 //	H_T  = Poly1305_{K_T}(le64(8·len(frame)) | le64(0))
-//	H_L  = Poly1305_{K_M}(NH_{K_N}(pad16(frame)))          NHPoly1305, as Linux's "nhpoly1305"
+//	H_L  = Poly1305_{K_L}(NH_{K_N}(pad16(frame)))          NHPoly1305, as Linux's "nhpoly1305"
 //	tag  = H_T + H_L + AES-256_{K_aes}(0^64 | seq:u64be)   mod 2^128, all little-endian
 //
 // frame is hdr:u32be | ciphertext as on the wire. Poly1305_K(m) here is
@@ -46,7 +46,7 @@ const (
 	nhKeyWords = nhMessageBytes/4 + 4*(nhPasses-1)
 	nhKeyBytes = 4 * nhKeyWords
 
-	// nhMACKeyBytes is what HKDF expands K_mac into: K_aes, K_T, K_M, K_N.
+	// nhMACKeyBytes is what HKDF expands K_mac into: K_aes, K_T, K_L, K_N.
 	nhMACKeyBytes = 32 + 16 + 16 + nhKeyBytes
 	nhMACInfo     = "offload nhpoly1305 mac keys"
 )
@@ -123,11 +123,11 @@ var nativeLE = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 // nhPoly1305 is NHPoly1305 under one key, as Linux's crypto/nhpoly1305.c
 // (the "nhpoly1305" shash) computes it.
 type nhPoly1305 struct {
-	polyKey [32]byte // K_M, then 16 zero bytes: no s
+	polyKey [32]byte // K_L, then 16 zero bytes: no s
 	nhKey   [nhKeyWords]uint32
 }
 
-// setKey takes the kernel's 1088-byte key layout: K_M (the Poly1305 r,
+// setKey takes the kernel's 1088-byte key layout: K_L (the Poly1305 r,
 // clamped on use), then K_N as little-endian u32 words.
 func (h *nhPoly1305) setKey(key []byte) {
 	copy(h.polyKey[:16], key[:16])
