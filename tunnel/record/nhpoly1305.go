@@ -11,7 +11,7 @@ package record
 //	tag  = H_T + H_L + AES-256_{K_aes}(0^64 | seq:u64be)   mod 2^128, all little-endian
 //
 // frame is hdr:u32be | ciphertext as on the wire. Poly1305_K(m) here is
-// the polynomial part only: r = K clamped, h = Σ (m_i | 0x01) r^(n−i+1)
+// the polynomial part only: r = K clamped, h = Σ (m_i + 2^128)·r^(n−i+1)
 // mod 2^130−5 over 16-byte blocks m_1..m_n, reduced mod 2^128, no s added.
 // NH_{K_N}(M) splits M (a multiple of 16 bytes) into 1024-byte chunks, the
 // last possibly shorter, and gives 32 bytes per chunk: four passes
