@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/offload-dev/offload/engine"
@@ -20,7 +21,7 @@ func init() {
 	register(&command{
 		Name:  "frame-cost",
 		Short: "show where a frame's time goes: cipher per engine, MAC per MAC, copies, system calls",
-		Usage: "[-evp CIPHER] [-engine SPEC|all] [-mac hmac-sha256|gmac|poly1305|all] [-time D] [-bytes N] [-decrypt] [-json]",
+		Usage: "[-evp CIPHER] [-engine SPEC|all] [-mac " + strings.Join(suite.MACNames(), "|") + "|all] [-time D] [-bytes N] [-decrypt] [-json]",
 		Flags: frameCostFlags,
 	})
 }
@@ -39,7 +40,7 @@ func frameCostFlags(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (
 	var o frameCostOpts
 	fs.StringVar(&o.evp, "evp", "aes-256-cbc", "cipher: aes-128|192|256-cbc|ctr")
 	fs.StringVar(&o.engine, "engine", "all", "engine: "+engine.Specs+", or all (every engine and driver found)")
-	fs.StringVar(&o.mac, "mac", "all", "MAC: hmac-sha256, gmac, poly1305, or all")
+	fs.StringVar(&o.mac, "mac", "all", "MAC: "+strings.Join(suite.MACNames(), ", ")+", or all")
 	fs.DurationVar(&o.time, "time", 500*time.Millisecond, "time per part and frame size")
 	fs.IntVar(&o.bytes, "bytes", 0, "measure only this frame size")
 	fs.BoolVar(&o.decrypt, "decrypt", false, "measure opening frames (decryption, two copies)")

@@ -10,7 +10,8 @@ import (
 
 // MACKeySize is the length of K_mac, the MAC key of one direction: 32
 // bytes for every suite MAC (the HMAC-SHA256 key, the AES-256 key of GMAC,
-// the ChaCha20 key that derives each frame's Poly1305 key).
+// the ChaCha20 key that derives each frame's Poly1305 key, the HKDF secret
+// of NHPoly1305's subkeys).
 const MACKeySize = 32
 
 // DirKeys are the record keys of one direction, as the handshake derives

@@ -46,6 +46,8 @@ func NewMAC(m suite.MAC, key []byte) (MAC, error) {
 		return newGMAC(key)
 	case suite.Poly1305:
 		return newPoly1305MAC(key)
+	case suite.NHPoly1305:
+		return newNHMAC(key)
 	}
 	return newHMAC(key), nil
 }

@@ -7,8 +7,8 @@
 //	hdr   = new:1 | len:31          new: first frame of a new epoch
 //	tag   = HMAC-SHA256(K_mac, seq:u64be | hdr:u32be | ciphertext)[:16]
 //
-// for the *-hmac-sha256 suites; the gmac and poly1305 suites tag the same
-// frame their own way (MAC, docs/macs.md), with the same layout.
+// for the *-hmac-sha256 suites; the gmac, poly1305 and nhpoly1305 suites
+// tag the same frame their own way (MAC, docs/macs.md), with the same layout.
 //
 // Epoch 0's keys are the handshake's; a frame with new = 1 is sealed with
 // the next epoch's, HKDF-SHA256(K_enc | K_mac | S_iv of the epoch before,

@@ -58,7 +58,7 @@ func refSealNew(k *DirKeys, s suite.Suite, seq uint64, pt []byte) []byte {
 // at the limit (ErrKeyExhausted).
 func TestRekeyStreamsSurvive(t *testing.T) {
 	for _, tr := range transports {
-		for _, s := range []suite.Suite{ctr256, cbc128, {Cipher: ctr128.Cipher, MAC: suite.GMAC}, {Cipher: cbc256.Cipher, MAC: suite.Poly1305}} {
+		for _, s := range []suite.Suite{ctr256, cbc128, {Cipher: ctr128.Cipher, MAC: suite.GMAC}, {Cipher: cbc256.Cipher, MAC: suite.Poly1305}, {Cipher: ctr256.Cipher, MAC: suite.NHPoly1305}} {
 			t.Run(tr.name+"/"+s.String(), func(t *testing.T) {
 				c1, c2 := tr.pair(t)
 				o := Options{MaxFrame: 1024, Workers: 4, maxFrames: 4}

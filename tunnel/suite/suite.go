@@ -30,10 +30,15 @@ const (
 	// len | ciphertext: Poly1305 under a fresh one-time key per frame,
 	// fast on 32-bit CPUs without AES or carry-less multiply instructions.
 	Poly1305
+	// NHPoly1305 is a Wegman–Carter–Shoup MAC: Adiantum's hash (NH, then
+	// Poly1305, plus a Poly1305 of the length) of the frame, plus AES-256 of
+	// 0^64 | seq, mod 2^128, under subkeys HKDF-expanded from K_mac. NH
+	// needs a third of Poly1305's multiplies per byte.
+	NHPoly1305
 )
 
 // MACs lists every MAC, in the order tables show them.
-var MACs = []MAC{HMACSHA256, GMAC, Poly1305}
+var MACs = []MAC{HMACSHA256, GMAC, Poly1305, NHPoly1305}
 
 func (m MAC) String() string {
 	switch m {
@@ -43,24 +48,33 @@ func (m MAC) String() string {
 		return "gmac"
 	case Poly1305:
 		return "poly1305"
+	case NHPoly1305:
+		return "nhpoly1305"
 	}
 	return fmt.Sprintf("mac(%d)", uint8(m))
 }
 
 // Valid reports whether m is one of MACs.
-func (m MAC) Valid() bool { return m >= HMACSHA256 && m <= Poly1305 }
+func (m MAC) Valid() bool { return m >= HMACSHA256 && m <= NHPoly1305 }
+
+// MACNames lists the names of MACs, in order, for help texts.
+func MACNames() []string {
+	names := make([]string, 0, len(MACs))
+	for _, m := range MACs {
+		names = append(names, m.String())
+	}
+	return names
+}
 
 // ParseMAC reads a MAC name (case-insensitive), e.g. "poly1305".
 func ParseMAC(name string) (MAC, error) {
 	n := strings.ToLower(strings.TrimSpace(name))
-	names := make([]string, 0, len(MACs))
 	for _, m := range MACs {
 		if m.String() == n {
 			return m, nil
 		}
-		names = append(names, m.String())
 	}
-	return 0, fmt.Errorf("unknown MAC %q (one of: %s)", name, strings.Join(names, ", "))
+	return 0, fmt.Errorf("unknown MAC %q (one of: %s)", name, strings.Join(MACNames(), ", "))
 }
 
 // TagSize is the length of every frame tag.

@@ -27,7 +27,7 @@ func TestParseEverySuite(t *testing.T) {
 			t.Errorf("Parse(%q) = %v, %v; want %v", name, got, err, s)
 		}
 	}
-	for _, name := range []string{"aes-256-ctr-gmac", "aes-128-cbc-poly1305", "aes-192-ctr-hmac-sha256"} {
+	for _, name := range []string{"aes-256-ctr-gmac", "aes-128-cbc-poly1305", "aes-192-ctr-hmac-sha256", "aes-256-ctr-nhpoly1305", "aes-256-cbc-nhpoly1305"} {
 		if !seen[name] {
 			t.Errorf("%s missing from All()", name)
 		}
@@ -35,7 +35,7 @@ func TestParseEverySuite(t *testing.T) {
 }
 
 func TestParseRejects(t *testing.T) {
-	for _, name := range []string{"", "aes-256-ctr", "aes-256-ctr-hmac-md5", "aes-256-gcm-gmac", "poly1305"} {
+	for _, name := range []string{"", "aes-256-ctr", "aes-256-ctr-hmac-md5", "aes-256-gcm-gmac", "poly1305", "nhpoly1305", "aes-256-ctr-nh"} {
 		_, err := Parse(name)
 		if err == nil {
 			t.Errorf("Parse(%q): no error", name)
@@ -76,7 +76,7 @@ func TestMACNames(t *testing.T) {
 	if _, err := ParseMAC("sha1"); err == nil {
 		t.Error("ParseMAC(sha1): no error")
 	}
-	for _, m := range []MAC{0, 4, 255} {
+	for _, m := range []MAC{0, 5, 255} {
 		if m.Valid() {
 			t.Errorf("%v: Valid", m)
 		}
