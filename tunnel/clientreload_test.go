@@ -148,6 +148,11 @@ func TestClientReloadDynamic(t *testing.T) {
 		t.Errorf("the SOCKS listener still accepts after socks was removed")
 	}
 	echoThrough(t, open) // still: a removed listener's connections finish on their own
+	// The server logs the close once the listener's connections are done,
+	// after the listener stopped accepting.
+	eventually(t, 10*time.Second, "the server to log the reverse listener closed", func() bool {
+		return slogs.FilterMessage("reverse forward closed").Len() >= 1
+	})
 	if n := slogs.FilterMessage("reverse forward closed").Len(); n != 1 {
 		t.Errorf("%d reverse listeners closed on the server, want 1", n)
 	}

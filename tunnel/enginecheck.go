@@ -98,11 +98,14 @@ func newEngineGuard(o *Options, log *zap.Logger) *engineGuard {
 	return g
 }
 
-// check runs the known-answer test on every engine not already out.
+// check runs the known-answer test on every engine not already out. The
+// round is counted when it is over, so rounds > 0 means every engine has
+// had its check at start (a test that breaks an engine after it can not
+// race the check).
 func (g *engineGuard) check() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.rounds.Add(1)
+	defer g.rounds.Add(1)
 	for idx, e := range g.engines {
 		if g.out[idx].Load() {
 			continue

@@ -44,13 +44,17 @@ func TestFloodManySourcesSlowClient(t *testing.T) {
 	needSource(t, "127.1.0.1")
 	log, _ := testLogger(t)
 	opt := testOptions(log)
+	// The flood holds its connections 2 s and the slots do the evicting:
+	// a genuine handshake that is slow beside the flood (under -race on a
+	// busy machine) must fail for want of a slot, not of time.
+	opt.HandshakeTimeout = 20 * time.Second
 	cfg := ServerConfig{Options: opt, Services: map[string]string{"x": "127.0.0.1:1"}, MaxHandshakes: 16, MaxLinks: 100}
 	addr, srv, _ := startServer(t, cfg)
 	opt.setDefaults()
 
 	const sources = 64
 	// Every other connection writes part of a hello, then nothing.
-	flooded, stop := flood(8, 2*time.Second,
+	flooded, stop := flood(t, 8, 2*time.Second,
 		func(w, n int) (net.Conn, error) {
 			return dialFrom(net.IPv4(127, 1, 0, byte(1+(n*8+w)%sources)).String(), addr)
 		},
@@ -60,7 +64,7 @@ func TestFloodManySourcesSlowClient(t *testing.T) {
 			}
 			return nil
 		})
-	eventually(t, 10*time.Second, "the flood to fill the slots", func() bool { return srv.ctr.handshakes[hsDropped].Load() > 200 })
+	eventually(t, time.Minute, "the flood to fill the slots", func() bool { return srv.ctr.handshakes[hsDropped].Load() > 200 })
 
 	const clients, each = 4, 5
 	failed := runGenuine(t, opt, clients, each, func(i int) (net.Conn, error) {
@@ -94,6 +98,7 @@ func TestWrongKeyFloodManyKeys(t *testing.T) {
 	needSource(t, "127.1.0.1")
 	log, _ := testLogger(t)
 	opt := testOptions(log)
+	opt.HandshakeTimeout = 20 * time.Second // as in TestFloodManySourcesSlowClient
 	var clients []ServerClient
 	for i := range handshake.MaxKeys {
 		clients = append(clients, ServerClient{Name: fmt.Sprintf("c%d", i), Keys: [][]byte{testPSK(byte(100 + i))}, Access: Access{AllServices: true}})
@@ -106,7 +111,7 @@ func TestWrongKeyFloodManyKeys(t *testing.T) {
 
 	const sources = 32
 	// Well-formed first flights under no key.
-	flooded, stop := flood(8, 2*time.Second,
+	flooded, stop := flood(t, 8, 2*time.Second,
 		func(w, k int) (net.Conn, error) {
 			return dialFrom(net.IPv4(127, 1, 0, byte(1+(k*8+w)%sources)).String(), addr)
 		},
@@ -116,7 +121,7 @@ func TestWrongKeyFloodManyKeys(t *testing.T) {
 			_, _ = rand.Read(flight[len(prefix):])
 			return flight
 		})
-	eventually(t, 10*time.Second, "the flood to fill the slots with complete flights", func() bool {
+	eventually(t, time.Minute, "the flood to fill the slots with complete flights", func() bool {
 		return srv.ctr.handshakes[hsRefused].Load()+srv.ctr.handshakes[hsDropped].Load() > 200
 	})
 

@@ -160,10 +160,10 @@ func needSource(t *testing.T, src string) {
 // (nothing when it is nil) and holding it until the server drops it or
 // hold has passed, until stop is called; stop waits for the workers.
 // flooded counts the connections opened.
-func flood(workers int, hold time.Duration, dial func(w, n int) (net.Conn, error), first func(w, n int) []byte) (flooded *atomic.Int64, stop func()) {
+func flood(t *testing.T, workers int, hold time.Duration, dial func(w, n int) (net.Conn, error), first func(w, n int) []byte) (flooded *atomic.Int64, stop func()) {
 	flooded = new(atomic.Int64)
 	done := make(chan struct{})
-	var wg sync.WaitGroup
+	var wg, held sync.WaitGroup
 	for w := range workers {
 		wg.Add(1)
 		go func() {
@@ -184,7 +184,9 @@ func flood(workers int, hold time.Duration, dial func(w, n int) (net.Conn, error
 						_, _ = c.Write(b)
 					}
 				}
+				held.Add(1)
 				go func() {
+					defer held.Done()
 					_ = c.SetReadDeadline(time.Now().Add(hold))
 					_, _ = io.Copy(io.Discard, c)
 					c.Close()
@@ -192,7 +194,16 @@ func flood(workers int, hold time.Duration, dial func(w, n int) (net.Conn, error
 			}
 		}()
 	}
-	return flooded, func() { close(done); wg.Wait() }
+	var once sync.Once
+	stop = func() { once.Do(func() { close(done); wg.Wait() }) }
+	// A test that fails before it calls stop must not leave the flood
+	// running into the next tests (their leak checks would fail): stop
+	// it, and wait for the connections it holds, when the test ends.
+	t.Cleanup(func() {
+		stop()
+		held.Wait()
+	})
+	return flooded, stop
 }
 
 // dialFrom dials addr from the loopback address src.
@@ -209,16 +220,17 @@ func TestFloodBesideClients(t *testing.T) {
 	needSource(t, "127.0.0.2")
 	log, _ := testLogger(t)
 	opt := testOptions(log)
+	opt.HandshakeTimeout = 20 * time.Second // as in TestFloodManySourcesSlowClient
 	cfg := ServerConfig{Options: opt, Services: map[string]string{"x": "127.0.0.1:1"}, MaxHandshakes: 16, MaxLinks: 100}
 	addr, srv, _ := startServer(t, cfg)
 	opt.setDefaults()
 
 	// Four sources, each writing part of a hello, then nothing.
-	flooded, stop := flood(4, 3*time.Second,
+	flooded, stop := flood(t, 4, 3*time.Second,
 		func(w, _ int) (net.Conn, error) { return dialFrom(net.IPv4(127, 0, 0, byte(2+w)).String(), addr) },
 		func(int, int) []byte { return []byte("OFLD\x02") })
 	// Let the flood fill the slots first.
-	eventually(t, 10*time.Second, "the flood to fill the slots", func() bool { return srv.ctr.handshakes[hsDropped].Load() > 100 })
+	eventually(t, time.Minute, "the flood to fill the slots", func() bool { return srv.ctr.handshakes[hsDropped].Load() > 100 })
 
 	const clients, each = 4, 10
 	failed := runGenuine(t, opt, clients, each, func(i int) (net.Conn, error) {

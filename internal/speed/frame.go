@@ -326,11 +326,17 @@ func loop(ctx context.Context, d time.Duration, op func(seq uint64) error, count
 	r0 := readUsage()
 	begin := time.Now()
 	var err error
-	for !stop.Load() {
+	// At least one operation, whatever the clock says: a goroutine kept
+	// off the CPU for all of d (a busy machine) would otherwise measure
+	// nothing, and the part would be missing from the estimates.
+	for {
 		if err = op(uint64(p.Ops)); err != nil {
 			break
 		}
 		p.Ops++
+		if stop.Load() {
+			break
+		}
 	}
 	p.Elapsed = time.Since(begin)
 	r1 := readUsage()

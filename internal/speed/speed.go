@@ -153,13 +153,17 @@ func measure(ctx context.Context, workers []engine.Crypter, bufs [][]byte, iv []
 			defer wg.Done()
 			buf := bufs[i][:size]
 			var n int64
-			for !stop.Load() {
+			// At least one operation per worker, as in loop (frame.go).
+			for {
 				if err := engine.Crypt(w, cfg.Direction, buf, buf, iv); err != nil {
 					errs[i] = err
 					stop.Store(true)
 					break
 				}
 				n++
+				if stop.Load() {
+					break
+				}
 			}
 			total.Add(n)
 		}()

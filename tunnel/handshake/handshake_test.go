@@ -144,21 +144,65 @@ func TestHandshakeFreshKeysEachTime(t *testing.T) {
 	}
 }
 
+// TestHandshakeDeadlineCleared: the deadline that bounds the handshake
+// does not outlive it, or the link would die that long after it started.
+// The test watches the deadlines the handshake sets rather than waiting
+// past a short one: a handshake under -race on a busy machine can take
+// longer than any timeout short enough to wait out.
 func TestHandshakeDeadlineCleared(t *testing.T) {
 	c1, c2 := tcpPipe(t)
 	defer c1.Close()
 	defer c2.Close()
-	cfg := Config{Suite: ctr256, PSK: newPSK(t), Timeout: 100 * time.Millisecond}
-	cli, srv := both(c1, c2, cfg, cfg)
+	d1, d2 := &deadlineConn{Conn: c1}, &deadlineConn{Conn: c2}
+	cfg := Config{Suite: ctr256, PSK: newPSK(t)}
+	cli, srv := both(d1, d2, cfg, cfg)
 	if cli.err != nil || srv.err != nil {
 		t.Fatalf("client: %v, server: %v", cli.err, srv.err)
 	}
-	time.Sleep(150 * time.Millisecond)
+	for name, d := range map[string]*deadlineConn{"client": d1, "server": d2} {
+		set := d.deadlines()
+		if len(set) < 2 || set[0].IsZero() {
+			t.Errorf("%s: deadlines set %v, want the handshake's bound first", name, set)
+		} else if last := set[len(set)-1]; !last.IsZero() {
+			t.Errorf("%s: the handshake left the deadline %v set", name, last)
+		}
+	}
 	go c1.Write([]byte{1})
 	var b [1]byte
 	if _, err := c2.Read(b[:]); err != nil {
-		t.Fatalf("read after handshake timeout passed: %v", err)
+		t.Fatalf("read after the handshake: %v", err)
 	}
+}
+
+// deadlineConn records the deadlines set on it (read, write or both).
+type deadlineConn struct {
+	net.Conn
+	mu  sync.Mutex
+	set []time.Time
+}
+
+func (d *deadlineConn) record(t time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.set = append(d.set, t)
+}
+
+func (d *deadlineConn) deadlines() []time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]time.Time(nil), d.set...)
+}
+
+func (d *deadlineConn) SetDeadline(t time.Time) error { d.record(t); return d.Conn.SetDeadline(t) }
+
+func (d *deadlineConn) SetReadDeadline(t time.Time) error {
+	d.record(t)
+	return d.Conn.SetReadDeadline(t)
+}
+
+func (d *deadlineConn) SetWriteDeadline(t time.Time) error {
+	d.record(t)
+	return d.Conn.SetWriteDeadline(t)
 }
 
 func TestHandshakeWrongPSK(t *testing.T) {
