@@ -1,14 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"debug/elf"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -19,8 +22,11 @@ import (
 // download, dpkg-deb -x into the cache), its ELF programs are copied to the
 // same paths in the guest, and the shared libraries they need (DT_NEEDED,
 // followed through the libraries' own) and the dynamic loader (PT_INTERP)
-// are looked up in the fetched packages, libc6 always among them. Nothing
-// runs the guest's ldd: the host cannot execute the guest's binaries.
+// are looked up in the fetched packages, libc6 always among them. A library
+// none of them ships is looked for in the library packages they depend on
+// (apt-cache depends, names starting with "lib", and zlib1g), followed as deep as needed:
+// -deb openssh-server brings libssl3, libwrap0 and the rest. Nothing runs
+// the guest's ldd: the host cannot execute the guest's binaries.
 
 // debLibPackage is fetched beside every -deb package: it ships the loader and
 // libc that almost every Debian program needs.
@@ -42,13 +48,20 @@ func fetchDebPrograms(ctx context.Context, cache string, a *archSpec, pkgs []str
 	if len(pkgs) == 0 {
 		return nil, nil
 	}
-	var roots []string
-	for _, p := range append(append([]string{}, pkgs...), debLibPackage) {
+	var roots, fetched []string
+	fetch := func(p string) error {
 		dir := filepath.Join(cache, a.DebArch, "deb", p)
 		if err := fetchDeb(ctx, dir, p, a.DebArch, logf); err != nil {
-			return nil, fmt.Errorf("-deb: %w", err)
+			return fmt.Errorf("-deb: %w", err)
 		}
 		roots = append(roots, filepath.Join(dir, "root"))
+		fetched = append(fetched, p)
+		return nil
+	}
+	for _, p := range append(append([]string{}, pkgs...), debLibPackage) {
+		if err := fetch(p); err != nil {
+			return nil, err
+		}
 	}
 	var progs []guestCopy
 	for i, p := range pkgs {
@@ -61,11 +74,80 @@ func fetchDebPrograms(ctx context.Context, cache string, a *archSpec, pkgs []str
 		}
 		progs = append(progs, found...)
 	}
-	libs, err := resolveLibs(progs, roots, a.ELF)
-	if err != nil {
-		return nil, fmt.Errorf("-deb: %w", err)
+	// Each pass fetches the library dependencies of the packages the pass
+	// before it fetched, until every library is found or none is left.
+	expanded := 0
+	for {
+		libs, err := resolveLibs(progs, roots, a.ELF)
+		var miss *missingLibError
+		if !errors.As(err, &miss) {
+			if err != nil {
+				return nil, fmt.Errorf("-deb: %w", err)
+			}
+			return append(progs, libs...), nil
+		}
+		next := len(fetched)
+		for _, p := range fetched[expanded:next] {
+			deps, derr := debLibDepends(ctx, p, a.DebArch)
+			if derr != nil {
+				return nil, fmt.Errorf("-deb: %w", derr)
+			}
+			for _, d := range deps {
+				if !slices.Contains(fetched, d) {
+					if err := fetch(d); err != nil {
+						return nil, err
+					}
+				}
+			}
+		}
+		if len(fetched) == next {
+			return nil, fmt.Errorf("-deb: %w", err)
+		}
+		expanded = next
 	}
-	return append(progs, libs...), nil
+}
+
+// missingLibError is a library that none of the fetched packages ships.
+type missingLibError struct{ prog, lib string }
+
+func (e *missingLibError) Error() string {
+	return fmt.Sprintf("%s needs %s, which neither the fetched packages nor the library packages they depend on ship", e.prog, e.lib)
+}
+
+// debLibDepends lists the library packages (lib*, zlib1g) that
+// pkg depends on, from apt-cache depends.
+func debLibDepends(ctx context.Context, pkg, debArch string) ([]string, error) {
+	out, err := exec.CommandContext(ctx, "apt-cache", "depends", "--no-recommends", "--no-suggests",
+		"--no-conflicts", "--no-breaks", "--no-replaces", "--no-enhances", pkg+":"+debArch).CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("apt-cache depends %s:%s: %w: %s", pkg, debArch, err, bytes.TrimSpace(out))
+	}
+	return parseLibDepends(string(out)), nil
+}
+
+// parseLibDepends picks the real (not <virtual>) library packages out of
+// apt-cache depends output, without their architecture qualifier.
+func parseLibDepends(out string) []string {
+	var libs []string
+	for _, l := range strings.Split(out, "\n") {
+		l = strings.TrimLeft(strings.TrimSpace(l), "|")
+		dep, ok := strings.CutPrefix(l, "Depends: ")
+		if !ok && !strings.HasPrefix(l, "PreDepends: ") {
+			continue
+		}
+		if !ok {
+			dep = strings.TrimPrefix(l, "PreDepends: ")
+		}
+		if strings.HasPrefix(dep, "<") {
+			continue
+		}
+		dep, _, _ = strings.Cut(dep, ":")
+		// zlib1g is the one library package not named lib*.
+		if (strings.HasPrefix(dep, "lib") || dep == "zlib1g") && !slices.Contains(libs, dep) {
+			libs = append(libs, dep)
+		}
+	}
+	return libs
 }
 
 // debPrograms lists the ELF executables for machine m in a package root;
@@ -189,7 +271,7 @@ func resolveLibs(progs []guestCopy, roots []string, m elf.Machine) ([]guestCopy,
 				}
 			}
 			if lib.Host == "" {
-				return nil, fmt.Errorf("%s needs %s, which none of the fetched packages ships: add the package with another -deb", c.Guest, n)
+				return nil, &missingLibError{prog: c.Guest, lib: n}
 			}
 			have["needed:"+n] = true
 			out = append(out, lib)

@@ -70,6 +70,7 @@ type options struct {
 	fetch        listFlag
 	pprof        listFlag
 	out          string
+	spans        string
 }
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -104,6 +105,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Var(&o.fetch, "fetch", "guest file to copy out over the console after the steps, into -out (repeatable)")
 	fs.Var(&o.pprof, "pprof", "guest CPU profile to copy out and print with go tool pprof -top on the host, then summed by component (repeatable)")
 	fs.StringVar(&o.out, "out", "", "folder for -fetch and -pprof files (default for -pprof: the work folder)")
+	fs.StringVar(&o.spans, "spans", "", "write every span (spans.go) to this file, one JSON object a line, pass or fail")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: go run ./harness/vm [flags]\n\n")
 		fs.PrintDefaults()
@@ -251,6 +253,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	failed += len(plan.steps()) - len(r.Steps)
 	writeSpanTable(stdout, r.Spans.Done, sink.PID)
+	if o.spans != "" {
+		if err := writeSpanFile(o.spans, r.Spans.Done); err != nil {
+			fmt.Fprintln(stderr, "vm:", err)
+			return 2
+		}
+	}
 	if runErr != nil || verdict != nil {
 		if runErr != nil {
 			fmt.Fprintln(stderr, "vm: FAIL:", runErr)
