@@ -80,6 +80,17 @@ func buildTests(ctx context.Context, a *archSpec, patterns []string, outDir stri
 	seen := map[string]bool{}
 	var bins []guestBinary
 	for _, pat := range patterns {
+		// A file is a binary built elsewhere (another branch's tree, say),
+		// copied in as it is.
+		if fi, err := os.Stat(pat); err == nil && fi.Mode().IsRegular() {
+			name := filepath.Base(pat)
+			if taken[name] {
+				return nil, fmt.Errorf("-bin %s: two commands would be /bin/%s", pat, name)
+			}
+			taken[name] = true
+			bins = append(bins, guestBinary{Name: name, HostFile: pat})
+			continue
+		}
 		pkgs, err := goList(ctx, env, []string{pat})
 		if err != nil {
 			return nil, fmt.Errorf("-test: %w", err)
@@ -121,6 +132,17 @@ func buildBins(ctx context.Context, a *archSpec, patterns []string, outDir strin
 	taken := map[string]bool{}
 	var bins []guestBinary
 	for _, pat := range patterns {
+		// A file is a binary built elsewhere (another branch's tree, say),
+		// copied in as it is.
+		if fi, err := os.Stat(pat); err == nil && fi.Mode().IsRegular() {
+			name := filepath.Base(pat)
+			if taken[name] {
+				return nil, fmt.Errorf("-bin %s: two commands would be /bin/%s", pat, name)
+			}
+			taken[name] = true
+			bins = append(bins, guestBinary{Name: name, HostFile: pat})
+			continue
+		}
 		pkgs, err := goList(ctx, env, []string{pat})
 		if err != nil {
 			return nil, fmt.Errorf("-bin: %w", err)

@@ -85,7 +85,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "kill the VM and fail after this long")
 	fs.BoolVar(&o.virtioCrypto, "virtio-crypto", false, "add a virtio-crypto device and load its driver")
 	fs.Var(&o.tests, "test", "package whose tests run in the guest (repeatable; ./pkg/... allowed)")
-	fs.Var(&o.bins, "bin", "command package to build and put at /bin/<name> (repeatable)")
+	fs.Var(&o.bins, "bin", "command package to build and put at /bin/<name>, or a binary file to copy there as it is (repeatable)")
 	fs.Var(&o.cmds, "cmd", "shell line to run in the guest after the tests (repeatable)")
 	fs.Var(&o.kos, "ko", "out-of-tree .ko file to load (repeatable)")
 	fs.StringVar(&o.modules, "modules", "", "extra kernel modules to load, comma separated")
