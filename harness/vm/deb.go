@@ -49,19 +49,18 @@ func fetchDebPrograms(ctx context.Context, cache string, a *archSpec, pkgs []str
 		return nil, nil
 	}
 	var roots, fetched []string
-	fetch := func(p string) error {
-		dir := filepath.Join(cache, a.DebArch, "deb", p)
-		if err := fetchDeb(ctx, dir, p, a.DebArch, logf); err != nil {
+	fetch := func(ps []string) error {
+		if err := fetchDebs(ctx, filepath.Join(cache, a.DebArch, "deb"), ps, a.DebArch, logf); err != nil {
 			return fmt.Errorf("-deb: %w", err)
 		}
-		roots = append(roots, filepath.Join(dir, "root"))
-		fetched = append(fetched, p)
+		for _, p := range ps {
+			roots = append(roots, filepath.Join(cache, a.DebArch, "deb", p, "root"))
+			fetched = append(fetched, p)
+		}
 		return nil
 	}
-	for _, p := range append(append([]string{}, pkgs...), debLibPackage) {
-		if err := fetch(p); err != nil {
-			return nil, err
-		}
+	if err := fetch(append(append([]string{}, pkgs...), debLibPackage)); err != nil {
+		return nil, err
 	}
 	var progs []guestCopy
 	for i, p := range pkgs {
@@ -87,24 +86,92 @@ func fetchDebPrograms(ctx context.Context, cache string, a *archSpec, pkgs []str
 			return append(progs, libs...), nil
 		}
 		next := len(fetched)
-		for _, p := range fetched[expanded:next] {
-			deps, derr := debLibDepends(ctx, p, a.DebArch)
-			if derr != nil {
-				return nil, fmt.Errorf("-deb: %w", derr)
-			}
-			for _, d := range deps {
-				if !slices.Contains(fetched, d) {
-					if err := fetch(d); err != nil {
-						return nil, err
-					}
-				}
+		deps, derr := debLibDepends(ctx, fetched[expanded:next], a.DebArch)
+		if derr != nil {
+			return nil, fmt.Errorf("-deb: %w", derr)
+		}
+		var more []string
+		for _, d := range deps {
+			if !slices.Contains(fetched, d) {
+				more = append(more, d)
 			}
 		}
-		if len(fetched) == next {
+		if len(more) == 0 {
 			return nil, fmt.Errorf("-deb: %w", err)
+		}
+		if err := fetch(more); err != nil {
+			return nil, err
 		}
 		expanded = next
 	}
+}
+
+// fetchDebs makes sure each package is unpacked in base/PKG/root: the ones
+// not there yet are downloaded with one apt-get download (apt's start is
+// most of the time of a small package) and unpacked one by one with
+// fetchDeb's atomic rename.
+func fetchDebs(ctx context.Context, base string, pkgs []string, debArch string, logf func(string, ...any)) error {
+	var want []string
+	for _, p := range pkgs {
+		if _, err := os.Stat(filepath.Join(base, p, "root")); err != nil {
+			want = append(want, p)
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	tmp, err := os.MkdirTemp(base, ".fetch-")
+	if err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	logf("downloading %s (%s) into %s", strings.Join(want, " "), debArch, base)
+	args := []string{"download"}
+	for _, p := range want {
+		args = append(args, p+":"+debArch)
+	}
+	cmd := exec.CommandContext(ctx, "apt-get", args...)
+	cmd.Dir = tmp
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("apt-get download %s: %w: %s", strings.Join(want, " "), err, bytes.TrimSpace(out))
+	}
+	for _, p := range want {
+		// Files are named PKG_VERSION_ARCH.deb.
+		debs, _ := filepath.Glob(filepath.Join(tmp, p+"_*.deb"))
+		if len(debs) != 1 {
+			return fmt.Errorf("apt-get download %s:%s: want one .deb, got %d", p, debArch, len(debs))
+		}
+		if err := unpackDeb(ctx, debs[0], filepath.Join(base, p)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unpackDeb unpacks a downloaded .deb into dir/root, atomically.
+func unpackDeb(ctx context.Context, deb, dir string) error {
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".unpack-")
+	if err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	root := filepath.Join(tmp, "root")
+	if out, err := exec.CommandContext(ctx, "dpkg-deb", "-x", deb, root).CombinedOutput(); err != nil {
+		return fmt.Errorf("dpkg-deb -x %s: %w: %s", filepath.Base(deb), err, bytes.TrimSpace(out))
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if _, statErr := os.Stat(filepath.Join(dir, "root")); statErr == nil {
+			return nil // another run unpacked it first
+		}
+		return fmt.Errorf("cache: %w", err)
+	}
+	return nil
 }
 
 // missingLibError is a library that none of the fetched packages ships.
@@ -115,12 +182,15 @@ func (e *missingLibError) Error() string {
 }
 
 // debLibDepends lists the library packages (lib*, zlib1g) that
-// pkg depends on, from apt-cache depends.
-func debLibDepends(ctx context.Context, pkg, debArch string) ([]string, error) {
-	out, err := exec.CommandContext(ctx, "apt-cache", "depends", "--no-recommends", "--no-suggests",
-		"--no-conflicts", "--no-breaks", "--no-replaces", "--no-enhances", pkg+":"+debArch).CombinedOutput()
+// pkgs depend on, from one apt-cache depends.
+func debLibDepends(ctx context.Context, pkgs []string, debArch string) ([]string, error) {
+	args := []string{"depends", "--no-recommends", "--no-suggests", "--no-conflicts", "--no-breaks", "--no-replaces", "--no-enhances"}
+	for _, p := range pkgs {
+		args = append(args, p+":"+debArch)
+	}
+	out, err := exec.CommandContext(ctx, "apt-cache", args...).CombinedOutput()
 	if err != nil {
-		return nil, fmt.Errorf("apt-cache depends %s:%s: %w: %s", pkg, debArch, err, bytes.TrimSpace(out))
+		return nil, fmt.Errorf("apt-cache depends %s: %w: %s", strings.Join(pkgs, " "), err, bytes.TrimSpace(out))
 	}
 	return parseLibDepends(string(out)), nil
 }

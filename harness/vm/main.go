@@ -71,6 +71,7 @@ type options struct {
 	pprof        listFlag
 	out          string
 	spans        string
+	kernelArgs   string
 }
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -105,6 +106,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Var(&o.fetch, "fetch", "guest file to copy out over the console after the steps, into -out (repeatable)")
 	fs.Var(&o.pprof, "pprof", "guest CPU profile to copy out and print with go tool pprof -top on the host, then summed by component (repeatable)")
 	fs.StringVar(&o.out, "out", "", "folder for -fetch and -pprof files (default for -pprof: the work folder)")
+	fs.StringVar(&o.kernelArgs, "kernel-args", "", "appended to the guest kernel's command line (e.g. nohz=off)")
 	fs.StringVar(&o.spans, "spans", "", "write every span (spans.go) to this file, one JSON object a line, pass or fail")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: go run ./harness/vm [flags]\n\n")
@@ -422,7 +424,7 @@ func prepare(ctx context.Context, o *options, logf func(string, ...any)) (*guest
 	if err := writeInitramfs(initrd, tree); err != nil {
 		return nil, vmConfig{}, work, err
 	}
-	cfg := vmConfig{Arch: a, SMP: o.smp, MemMB: o.mem, Kernel: k, Initrd: initrd, VirtioCrypto: o.virtioCrypto}
+	cfg := vmConfig{Arch: a, SMP: o.smp, MemMB: o.mem, Kernel: k, Initrd: initrd, VirtioCrypto: o.virtioCrypto, KernelArgs: o.kernelArgs}
 	return plan, cfg, work, nil
 }
 
