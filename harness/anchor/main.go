@@ -51,6 +51,8 @@ type options struct {
 	timeout            time.Duration
 	out                string
 	quiet              bool
+	kernelArgs         string
+	pool               string
 }
 
 func main() {
@@ -76,6 +78,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&o.timeout, "timeout", 0, "per boot (default: from -mib and -rounds)")
 	fs.StringVar(&o.out, "out", "", "folder for each boot's console log and spans (default: a temporary one, removed)")
 	fs.BoolVar(&o.quiet, "quiet", false, "do not stream the guest's console")
+	fs.StringVar(&o.pool, "pool", "", "comma-separated spans-N.jsonl files of earlier boots (from -out) to pool and print, without booting")
+	fs.StringVar(&o.kernelArgs, "kernel-args", "", "appended to the guest kernel's command line (harness/vm -kernel-args)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -86,6 +90,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("-cryptodev %q: want auto, on or off", o.cryptodev)
 	case fs.NArg() > 0:
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.pool != "" {
+		var runs []sample
+		files := strings.Split(o.pool, ",")
+		for b, f := range files {
+			got, err := readSpans(f, b)
+			if err != nil {
+				return err
+			}
+			runs = append(runs, got...)
+		}
+		fmt.Fprintf(stdout, "Router anchor: %d boot(s) pooled from %s\n\n", len(files), o.pool)
+		writeTable(stdout, runs, len(files))
+		return nil
 	}
 	if _, err := os.Stat("go.mod"); err != nil {
 		return fmt.Errorf("run from the repository's root: %w", err)
@@ -117,6 +135,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		"-timeout", o.timeout.String()}
 	for _, d := range debs {
 		vmArgs = append(vmArgs, "-deb", d)
+	}
+	if o.kernelArgs != "" {
+		vmArgs = append(vmArgs, "-kernel-args", o.kernelArgs)
 	}
 	if o.paths != "" {
 		vmArgs = append(vmArgs, "-env", "OFFLOAD_ANCHOR_PATHS="+o.paths)

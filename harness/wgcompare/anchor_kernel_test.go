@@ -11,12 +11,14 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,6 +34,10 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	}
 	logger := log.New(os.Stderr, role+": ", 0)
+	// SIGTERM is the test's way to end a helper: exit 0, as a service does.
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	go func() { <-term; os.Exit(0) }()
 	l, err := net.Listen("tcp", os.Getenv("OFFLOAD_ANCHOR_LISTEN"))
 	if err != nil {
 		logger.Fatal(err)
@@ -103,6 +109,33 @@ func setupESP(t *testing.T, ip string, a, b *netns) {
 				"tmpl", "src", s.src, "dst", s.dst, "proto", "esp", "reqid", s.reqid, "mode", "transport")
 		}
 	}
+}
+
+// espDrivers returns the drivers /proc/crypto lists for ESP's transform
+// (authenc of hmac(sha256) and cbc(aes), under its IV generator).
+func espDrivers(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/crypto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var drivers []string
+	for _, block := range strings.Split(string(b), "\n\n") {
+		var name, driver string
+		for _, l := range strings.Split(block, "\n") {
+			k, v, _ := strings.Cut(l, ":")
+			switch strings.TrimSpace(k) {
+			case "name":
+				name = strings.TrimSpace(v)
+			case "driver":
+				driver = strings.TrimSpace(v)
+			}
+		}
+		if strings.Contains(name, "authenc(hmac(sha256),cbc(aes))") {
+			drivers = append(drivers, name+" = "+driver)
+		}
+	}
+	return drivers
 }
 
 var espBytes = regexp.MustCompile(`(\d+)\(bytes\)`)
@@ -181,6 +214,25 @@ AllowTcpForwarding yes
 	run(t, "/usr/sbin/sshd", "-t", "-f", conf)
 	sshd := start(t, "sshd (A)", a.cmd("/usr/sbin/sshd", "-D", "-e", "-f", conf))
 	t.Cleanup(func() { _ = sshd.cmd.Process.Kill() })
+	// ssh gives up at once if sshd is not listening yet.
+	dial := testutil.DialIn(b.file)
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		c, err := dial(context.Background(), "tcp", net.JoinHostPort(addrA, sshPort))
+		if err == nil {
+			c.Close()
+			break
+		}
+		select {
+		case <-sshd.done:
+			t.Fatalf("sshd exited:\n%s", sshd.out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sshd not listening within 90s: %v\n%s", err, sshd.out.String())
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 	ssh := start(t, "ssh -L (B)", b.cmd("ssh", "-N", "-T", "-i", userKey, "-L", sshForward+":127.0.0.1:"+sinkPort,
 		"-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes",
 		"-o", "ExitOnForwardFailure=yes", "-o", "Ciphers=aes256-ctr", "-o", "MACs=hmac-sha2-256",
@@ -257,6 +309,13 @@ func TestKernelRouterAnchor(t *testing.T) {
 	dir := t.TempDir()
 	setupWireGuard(t, dir, a, b)
 	setupESP(t, ip, a, b)
+	// ESP must reach the device: the kernel binds cbc(aes) by priority
+	// when the SA is made, and the device's driver has the highest.
+	drivers := espDrivers(t)
+	t.Logf("ESP's transforms: %s", strings.Join(drivers, "; "))
+	if !slices.ContainsFunc(drivers, func(d string) bool { return strings.Contains(d, "= ") && strings.Contains(d, DeviceDriver) }) {
+		t.Fatalf("ESP's cbc(aes) is not the device's (%s): /proc/crypto has %q", DeviceDriver, drivers)
+	}
 	setupSSH(t, dir, a, b)
 
 	// One sink in A for every path, and the two relays.
