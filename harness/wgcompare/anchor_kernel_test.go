@@ -394,7 +394,11 @@ func TestKernelRouterAnchor(t *testing.T) {
 		fmt.Printf("@@offload-vm span-end name=%s bytes=%d guest_s=%.3f guest_busy_s=%.2f irq=%d id=%s\n",
 			p.Name, res.Bytes, res.Elapsed.Seconds(), busy, irqs, vmID)
 		if err != nil {
-			t.Fatalf("%s: %v\nsink: %s", p.Label, err, sink.out.String())
+			var ends strings.Builder
+			for _, s := range stops {
+				fmt.Fprintf(&ends, "\n%s:\n%s", s.name, s.out.String())
+			}
+			t.Fatalf("%s: %v\nsink: %s%s", p.Label, err, sink.out.String(), ends.String())
 		}
 		// The stream must have crossed the path it names.
 		if d := rxBytes(t, a, "va") - veth0; d < payload {
