@@ -144,9 +144,11 @@ func writeTable(w io.Writer, runs []sample, boots int) {
 			for b := range boots {
 				if x, ok := r.byBoot[b]; ok && wg.byBoot[b] > 0 {
 					v = append(v, fmt.Sprintf("%.2f", x/wg.byBoot[b]))
+				} else {
+					v = append(v, "–") // not measured in that boot
 				}
 			}
-			perBoot = strings.Join(v, " ")
+			perBoot = strings.Join(v, " / ")
 		}
 		label := r.path.Label
 		if r.stalled > 0 {

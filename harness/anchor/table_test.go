@@ -46,9 +46,9 @@ func TestWriteTable(t *testing.T) {
 	// 0.40 (2 over 5) and 0.80 (2 over 2.5); 0.50x the relay floor (4),
 	// 2.00x ssh (1); one of its three runs stalled (31 s wall for 5 s CPU).
 	for name, want := range map[string]string{
-		"plaintext": "2 20.00 – 4.00 4.00 8.00 5.00 20.00 – 5",
-		"kernel":    "4 5.00 150.0 1.00 1.00 1.00 1.25 5.00 – 5",
-		"offload":   "3 2.00 450.0 0.40 0.40 0.80 0.50 2.00 – 5",
+		"plaintext": "2 20.00 – 4.00 4.00 / 8.00 5.00 20.00 – 5",
+		"kernel":    "4 5.00 150.0 1.00 1.00 / 1.00 1.25 5.00 – 5",
+		"offload":   "3 2.00 450.0 0.40 0.40 / 0.80 0.50 2.00 – 5",
 	} {
 		if rows[name] != want {
 			t.Errorf("%s row %q, want %q\n%s", name, rows[name], want, out)
