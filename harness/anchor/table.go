@@ -3,11 +3,11 @@ package main
 import (
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/offload-dev/offload/harness/wgcompare"
+	"github.com/offload-dev/offload/internal/ratio"
 )
 
 // sample is one measured run as harness/vm's -spans file records it.
@@ -22,17 +22,8 @@ type sample struct {
 
 func (r sample) perCPU() float64 { return float64(r.Bytes) / 1e6 / r.QemuS }
 
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
+// median of positive figures (the middle two's mean when even).
+func median(v []float64) float64 { return ratio.Of(v).Median }
 
 // row is one path's pooled figures.
 type row struct {
