@@ -79,7 +79,23 @@ func buildTests(ctx context.Context, a *archSpec, patterns []string, outDir stri
 	taken := map[string]bool{}
 	seen := map[string]bool{}
 	var bins []guestBinary
+	claim := func(pat, name string) error {
+		if taken[name] {
+			return fmt.Errorf("-bin %s: two commands would be /bin/%s", pat, name)
+		}
+		taken[name] = true
+		return nil
+	}
 	for _, pat := range patterns {
+		// A file is a binary built elsewhere (another branch's tree, say),
+		// copied in as it is.
+		if fi, err := os.Stat(pat); err == nil && fi.Mode().IsRegular() {
+			if err := claim(pat, filepath.Base(pat)); err != nil {
+				return nil, err
+			}
+			bins = append(bins, guestBinary{Name: filepath.Base(pat), HostFile: pat})
+			continue
+		}
 		pkgs, err := goList(ctx, env, []string{pat})
 		if err != nil {
 			return nil, fmt.Errorf("-test: %w", err)
@@ -120,7 +136,23 @@ func buildBins(ctx context.Context, a *archSpec, patterns []string, outDir strin
 	env := a.goEnv()
 	taken := map[string]bool{}
 	var bins []guestBinary
+	claim := func(pat, name string) error {
+		if taken[name] {
+			return fmt.Errorf("-bin %s: two commands would be /bin/%s", pat, name)
+		}
+		taken[name] = true
+		return nil
+	}
 	for _, pat := range patterns {
+		// A file is a binary built elsewhere (another branch's tree, say),
+		// copied in as it is.
+		if fi, err := os.Stat(pat); err == nil && fi.Mode().IsRegular() {
+			if err := claim(pat, filepath.Base(pat)); err != nil {
+				return nil, err
+			}
+			bins = append(bins, guestBinary{Name: filepath.Base(pat), HostFile: pat})
+			continue
+		}
 		pkgs, err := goList(ctx, env, []string{pat})
 		if err != nil {
 			return nil, fmt.Errorf("-bin: %w", err)
@@ -133,10 +165,9 @@ func buildBins(ctx context.Context, a *archSpec, patterns []string, outDir strin
 				continue
 			}
 			name := path.Base(p.ImportPath)
-			if taken[name] {
-				return nil, fmt.Errorf("-bin %s: two commands would be /bin/%s", pat, name)
+			if err := claim(pat, name); err != nil {
+				return nil, err
 			}
-			taken[name] = true
 			out := filepath.Join(outDir, name)
 			logf("building %s for %s", p.ImportPath, a.Name)
 			if err := goBuild(ctx, env, "build", "-o", out, p.ImportPath); err != nil {

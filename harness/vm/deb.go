@@ -1,14 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"debug/elf"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -19,8 +22,11 @@ import (
 // download, dpkg-deb -x into the cache), its ELF programs are copied to the
 // same paths in the guest, and the shared libraries they need (DT_NEEDED,
 // followed through the libraries' own) and the dynamic loader (PT_INTERP)
-// are looked up in the fetched packages, libc6 always among them. Nothing
-// runs the guest's ldd: the host cannot execute the guest's binaries.
+// are looked up in the fetched packages, libc6 always among them. A library
+// none of them ships is looked for in the library packages they depend on
+// (apt-cache depends, names starting with "lib", and zlib1g), followed as deep as needed:
+// -deb openssh-server brings libssl3, libwrap0 and the rest. Nothing runs
+// the guest's ldd: the host cannot execute the guest's binaries.
 
 // debLibPackage is fetched beside every -deb package: it ships the loader and
 // libc that almost every Debian program needs.
@@ -42,13 +48,19 @@ func fetchDebPrograms(ctx context.Context, cache string, a *archSpec, pkgs []str
 	if len(pkgs) == 0 {
 		return nil, nil
 	}
-	var roots []string
-	for _, p := range append(append([]string{}, pkgs...), debLibPackage) {
-		dir := filepath.Join(cache, a.DebArch, "deb", p)
-		if err := fetchDeb(ctx, dir, p, a.DebArch, logf); err != nil {
-			return nil, fmt.Errorf("-deb: %w", err)
+	var roots, fetched []string
+	fetch := func(ps []string) error {
+		if err := fetchDebs(ctx, filepath.Join(cache, a.DebArch, "deb"), ps, a.DebArch, logf); err != nil {
+			return fmt.Errorf("-deb: %w", err)
 		}
-		roots = append(roots, filepath.Join(dir, "root"))
+		for _, p := range ps {
+			roots = append(roots, filepath.Join(cache, a.DebArch, "deb", p, "root"))
+			fetched = append(fetched, p)
+		}
+		return nil
+	}
+	if err := fetch(append(append([]string{}, pkgs...), debLibPackage)); err != nil {
+		return nil, err
 	}
 	var progs []guestCopy
 	for i, p := range pkgs {
@@ -61,11 +73,151 @@ func fetchDebPrograms(ctx context.Context, cache string, a *archSpec, pkgs []str
 		}
 		progs = append(progs, found...)
 	}
-	libs, err := resolveLibs(progs, roots, a.ELF)
-	if err != nil {
-		return nil, fmt.Errorf("-deb: %w", err)
+	// Each pass fetches the library dependencies of the packages the pass
+	// before it fetched, until every library is found or none is left.
+	expanded := 0
+	for {
+		libs, err := resolveLibs(progs, roots, a.ELF)
+		var miss *missingLibError
+		if !errors.As(err, &miss) {
+			if err != nil {
+				return nil, fmt.Errorf("-deb: %w", err)
+			}
+			return append(progs, libs...), nil
+		}
+		next := len(fetched)
+		deps, derr := debLibDepends(ctx, fetched[expanded:next], a.DebArch)
+		if derr != nil {
+			return nil, fmt.Errorf("-deb: %w", derr)
+		}
+		var more []string
+		for _, d := range deps {
+			if !slices.Contains(fetched, d) {
+				more = append(more, d)
+			}
+		}
+		if len(more) == 0 {
+			return nil, fmt.Errorf("-deb: %w", err)
+		}
+		if err := fetch(more); err != nil {
+			return nil, err
+		}
+		expanded = next
 	}
-	return append(progs, libs...), nil
+}
+
+// fetchDebs makes sure each package is unpacked in base/PKG/root: the ones
+// not there yet are downloaded with one apt-get download (apt's start is
+// most of the time of a small package) and unpacked one by one with
+// fetchDeb's atomic rename.
+func fetchDebs(ctx context.Context, base string, pkgs []string, debArch string, logf func(string, ...any)) error {
+	var want []string
+	for _, p := range pkgs {
+		if _, err := os.Stat(filepath.Join(base, p, "root")); err != nil {
+			want = append(want, p)
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	tmp, err := os.MkdirTemp(base, ".fetch-")
+	if err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	logf("downloading %s (%s) into %s", strings.Join(want, " "), debArch, base)
+	args := []string{"download"}
+	for _, p := range want {
+		args = append(args, p+":"+debArch)
+	}
+	cmd := exec.CommandContext(ctx, "apt-get", args...)
+	cmd.Dir = tmp
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("apt-get download %s: %w: %s", strings.Join(want, " "), err, bytes.TrimSpace(out))
+	}
+	for _, p := range want {
+		// Files are named PKG_VERSION_ARCH.deb.
+		debs, _ := filepath.Glob(filepath.Join(tmp, p+"_*.deb"))
+		if len(debs) != 1 {
+			return fmt.Errorf("apt-get download %s:%s: want one .deb, got %d", p, debArch, len(debs))
+		}
+		if err := unpackDeb(ctx, debs[0], filepath.Join(base, p)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unpackDeb unpacks a downloaded .deb into dir/root, atomically.
+func unpackDeb(ctx context.Context, deb, dir string) error {
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".unpack-")
+	if err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	root := filepath.Join(tmp, "root")
+	if out, err := exec.CommandContext(ctx, "dpkg-deb", "-x", deb, root).CombinedOutput(); err != nil {
+		return fmt.Errorf("dpkg-deb -x %s: %w: %s", filepath.Base(deb), err, bytes.TrimSpace(out))
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if _, statErr := os.Stat(filepath.Join(dir, "root")); statErr == nil {
+			return nil // another run unpacked it first
+		}
+		return fmt.Errorf("cache: %w", err)
+	}
+	return nil
+}
+
+// missingLibError is a library that none of the fetched packages ships.
+type missingLibError struct{ prog, lib string }
+
+func (e *missingLibError) Error() string {
+	return fmt.Sprintf("%s needs %s, which neither the fetched packages nor the library packages they depend on ship", e.prog, e.lib)
+}
+
+// debLibDepends lists the library packages (lib*, zlib1g) that
+// pkgs depend on, from one apt-cache depends.
+func debLibDepends(ctx context.Context, pkgs []string, debArch string) ([]string, error) {
+	args := []string{"depends", "--no-recommends", "--no-suggests", "--no-conflicts", "--no-breaks", "--no-replaces", "--no-enhances"}
+	for _, p := range pkgs {
+		args = append(args, p+":"+debArch)
+	}
+	out, err := exec.CommandContext(ctx, "apt-cache", args...).CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("apt-cache depends %s: %w: %s", strings.Join(pkgs, " "), err, bytes.TrimSpace(out))
+	}
+	return parseLibDepends(string(out)), nil
+}
+
+// parseLibDepends picks the real (not <virtual>) library packages out of
+// apt-cache depends output, without their architecture qualifier.
+func parseLibDepends(out string) []string {
+	var libs []string
+	for _, l := range strings.Split(out, "\n") {
+		l = strings.TrimLeft(strings.TrimSpace(l), "|")
+		dep, ok := strings.CutPrefix(l, "Depends: ")
+		if !ok && !strings.HasPrefix(l, "PreDepends: ") {
+			continue
+		}
+		if !ok {
+			dep = strings.TrimPrefix(l, "PreDepends: ")
+		}
+		if strings.HasPrefix(dep, "<") {
+			continue
+		}
+		dep, _, _ = strings.Cut(dep, ":")
+		// zlib1g is the one library package not named lib*.
+		if (strings.HasPrefix(dep, "lib") || dep == "zlib1g") && !slices.Contains(libs, dep) {
+			libs = append(libs, dep)
+		}
+	}
+	return libs
 }
 
 // debPrograms lists the ELF executables for machine m in a package root;
@@ -189,7 +341,7 @@ func resolveLibs(progs []guestCopy, roots []string, m elf.Machine) ([]guestCopy,
 				}
 			}
 			if lib.Host == "" {
-				return nil, fmt.Errorf("%s needs %s, which none of the fetched packages ships: add the package with another -deb", c.Guest, n)
+				return nil, &missingLibError{prog: c.Guest, lib: n}
 			}
 			have["needed:"+n] = true
 			out = append(out, lib)

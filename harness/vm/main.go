@@ -70,6 +70,8 @@ type options struct {
 	fetch        listFlag
 	pprof        listFlag
 	out          string
+	spans        string
+	kernelArgs   string
 }
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -84,7 +86,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "kill the VM and fail after this long")
 	fs.BoolVar(&o.virtioCrypto, "virtio-crypto", false, "add a virtio-crypto device and load its driver")
 	fs.Var(&o.tests, "test", "package whose tests run in the guest (repeatable; ./pkg/... allowed)")
-	fs.Var(&o.bins, "bin", "command package to build and put at /bin/<name> (repeatable)")
+	fs.Var(&o.bins, "bin", "command package to build and put at /bin/<name>, or a binary file to copy there as it is (repeatable)")
 	fs.Var(&o.cmds, "cmd", "shell line to run in the guest after the tests (repeatable)")
 	fs.Var(&o.kos, "ko", "out-of-tree .ko file to load (repeatable)")
 	fs.StringVar(&o.modules, "modules", "", "extra kernel modules to load, comma separated")
@@ -104,6 +106,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Var(&o.fetch, "fetch", "guest file to copy out over the console after the steps, into -out (repeatable)")
 	fs.Var(&o.pprof, "pprof", "guest CPU profile to copy out and print with go tool pprof -top on the host, then summed by component (repeatable)")
 	fs.StringVar(&o.out, "out", "", "folder for -fetch and -pprof files (default for -pprof: the work folder)")
+	fs.StringVar(&o.kernelArgs, "kernel-args", "", "appended to the guest kernel's command line (e.g. nohz=off)")
+	fs.StringVar(&o.spans, "spans", "", "write every span (spans.go) to this file, one JSON object a line, pass or fail")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: go run ./harness/vm [flags]\n\n")
 		fs.PrintDefaults()
@@ -251,6 +255,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	failed += len(plan.steps()) - len(r.Steps)
 	writeSpanTable(stdout, r.Spans.Done, sink.PID)
+	if o.spans != "" {
+		if err := writeSpanFile(o.spans, r.Spans.Done); err != nil {
+			fmt.Fprintln(stderr, "vm:", err)
+			return 2
+		}
+	}
 	if runErr != nil || verdict != nil {
 		if runErr != nil {
 			fmt.Fprintln(stderr, "vm: FAIL:", runErr)
@@ -414,7 +424,7 @@ func prepare(ctx context.Context, o *options, logf func(string, ...any)) (*guest
 	if err := writeInitramfs(initrd, tree); err != nil {
 		return nil, vmConfig{}, work, err
 	}
-	cfg := vmConfig{Arch: a, SMP: o.smp, MemMB: o.mem, Kernel: k, Initrd: initrd, VirtioCrypto: o.virtioCrypto}
+	cfg := vmConfig{Arch: a, SMP: o.smp, MemMB: o.mem, Kernel: k, Initrd: initrd, VirtioCrypto: o.virtioCrypto, KernelArgs: o.kernelArgs}
 	return plan, cfg, work, nil
 }
 

@@ -23,6 +23,7 @@ type vmConfig struct {
 	Kernel       *kernel
 	Initrd       string
 	VirtioCrypto bool
+	KernelArgs   string // appended to the kernel command line (-kernel-args)
 }
 
 // qemuArgs returns the qemu command line (without the binary). The console
@@ -40,7 +41,7 @@ func qemuArgs(c vmConfig) []string {
 		args = append(args, "-kernel", c.Kernel.Image)
 	}
 	args = append(args, "-initrd", c.Initrd,
-		"-append", "console="+a.Console+" quiet panic=-1 random.trust_cpu=on")
+		"-append", strings.TrimSpace("console="+a.Console+" quiet panic=-1 random.trust_cpu=on "+c.KernelArgs))
 	if c.VirtioCrypto {
 		args = append(args,
 			"-object", "cryptodev-backend-builtin,id=cryptodev0",

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -40,6 +42,8 @@ type span struct {
 	Bytes      int64
 	GuestS     float64 // the guest's own elapsed seconds, 0 if not given
 	GuestBusyS float64 // the guest's busy CPU seconds, 0 if not given
+	// End holds every key of the span-end line, for -spans.
+	EndKV map[string]string
 }
 
 func (s *span) hostS() float64 { return s.End.Wall.Sub(s.Begin.Wall).Seconds() }
@@ -94,7 +98,40 @@ func (l *spanLog) end(kv map[string]string, at cpuSample) {
 		}
 	}
 	s.End = at
+	s.EndKV = kv
 	l.Done = append(l.Done, s)
+}
+
+// spanRecord is one line of the -spans file: a finished span as JSON, for
+// tools that pool runs over several boots (harness/wgcompare's anchor).
+type spanRecord struct {
+	Name   string            `json:"name"`
+	Ref    bool              `json:"ref"`
+	Bytes  int64             `json:"bytes"`
+	HostS  float64           `json:"host_s"`
+	QemuS  float64           `json:"qemu_s"` // 0 when qemu's CPU time could not be read
+	GuestS float64           `json:"guest_s,omitempty"`
+	Busy   float64           `json:"guest_busy_s,omitempty"`
+	End    map[string]string `json:"end"` // the span-end line's keys
+}
+
+// writeSpanFile writes every finished span to file, one JSON object a line.
+func writeSpanFile(file string, spans []*span) error {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	for _, s := range spans {
+		r := spanRecord{Name: s.Name, Ref: s.Ref, Bytes: s.Bytes, HostS: s.hostS(), GuestS: s.GuestS, Busy: s.GuestBusyS, End: s.EndKV}
+		if s.cpuOK() {
+			r.QemuS = s.qemuS()
+		}
+		if err := enc.Encode(r); err != nil {
+			return fmt.Errorf("-spans: %w", err)
+		}
+	}
+	if err := os.WriteFile(file, b.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("-spans: %w", err)
+	}
+	return nil
 }
 
 // errs returns malformed span lines and spans that never ended.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -300,5 +301,29 @@ Showing nodes accounting for 1.74s, 100% of 1.74s total
 	}
 	if err := pprofComponents("no samples here\n", &b); err == nil {
 		t.Error("no error for output without samples")
+	}
+}
+
+// TestSpanFile writes spans as JSON lines with qemu's CPU seconds and every
+// key of the span-end line.
+func TestSpanFile(t *testing.T) {
+	r := feedSpans(t, 2*time.Second,
+		"@@offload-vm span-begin name=wg ref=1 id=n1",
+		"@@offload-vm span-end name=wg bytes=4000000 irq=7 id=n1",
+	)
+	file := filepath.Join(t.TempDir(), "spans.jsonl")
+	if err := writeSpanFile(file, r.Spans.Done); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec spanRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	if rec.Name != "wg" || !rec.Ref || rec.Bytes != 4000000 || rec.QemuS != 2 || rec.HostS != 1 || rec.End["irq"] != "7" {
+		t.Errorf("record %+v from %s", rec, b)
 	}
 }

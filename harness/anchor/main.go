@@ -1,0 +1,231 @@
+// Command anchor prints the router-class anchor table (docs/router-anchor.md):
+// it boots the emulated mipsel router (malta 24Kc, 1 CPU, virtio-crypto)
+// with harness/vm once per -boots, runs harness/wgcompare's
+// TestKernelRouterAnchor there (plaintext, kernel WireGuard between every
+// other run, two bare Go relays, ssh -L, kernel IPsec ESP through the
+// device, offload with the device through afalg and cryptodev, and in
+// software), reads every run's qemu CPU seconds from harness/vm's -spans
+// file, pools the runs of all boots and prints the table: MB per qemu CPU
+// second, ms/MB added beyond plaintext, and × each anchor.
+//
+//	go run ./harness/anchor -mib 32 -rounds 3 -boots 3
+//
+// It fails when a boot fails (a missing piece, data that did not arrive
+// intact, a run that did not cross the path it names), never on a slow
+// figure. Run it from the repository's root.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// modules are what the guest needs beyond harness/vm's base set: veth and
+// WireGuard, and for ESP with manual SAs esp4, xfrm_user, xfrm_algo,
+// authenc, the IV generators and the RNG they seed from (without them
+// ip xfrm state add fails "unable to initialize cryptographic operations").
+const modules = "veth,wireguard,authenc,esp4,xfrm_user,xfrm_algo,echainiv,seqiv,drbg,jitterentropy_rng"
+
+// debs are Debian's mipsel programs in the guest: wg, sshd and ssh, and
+// iproute2's ip for ip xfrm (busybox's ip has none).
+var debs = []string{"wireguard-tools", "openssh-server", "openssh-client", "iproute2"}
+
+type options struct {
+	mib, rounds, boots int
+	paths              string
+	offload            string
+	cryptodev          string
+	timeout            time.Duration
+	out                string
+	quiet              bool
+	kernelArgs         string
+	pool               string
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "anchor:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o := &options{}
+	fs := flag.NewFlagSet("anchor", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&o.mib, "mib", 32, "MiB per run")
+	fs.IntVar(&o.rounds, "rounds", 3, "rounds per boot (each path once per round, WireGuard after every run)")
+	fs.IntVar(&o.boots, "boots", 1, "boots to pool")
+	fs.StringVar(&o.paths, "paths", "", "comma-separated path names to measure besides WireGuard (default: all)")
+	fs.StringVar(&o.offload, "offload", "./cmd/offload", "offload: the command package to build, or a mipsle binary built elsewhere")
+	fs.StringVar(&o.cryptodev, "cryptodev", "auto", "the cryptodev path: auto (when scripts/cryptodev-ko.sh has the fixture), on (required) or off")
+	fs.DurationVar(&o.timeout, "timeout", 0, "per boot (default: from -mib and -rounds)")
+	fs.StringVar(&o.out, "out", "", "folder for each boot's console log and spans (default: a temporary one, removed)")
+	fs.BoolVar(&o.quiet, "quiet", false, "do not stream the guest's console")
+	fs.StringVar(&o.pool, "pool", "", "comma-separated spans-N.jsonl files of earlier boots (from -out) to pool and print, without booting")
+	fs.StringVar(&o.kernelArgs, "kernel-args", "", "appended to the guest kernel's command line (harness/vm -kernel-args)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	switch {
+	case o.mib <= 0 || o.rounds <= 0 || o.boots <= 0:
+		return errors.New("-mib, -rounds and -boots must be positive")
+	case o.cryptodev != "auto" && o.cryptodev != "on" && o.cryptodev != "off":
+		return fmt.Errorf("-cryptodev %q: want auto, on or off", o.cryptodev)
+	case fs.NArg() > 0:
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.pool != "" {
+		var runs []sample
+		files := strings.Split(o.pool, ",")
+		for b, f := range files {
+			got, err := readSpans(f, b)
+			if err != nil {
+				return err
+			}
+			runs = append(runs, got...)
+		}
+		fmt.Fprintf(stdout, "Router anchor: %d boot(s) pooled from %s\n\n", len(files), o.pool)
+		writeTable(stdout, runs, len(files))
+		return nil
+	}
+	if _, err := os.Stat("go.mod"); err != nil {
+		return fmt.Errorf("run from the repository's root: %w", err)
+	}
+	if o.timeout == 0 {
+		// Generous: about 3 s of TCG per MiB for the slowest path, nine
+		// paths and as many WireGuard runs a round, on a busy host.
+		o.timeout = 10*time.Minute + time.Duration(o.mib*o.rounds)*40*time.Second
+	}
+	dir := o.out
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "offload-anchor-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	vm := filepath.Join(dir, "vm")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", vm, "./harness/vm").CombinedOutput(); err != nil {
+		return fmt.Errorf("go build ./harness/vm: %w\n%s", err, out)
+	}
+	vmArgs := []string{"-arch", "mipsle", "-smp", "1", "-virtio-crypto", "-modules", modules,
+		"-bin", o.offload, "-test", "./harness/wgcompare", "-run", "KernelRouterAnchor",
+		"-env", "OFFLOAD_ANCHOR_MIB=" + strconv.Itoa(o.mib), "-env", "OFFLOAD_ANCHOR_ROUNDS=" + strconv.Itoa(o.rounds),
+		"-timeout", o.timeout.String()}
+	for _, d := range debs {
+		vmArgs = append(vmArgs, "-deb", d)
+	}
+	if o.kernelArgs != "" {
+		vmArgs = append(vmArgs, "-kernel-args", o.kernelArgs)
+	}
+	if o.paths != "" {
+		vmArgs = append(vmArgs, "-env", "OFFLOAD_ANCHOR_PATHS="+o.paths)
+	}
+	ko, err := cryptodevModule(ctx, o.cryptodev, stderr)
+	if err != nil {
+		return err
+	}
+	if ko != "" {
+		vmArgs = append(vmArgs, "-ko", ko, "-env", "OFFLOAD_ANCHOR_CRYPTODEV=1")
+	}
+	var runs []sample
+	started := time.Now()
+	for b := range o.boots {
+		spans := filepath.Join(dir, fmt.Sprintf("spans-%d.jsonl", b+1))
+		args := append(append([]string{}, vmArgs...), "-spans", spans, "-log", filepath.Join(dir, fmt.Sprintf("console-%d.log", b+1)))
+		if o.quiet {
+			args = append(args, "-quiet")
+		}
+		fmt.Fprintf(stderr, "anchor: boot %d of %d: %s %s\n", b+1, o.boots, vm, strings.Join(args, " "))
+		cmd := exec.CommandContext(ctx, vm, args...)
+		cmd.Stdout, cmd.Stderr = stdout, stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("boot %d: harness/vm: %w (its output above says why)", b+1, err)
+		}
+		got, err := readSpans(spans, b)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, got...)
+	}
+	fmt.Fprintf(stdout, "\nRouter anchor: %d boot(s) × %d round(s), %d MiB per run, mipsel malta 24Kc, 1 CPU, virtio-crypto; %s, %.0f min\n\n",
+		o.boots, o.rounds, o.mib, time.Now().UTC().Format("2006-01-02 15:04 UTC"), time.Since(started).Minutes())
+	writeTable(stdout, runs, o.boots)
+	return nil
+}
+
+// cryptodevModule builds the cryptodev module for the mipsel kernel with
+// scripts/cryptodev-ko.sh, which exits 3 when the fixture is missing.
+func cryptodevModule(ctx context.Context, mode string, stderr io.Writer) (string, error) {
+	if mode == "off" {
+		return "", nil
+	}
+	cmd := exec.CommandContext(ctx, "bash", "scripts/cryptodev-ko.sh", "mipsle")
+	cmd.Stderr = stderr
+	out, err := cmd.Output()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && exit.ExitCode() == 3 && mode == "auto" {
+		fmt.Fprintln(stderr, "anchor: no cryptodev fixture: the cryptodev path is left out")
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("scripts/cryptodev-ko.sh mipsle: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// readSpans reads one boot's -spans file.
+func readSpans(file string, boot int) ([]sample, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, fmt.Errorf("boot %d: %w", boot+1, err)
+	}
+	defer f.Close()
+	var runs []sample
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var rec struct {
+			Name  string            `json:"name"`
+			Bytes int64             `json:"bytes"`
+			HostS float64           `json:"host_s"`
+			QemuS float64           `json:"qemu_s"`
+			End   map[string]string `json:"end"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		if rec.QemuS <= 0 {
+			return nil, fmt.Errorf("%s: run %s has no qemu CPU time", file, rec.Name)
+		}
+		irq, _ := strconv.ParseInt(rec.End["irq"], 10, 64)
+		runs = append(runs, sample{Boot: boot, Name: rec.Name, Bytes: rec.Bytes, QemuS: rec.QemuS, HostS: rec.HostS, IRQ: irq})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	if len(runs) == 0 {
+		return nil, fmt.Errorf("%s: no runs", file)
+	}
+	return runs, nil
+}

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/offload-dev/offload/harness/wgcompare"
+	"github.com/offload-dev/offload/internal/ratio"
+)
+
+// sample is one measured run as harness/vm's -spans file records it.
+type sample struct {
+	Boot  int
+	Name  string
+	Bytes int64
+	QemuS float64
+	HostS float64
+	IRQ   int64
+}
+
+func (r sample) perCPU() float64 { return float64(r.Bytes) / 1e6 / r.QemuS }
+
+// median of positive figures (the middle two's mean when even).
+func median(v []float64) float64 { return ratio.Of(v).Median }
+
+// row is one path's pooled figures.
+type row struct {
+	path    wgcompare.Path
+	runs    int
+	perCPU  float64            // median MB per qemu CPU second over every run of every boot
+	byBoot  map[int]float64    // the same per boot
+	irqMB   float64            // median device interrupts per MB
+	stalled int                // runs whose wall time per qemu CPU second was over twice their boot's median
+	vs      map[string]float64 // × each anchor: its cost per byte over this row's
+}
+
+// pool groups runs by path and computes each row's medians and ratios.
+func pool(runs []sample) []*row {
+	var rows []*row
+	by := map[string]*row{}
+	values := map[string][]float64{}
+	boots := map[string]map[int][]float64{}
+	irqs := map[string][]float64{}
+	// A stalled run waited with the guest idle: its wall time per qemu CPU
+	// second is over twice its boot's median. (A host busy with other work
+	// stretches every run's wall time alike, so the boot's median is the
+	// yardstick, not 1.)
+	slack := map[int][]float64{}
+	for _, r := range runs {
+		if r.QemuS > 0 {
+			slack[r.Boot] = append(slack[r.Boot], r.HostS/r.QemuS)
+		}
+	}
+	bootSlack := map[int]float64{}
+	for b, v := range slack {
+		bootSlack[b] = median(v)
+	}
+	for _, r := range runs {
+		if r.QemuS <= 0 || r.Bytes <= 0 {
+			continue
+		}
+		if by[r.Name] == nil {
+			p, ok := wgcompare.PathByName(r.Name)
+			if !ok {
+				p = wgcompare.Path{Name: r.Name, Label: r.Name}
+			}
+			by[r.Name] = &row{path: p, byBoot: map[int]float64{}, vs: map[string]float64{}}
+			boots[r.Name] = map[int][]float64{}
+		}
+		w := by[r.Name]
+		w.runs++
+		if r.HostS > 2*bootSlack[r.Boot]*r.QemuS {
+			w.stalled++
+		}
+		values[r.Name] = append(values[r.Name], r.perCPU())
+		boots[r.Name][r.Boot] = append(boots[r.Name][r.Boot], r.perCPU())
+		irqs[r.Name] = append(irqs[r.Name], float64(r.IRQ)/(float64(r.Bytes)/1e6))
+	}
+	for _, p := range wgcompare.Paths {
+		if w := by[p.Name]; w != nil {
+			rows = append(rows, w)
+		}
+	}
+	for name, w := range by {
+		if _, ok := wgcompare.PathByName(name); !ok {
+			rows = append(rows, w)
+		}
+		w.perCPU, w.irqMB = median(values[name]), median(irqs[name])
+		for b, v := range boots[name] {
+			w.byBoot[b] = median(v)
+		}
+	}
+	for _, w := range rows {
+		for _, a := range wgcompare.Anchors {
+			if x := by[a]; x != nil {
+				w.vs[a] = w.perCPU / x.perCPU
+			}
+		}
+	}
+	return rows
+}
+
+// writeTable prints the pooled table in Markdown, then the notes that read
+// it: the rig's ceiling (plaintext against WireGuard) and the cost beyond
+// the relay floor.
+func writeTable(w io.Writer, runs []sample, boots int) {
+	rows := pool(runs)
+	by := map[string]*row{}
+	for _, r := range rows {
+		by[r.path.Name] = r
+	}
+	ms := func(r *row) float64 { return 1000 / r.perCPU }
+	var plainMS float64
+	if p := by[wgcompare.Plaintext]; p != nil {
+		plainMS = ms(p)
+	}
+	fmt.Fprintf(w, "| path | runs | MB per qemu CPU s | added ms/MB | × WireGuard | per boot | × relay floor | × ssh -L | × IPsec (device) | device irq/MB |\n")
+	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|\n")
+	for _, r := range rows {
+		added := "–"
+		if plainMS > 0 && r.path.Name != wgcompare.Plaintext {
+			added = fmt.Sprintf("%.1f", ms(r)-plainMS)
+		}
+		vs := func(a string) string {
+			if v, ok := r.vs[a]; ok {
+				return fmt.Sprintf("%.2f", v)
+			}
+			return "–"
+		}
+		perBoot := "–"
+		if wg := by[wgcompare.WireGuard]; wg != nil && boots > 1 {
+			var v []string
+			for b := range boots {
+				if x, ok := r.byBoot[b]; ok && wg.byBoot[b] > 0 {
+					v = append(v, fmt.Sprintf("%.2f", x/wg.byBoot[b]))
+				} else {
+					v = append(v, "–") // not measured in that boot
+				}
+			}
+			perBoot = strings.Join(v, " / ")
+		}
+		label := r.path.Label
+		if r.stalled > 0 {
+			label += fmt.Sprintf(" (%d of %d runs stalled)", r.stalled, r.runs)
+		}
+		fmt.Fprintf(w, "| %s | %d | %.2f | %s | %s | %s | %s | %s | %s | %s |\n", label, r.runs, r.perCPU, added,
+			vs(wgcompare.WireGuard), perBoot, vs(wgcompare.Relay2), vs(wgcompare.SSH), vs(wgcompare.IPsec), strconv.FormatFloat(r.irqMB, 'f', 0, 64))
+	}
+	fmt.Fprintln(w)
+	if p, wg := by[wgcompare.Plaintext], by[wgcompare.WireGuard]; p != nil && wg != nil {
+		x := p.perCPU / wg.perCPU
+		fmt.Fprintf(w, "plaintext is %.2fx WireGuard (the rig's ceiling; goal ≥ 4x, below it the load and sink pull every ratio toward 1)\n", x)
+	}
+	if fl := by[wgcompare.Relay2]; fl != nil && plainMS > 0 {
+		floor := ms(fl) - plainMS
+		fmt.Fprintf(w, "the relay floor adds %.1f ms/MB beyond plaintext; beyond that floor:", floor)
+		for _, r := range rows {
+			if r.path.Kind == "offload" || r.path.Kind == "ssh" {
+				beyond := ms(r) - ms(fl)
+				fmt.Fprintf(w, " %s %.1f ms/MB (%.2fx the floor's own);", r.path.Name, beyond, beyond/floor)
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w, "MB per qemu CPU s: 10^6 payload bytes per second of the qemu process's CPU (utime+stime, all threads), "+
+		"median over every run of every boot; added: ms of qemu CPU per MB beyond plaintext's; × X: X's cost per byte over "+
+		"this row's (above 1 is cheaper than X); per boot: × WireGuard in each boot; device irq/MB: virtio interrupts "+
+		"per MB in the guest; a stalled run took over twice its boot's median wall time per qemu CPU second (the guest waited idle).")
+}

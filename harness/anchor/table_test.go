@@ -1,0 +1,63 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestWriteTable checks the pooled table's arithmetic on made-up runs of
+// 10 MB: per-run MB per qemu CPU second, medians over both boots, the ms/MB
+// added beyond plaintext and the ratios to the anchors.
+func TestWriteTable(t *testing.T) {
+	const mb = 10_000_000
+	var runs []sample
+	add := func(boot int, name string, qemuS ...float64) {
+		for _, q := range qemuS {
+			runs = append(runs, sample{Boot: boot, Name: name, Bytes: mb, QemuS: q, HostS: q, IRQ: 50})
+		}
+	}
+	// Boot 0: plaintext 20 MB/s-CPU, WireGuard 5, relay 4, ssh 1.
+	add(0, "plaintext", 0.5)
+	add(0, "wireguard", 2, 2, 2)
+	add(0, "relay", 2.5)
+	add(0, "ssh", 10)
+	add(0, "afalg-64k", 5)
+	// Boot 1: the same but WireGuard 2.5, so afalg is 0.40x there, 0.50x in boot 0.
+	add(1, "plaintext", 0.5)
+	add(1, "wireguard", 4)
+	add(1, "relay", 2.5)
+	add(1, "ssh", 10)
+	add(1, "afalg-64k", 5)
+	runs = append(runs, sample{Boot: 1, Name: "afalg-64k", Bytes: mb, QemuS: 5, HostS: 31, IRQ: 50})
+	var b bytes.Buffer
+	writeTable(&b, runs, 2)
+	out := b.String()
+	rows := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Split(l, "|")
+		if len(f) > 3 {
+			rows[strings.Fields(f[1])[0]] = strings.Join(strings.Fields(strings.Join(f[2:], " ")), " ")
+		}
+	}
+	// WireGuard: median of 2, 2, 2, 4 s = 2 s, 5 MB per CPU s, 200 ms/MB,
+	// plaintext 50 ms/MB, so WireGuard adds 150.
+	// afalg: 2 MB per CPU s, 500 ms/MB, adds 450; 0.40x WireGuard, per boot
+	// 0.40 (2 over 5) and 0.80 (2 over 2.5); 0.50x the relay floor (4),
+	// 2.00x ssh (1); one of its three runs stalled (31 s wall for 5 s CPU).
+	for name, want := range map[string]string{
+		"plaintext": "2 20.00 – 4.00 4.00 / 8.00 5.00 20.00 – 5",
+		"kernel":    "4 5.00 150.0 1.00 1.00 / 1.00 1.25 5.00 – 5",
+		"offload":   "3 2.00 450.0 0.40 0.40 / 0.80 0.50 2.00 – 5",
+	} {
+		if rows[name] != want {
+			t.Errorf("%s row %q, want %q\n%s", name, rows[name], want, out)
+		}
+	}
+	for _, want := range []string{"(1 of 3 runs stalled)", "plaintext is 4.00x WireGuard",
+		"the relay floor adds 200.0 ms/MB", "afalg-64k 250.0 ms/MB (1.25x the floor's own)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -1,0 +1,62 @@
+package wgcompare
+
+import "strings"
+
+// DeviceDriver is the virtio-crypto device's CBC driver in the guest.
+const DeviceDriver = "virtio_crypto_aes_cbc"
+
+// Path is one way of carrying the stream from namespace B to the sink in A.
+type Path struct {
+	Name  string // span and table name
+	Label string // what the row means
+	Kind  string // "plain", "wireguard", "relay", "ssh", "ipsec" or "offload"
+	Suite string // offload only
+	Eng   string
+	Frame string
+	// Device: the path's AES runs on the virtio-crypto device, so its
+	// interrupts must rise.
+	Device bool
+}
+
+// The anchors: every row is also given against each of them.
+const (
+	Plaintext = "plaintext"
+	WireGuard = "wireguard"
+	Relay2    = "relay"
+	SSH       = "ssh"
+	IPsec     = "ipsec-dev"
+)
+
+// Anchors are the paths every row is compared with, in column order.
+var Anchors = []string{WireGuard, Relay2, SSH, IPsec}
+
+// Paths are the measured paths in table order; WireGuard runs between
+// every other run. cryptodev-64k runs only where /dev/crypto exists.
+var Paths = []Path{
+	{Name: Plaintext, Label: "plaintext TCP over the veth", Kind: "plain"},
+	{Name: WireGuard, Label: "kernel WireGuard (chacha20-poly1305, MIPS asm)", Kind: "wireguard"},
+	{Name: Relay2, Label: "two bare Go relays, Read/Write 64 KiB, no crypto (the floor)", Kind: "relay"},
+	{Name: SSH, Label: "ssh -L, aes256-ctr + hmac-sha2-256 (OpenSSH, AES in software)", Kind: "ssh"},
+	{Name: IPsec, Label: "kernel IPsec ESP, cbc(aes) on the device + hmac(sha256)", Kind: "ipsec", Device: true},
+	{Name: "afalg-64k", Label: "offload aes-256-cbc-poly1305, afalg:" + DeviceDriver + ", 64 KiB", Kind: "offload",
+		Suite: "aes-256-cbc-poly1305", Eng: "afalg:" + DeviceDriver, Frame: "64KiB", Device: true},
+	{Name: "cryptodev-64k", Label: "offload aes-256-cbc-poly1305, cryptodev (the device), 64 KiB", Kind: "offload",
+		Suite: "aes-256-cbc-poly1305", Eng: "cryptodev", Frame: "64KiB", Device: true},
+	{Name: "ctr-sw-64k", Label: "offload aes-256-ctr-poly1305, software, 64 KiB", Kind: "offload",
+		Suite: "aes-256-ctr-poly1305", Eng: "software", Frame: "64KiB"},
+	{Name: "cbc-sw-64k", Label: "offload aes-256-cbc-poly1305, software, 64 KiB", Kind: "offload",
+		Suite: "aes-256-cbc-poly1305", Eng: "software", Frame: "64KiB"},
+}
+
+// PathByName returns the path of that name.
+func PathByName(name string) (Path, bool) {
+	for _, p := range Paths {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Path{}, false
+}
+
+// Cryptodev says whether p goes through /dev/crypto.
+func (p Path) Cryptodev() bool { return strings.HasPrefix(p.Eng, "cryptodev") }
