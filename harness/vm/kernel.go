@@ -111,15 +111,15 @@ func parseKernelParts(out, image string) []string {
 }
 
 // fetchDeb downloads pkg:debArch with apt-get download and unpacks it into
-// dir/root (see fetchDebs).
+// dir/root (see fetchTree).
 func fetchDeb(ctx context.Context, dir, pkg, debArch string, logf func(string, ...any)) error {
-	return fetchDebs(ctx, dir, []string{pkg}, debArch, logf)
+	return fetchTree(ctx, dir, []string{pkg}, debArch, logf)
 }
 
-// fetchDebs downloads pkgs with apt-get download and unpacks them into one
+// fetchTree downloads pkgs with apt-get download and unpacks them into one
 // tree, dir/root, atomically: concurrent runs sharing the cache each unpack
 // into a temporary folder and only one rename wins.
-func fetchDebs(ctx context.Context, dir string, pkgs []string, debArch string, logf func(string, ...any)) error {
+func fetchTree(ctx context.Context, dir string, pkgs []string, debArch string, logf func(string, ...any)) error {
 	if _, err := os.Stat(filepath.Join(dir, "root")); err == nil {
 		return nil
 	}
@@ -198,7 +198,7 @@ func fetchKernel(ctx context.Context, cache string, a *archSpec, wantPVH bool, l
 		if err != nil {
 			return nil, fmt.Errorf("kernel: %w", err)
 		}
-		if err := fetchDebs(ctx, dir, parts, a.DebArch, logf); err != nil {
+		if err := fetchTree(ctx, dir, parts, a.DebArch, logf); err != nil {
 			return nil, fmt.Errorf("kernel: %w", err)
 		}
 	}
