@@ -122,7 +122,7 @@ func TestInteropData(t *testing.T) {
 	for _, e := range pairings {
 		t.Run(e.name, func(t *testing.T) {
 			c, s := start(t, e)
-			const streams, size = 4, 3<<20
+			const streams, size = 4, 3 << 20
 			var wg sync.WaitGroup
 			errc := make(chan error, 2*streams)
 			// Server: echo the hash of what it read, after the FIN.
