@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/hashicorp/yamux"
+	"github.com/offload-dev/offload/tunnel/mux"
 )
 
 // A bulk stream moves to a big buffer and back when it goes quiet; the
@@ -57,11 +57,11 @@ func TestCopyBufAdapt(t *testing.T) {
 func TestSpliceChunkSizes(t *testing.T) {
 	for _, maxBig := range []int32{maxBigBuffers, 0} {
 		c1, c2 := net.Pipe()
-		sa, err := yamux.Client(c1, nil)
+		sa, err := mux.Client(c1, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sb, err := yamux.Server(c2, nil)
+		sb, err := mux.Server(c2, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +83,7 @@ func TestSpliceChunkSizes(t *testing.T) {
 		var wg sync.WaitGroup
 		for _, x := range []struct {
 			local net.Conn
-			st    *yamux.Stream
+			st    *mux.Stream
 			pool  *bufPool
 		}{{localA, stA, poolA}, {localB, stB, poolB}} {
 			wg.Add(1)

@@ -43,6 +43,7 @@ type Stream struct {
 	finRecv    bool
 	closed     bool  // Close: what arrives is discarded
 	resetErr   error // reset, and why
+	writeErr   error // reset after the peer's FIN: only writes fail
 	sessDone   bool
 	readCh     chan struct{}
 	writeCh    chan struct{}
@@ -93,13 +94,16 @@ func (st *Stream) receive(n uint32) error {
 	}
 	if st.discarding() || st.finRecv {
 		// Closed here (Close, or reset) or after the peer's FIN: the
-		// bytes go nowhere, and their credit goes back so that a peer
-		// writing into a closed stream is not stalled.
-		st.recvWindow += n
+		// bytes go nowhere. Data for a stream this end closed is answered
+		// with an RST, as TCP answers data for a closed socket: the
+		// peer's writer learns at once that nobody reads.
 		live := !st.dead() && !st.finRecv
+		if live {
+			st.resetLocked(errLocalReset)
+		}
 		st.mu.Unlock()
 		if live {
-			s.queueStream(st, 0, n)
+			st.sendReset()
 		}
 		return s.discard(n)
 	}
@@ -200,7 +204,16 @@ func (st *Stream) remoteClose() {
 
 func (st *Stream) remoteReset() {
 	st.mu.Lock()
-	if st.resetErr == nil {
+	switch {
+	case st.resetErr != nil:
+	case st.finRecv && !st.closed:
+		// The peer had sent all it had (FIN), then reset: what it sent
+		// is still read (a refusal's reason, for one); only writes fail.
+		st.writeErr = errPeerReset
+		st.stopTimersLocked()
+		st.forgetLocked()
+		notify(st.writeCh)
+	default:
 		st.resetLocked(errPeerReset)
 	}
 	st.mu.Unlock()
@@ -385,7 +398,8 @@ func (st *Stream) waitDataLocked() error {
 			return ErrStreamClosed
 		case st.finRecv:
 			return io.EOF
-		case st.sessDone:
+		case st.sessDone || st.sess.isClosed():
+			// Closed, whether or not shutdown got to this stream yet.
 			return st.sess.closeErr()
 		}
 		rd := st.rd.wait()
@@ -509,10 +523,13 @@ func (st *Stream) Write(p []byte) (int, error) {
 		case st.resetErr != nil:
 			st.mu.Unlock()
 			return done, fmt.Errorf("%w %w", ErrStreamReset, st.resetErr)
+		case st.writeErr != nil:
+			st.mu.Unlock()
+			return done, fmt.Errorf("%w %w", ErrStreamReset, st.writeErr)
 		case st.finSent:
 			st.mu.Unlock()
 			return done, ErrStreamClosed
-		case st.sessDone:
+		case st.sessDone || s.isClosed():
 			st.mu.Unlock()
 			return done, s.closeErr()
 		}
