@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/offload-dev/offload/internal/testutil"
 	"github.com/offload-dev/offload/tunnel/mux"
 )
 
@@ -125,26 +126,4 @@ func TestSpliceChunkSizes(t *testing.T) {
 	}
 }
 
-func tcpPairT(t *testing.T) (net.Conn, net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	acc := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		acc <- c
-	}()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := <-acc
-	if b == nil {
-		t.Fatal("accept failed")
-	}
-	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
-	return a, b
-}
+func tcpPairT(t *testing.T) (net.Conn, net.Conn) { return testutil.TCPPair(t) }

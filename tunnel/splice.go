@@ -98,24 +98,25 @@ func (s *splicer) copyUp(pool *bufPool) {
 			cb.release()
 		}
 	}()
+	tc, bare := s.local.(*net.TCPConn)
 	for {
-		if cb == nil {
-			// Idle (or new): wait for data without a buffer, so that an
-			// idle stream holds none. Only a bare TCP connection: a
-			// wrapper may hold bytes its socket no longer has. The peek
-			// takes a pending socket error (a reset), so an error here is
-			// the read's.
-			if tc, ok := s.local.(*net.TCPConn); ok {
-				if _, err := waitData(tc); err != nil {
-					s.abort(fmt.Errorf("%w: reading the local connection: %w", ErrAborted, err), true)
-					s.upExit(false, false)
-					return
-				}
+		// A bare TCP connection is read so that an idle stream holds no
+		// buffer (readIdle); a wrapper may hold bytes its socket no
+		// longer has, so it is read as it is, with the buffer kept.
+		var n int
+		var rerr error
+		if bare {
+			n, rerr = readIdle(tc, &cb, pool)
+		} else {
+			if cb == nil {
+				cb = pool.get()
 			}
-			cb = pool.get()
+			n, rerr = s.local.Read(cb.data())
 		}
-		buf := cb.b
-		n, rerr := s.local.Read(cb.data())
+		var buf []byte
+		if cb != nil {
+			buf = cb.b
+		}
 		if n > 0 {
 			putChunkHeader(buf, uint32(n))
 			w, werr := s.st.Write(buf[:chunkHeader+n])
@@ -126,11 +127,6 @@ func (s *splicer) copyUp(pool *bufPool) {
 			}
 			s.up.Add(int64(n))
 			cb.adapt(n)
-		}
-		if rerr == nil && n < len(cb.data()) {
-			// A short read: the connection has nothing more for now.
-			cb.release()
-			cb = nil
 		}
 		if errors.Is(rerr, io.EOF) {
 			s.mu.Lock()

@@ -14,33 +14,14 @@ import (
 	"github.com/hashicorp/yamux"
 	"go.uber.org/goleak"
 	"golang.org/x/net/nettest"
+
+	"github.com/offload-dev/offload/internal/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // tcpPair is a connected pair of loopback TCP connections.
-func tcpPair(t testing.TB) (net.Conn, net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	acc := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		acc <- c
-	}()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := <-acc
-	if b == nil {
-		t.Fatal("accept failed")
-	}
-	return a, b
-}
+func tcpPair(t testing.TB) (net.Conn, net.Conn) { return testutil.TCPPair(t) }
 
 // opener and accepter are what a test needs of either implementation.
 type opener interface {

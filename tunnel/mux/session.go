@@ -76,7 +76,7 @@ type Config struct {
 	StreamCloseTimeout time.Duration
 	// MaxFrameBody is the largest Data body a Write sends in one frame,
 	// so that one stream's big Write does not hold the connection for
-	// long. 0: 64 KiB.
+	// long. 0: 256 KiB.
 	MaxFrameBody int
 	// Logger gets the session's warnings; nil means none.
 	Logger *zap.Logger
@@ -125,7 +125,7 @@ func (c *Config) setDefaults() error {
 		c.StreamCloseTimeout = 5 * time.Minute
 	}
 	if c.MaxFrameBody <= 0 {
-		c.MaxFrameBody = 64 << 10
+		c.MaxFrameBody = 256 << 10
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()

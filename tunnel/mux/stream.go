@@ -376,7 +376,10 @@ func (st *Stream) creditLocked() uint32 {
 		}
 	}
 	grant := base + extra
-	if grant < min(top/2, InitialWindow/2) {
+	// Updates in steps of half the window, as hashicorp/yamux sends
+	// them (fewer frames); a smaller one only once the peer is close to
+	// running out, so a stream held to its initial window never stalls.
+	if grant == 0 || (grant < top/2 && st.recvWindow >= InitialWindow/2) {
 		s.extra.Add(-extra)
 		return 0
 	}
