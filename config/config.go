@@ -65,17 +65,16 @@ const (
 	MaxMaxStreams        = 65536
 
 	// DefaultLinkBuffer is the budget of one link's stream receive
-	// buffers: a link carries at most
-	// link_buffer / (yamux_window + 256 KiB) streams at once (and at most
-	// max_streams), so that streams whose consumer does not read can't
-	// hold more (docs/tunnel.md). 16 MiB: with the 8 MiB a running end
-	// takes, one link fits the 24 MiB a 64 MB router can spare
-	// (docs/budgets.md).
+	// buffers, in bytes: a stream whose data would take the link past it
+	// is reset, and credit beyond a stream's initial window is granted
+	// only within half of it (tunnel/mux, docs/tunnel.md). 16 MiB: with
+	// the 8 MiB a running end takes, one link fits the 24 MiB a 64 MB
+	// router can spare (docs/budgets.md).
 	DefaultLinkBuffer = 16 << 20
 	MaxLinkBuffer     = 1 << 30
 	// yamuxNewStream is what a peer may send on a stream before it is
-	// accepted (yamux's initial window); each stream costs yamux_window
-	// plus this much of link_buffer.
+	// accepted (yamux's initial window): link_buffer must hold one
+	// stream's yamux_window plus this much.
 	yamuxNewStream = 256 << 10
 
 	// Server caps against floods and replays (docs/tunnel.md).
@@ -490,10 +489,10 @@ func (d *decoder) checkLinkBuffer(c *Common) {
 }
 
 // LinkStreams is how many streams one link carries at once with these
-// settings: max_streams, or fewer so that their buffers fit link_buffer
-// (the tunnel computes the same).
+// settings: max_streams. link_buffer bounds their bytes, not their number
+// (docs/tunnel.md).
 func (c *Common) LinkStreams() int {
-	return min(c.MaxStreams, c.LinkBuffer/(c.YamuxWindow+yamuxNewStream))
+	return c.MaxStreams
 }
 
 func (d *decoder) duration(v value, dst *time.Duration, positive bool) {

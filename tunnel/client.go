@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
-	"github.com/hashicorp/yamux"
+	"github.com/offload-dev/offload/tunnel/mux"
 	"go.uber.org/zap"
 
 	"github.com/offload-dev/offload/tunnel/handshake"
@@ -86,10 +86,10 @@ type Client struct {
 	link *linkState // what a connection finding no link waits for (linkwait.go)
 
 	mu   sync.Mutex
-	sess *yamux.Session // nil while the link is down; only linkLoop sets it
-	up   chan struct{}  // closed when sess is set
-	down chan struct{}  // closed when sess is unset
-	gone chan *yamux.Session
+	sess *mux.Session  // nil while the link is down; only linkLoop sets it
+	up   chan struct{} // closed when sess is set
+	down chan struct{} // closed when sess is unset
+	gone chan *mux.Session
 }
 
 // NewClient checks cfg and returns a Client; Run runs it.
@@ -115,9 +115,6 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.RedialMax < cfg.RedialMin {
 		return nil, fmt.Errorf("%w: redial max %v < min %v", ErrConfig, cfg.RedialMax, cfg.RedialMin)
 	}
-	if _, err := cfg.Options.yamuxConfig(nil); err != nil {
-		return nil, err
-	}
 	dial := cfg.Dial
 	if dial == nil {
 		d := &net.Dialer{}
@@ -139,14 +136,14 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		refuseLog:   rateLimit{every: 10 * time.Second},
 		up:          make(chan struct{}),
 		down:        make(chan struct{}),
-		gone:        make(chan *yamux.Session, 1),
+		gone:        make(chan *mux.Session, 1),
 		roll:        make(chan struct{}, 1),
 		link:        newLinkState(),
 	}
 	psk := cfg.PSK
 	c.psk.Store(&psk)
 	limits := []limit{
-		{"link_streams", cfg.Options.LinkStreams()},
+		{"link_streams", cfg.Options.MaxStreams},
 		{"link_buffer_bytes", cfg.Options.LinkBuffer},
 	}
 	c.ctr.limits = func() []limit { return limits }
@@ -212,7 +209,7 @@ func (c *Client) Run(ctx context.Context) error {
 // linkLoop dials, runs and redials the link until ctx ends. It returns the
 // sessions still open (the current one stays in c.sess) for Run to close
 // after the drain.
-func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*yamux.Session) {
+func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.Session) {
 	for ctx.Err() == nil {
 		c.link.dialStart()
 		sess, rc, err := c.connect(ctx)
@@ -317,7 +314,7 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*yamux
 }
 
 // connect dials the server and brings a link up.
-func (c *Client) connect(ctx context.Context) (*yamux.Session, *pingGuard, error) {
+func (c *Client) connect(ctx context.Context) (*mux.Session, *pingGuard, error) {
 	dctx, cancel := context.WithTimeout(ctx, c.opt.DialTimeout)
 	conn, err := c.dial(dctx, "tcp", c.servers.addr())
 	cancel()
@@ -341,10 +338,9 @@ func (c *Client) connect(ctx context.Context) (*yamux.Session, *pingGuard, error
 		_ = conn.Close()
 		return nil, nil, err
 	}
-	ycfg, _ := c.opt.yamuxConfig(&c.ctr.backlogResets) // checked by NewClient
 	// yamuxguard.go: a server can flood pings too.
 	guard := newPingGuard(rc)
-	sess, err := yamux.Client(guard, ycfg)
+	sess, err := mux.Client(guard, c.opt.muxConfig(&c.ctr.backlogResets.Counters))
 	if err != nil {
 		_ = rc.Close()
 		return nil, nil, fmt.Errorf("yamux: %w", err)
@@ -380,12 +376,9 @@ func (c *Client) acceptLoop(ctx context.Context, f *forwardRun, wg *sync.WaitGro
 		}
 		delay = 0
 		service, socks := *f.service.Load(), f.socks.Load()
-		// LinkStreams, not MaxStreams: the server accepts no more streams
-		// per link than its buffer budget holds, and a stream refused here
-		// is a clean reset rather than one that waits in its backlog.
-		if c.ctr.active.Load() >= int64(c.opt.LinkStreams()) {
+		if n := c.ctr.active.Load(); n >= int64(c.opt.MaxStreams) {
 			resetConn(conn)
-			c.refused(service, ErrBusy)
+			c.refused(service, fmt.Errorf("%w: %d connections open; raise max_streams", ErrBusy, n))
 			continue
 		}
 		c.ctr.active.Add(1)
@@ -456,7 +449,7 @@ func (c *Client) streamEnded(service string, up, down int64, err error) {
 
 // openStream waits for the link as awaitLink says (up to LinkWait),
 // opens a stream and sends the request req (appendRequest).
-func (c *Client) openStream(ctx context.Context, req []byte) (*yamux.Stream, error) {
+func (c *Client) openStream(ctx context.Context, req []byte) (*mux.Stream, error) {
 	waitUntil := time.Now().Add(max(c.opt.LinkWait, 0))
 	deadline := time.NewTimer(c.opt.DialTimeout)
 	defer deadline.Stop()

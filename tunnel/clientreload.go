@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/yamux"
+	"github.com/offload-dev/offload/tunnel/mux"
 	"go.uber.org/zap"
 
 	"github.com/offload-dev/offload/tunnel/handshake"
@@ -304,7 +304,7 @@ func (c *Client) setSocksUsers(s *Socks) {
 
 // retire closes sess once it carries no stream, or when ctx ends: a link
 // the client left for a new one (a new key) finishes its streams first.
-func retire(ctx context.Context, sess *yamux.Session) {
+func retire(ctx context.Context, sess *mux.Session) {
 	t := time.NewTicker(500 * time.Millisecond)
 	defer t.Stop()
 	for {

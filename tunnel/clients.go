@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 
 	"github.com/VictoriaMetrics/metrics"
-	"github.com/hashicorp/yamux"
+	"github.com/offload-dev/offload/tunnel/mux"
 	"go.uber.org/zap"
 
 	"github.com/offload-dev/offload/tunnel/handshake"
@@ -219,14 +219,13 @@ type link struct {
 	seq    uint64 // order of coming up: the lowest of a client's is its oldest
 	client string
 	keyID  [32]byte
-	sess   *yamux.Session
+	sess   *mux.Session
 	log    *zap.Logger // with the remote address and the client
 	ctr    *clientCounters
 	stat   *linkStat // its live view (status.go); nil until it is up
-	// units caps the streams of the link at LinkStreams so that their
-	// buffers fit LinkBuffer: the streams the client opens (server.go's
-	// accept loop) and those the server opens for reverse connections
-	// (reverse.go) take one each.
+	// units caps the streams the link serves at MaxStreams: the streams
+	// the client opens (server.go's accept loop) and those the server
+	// opens for reverse connections (reverse.go) take one each.
 	units chan struct{}
 
 	mu      sync.Mutex
@@ -455,7 +454,7 @@ func (s *Server) Reload(cfg ServerConfig) error {
 }
 
 // newLink makes the link of a session made with key keyIdx of st.
-func (s *Server) newLink(sess *yamux.Session, st *serverState, keyIdx int, remote net.Addr) *link {
+func (s *Server) newLink(sess *mux.Session, st *serverState, keyIdx int, remote net.Addr) *link {
 	owner := st.owner[keyIdx]
 	return &link{
 		client:  owner.name,
@@ -465,7 +464,7 @@ func (s *Server) newLink(sess *yamux.Session, st *serverState, keyIdx int, remot
 		ctr:     s.clientCounters(owner.name),
 		access:  owner.access,
 		streams: map[*linkStream]struct{}{},
-		units:   make(chan struct{}, s.opt.LinkStreams()),
+		units:   make(chan struct{}, s.opt.MaxStreams),
 	}
 }
 

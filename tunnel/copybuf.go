@@ -5,17 +5,15 @@ import (
 	"sync/atomic"
 )
 
-// Copy buffers. Every open stream holds two (one per direction), so their
-// size is memory times streams: an idle or interactive stream keeps a
-// small one. A stream that fills its small buffer on every read is moving
-// bulk data, and takes a big one (maxChunk) while one is free: a quarter
-// of the local reads, target writes and yamux messages (each a round trip
-// to yamux's send loop) per byte. Big buffers are capped per server or
-// client (maxBigBuffers): many bulk streams cost at most 512 KiB more here,
-// and the peer's yamux, which keeps a receive buffer per stream as large
-// as the largest message the stream got, holds big ones for at most that
-// many streams at a time (harness/compare's 100 bulk streams through one
-// link: server VmHWM 25.3 MiB with 32 big buffers, 22.6-22.7 with 8).
+// Copy buffers, for the up direction only (local → stream): down writes
+// the stream's receive segments to the local connection itself
+// (splice.go, tunnel/mux CopyTo). An idle stream holds none: up waits
+// for data without one and gives its buffer back after a short read, so
+// only a stream with bytes moving holds one. A stream that fills its small
+// buffer on every read is moving bulk data, and takes a big one
+// (maxChunk) while one is free: a quarter of the local reads and frames
+// per byte. Big buffers are capped per server or client (maxBigBuffers):
+// many bulk streams cost at most 512 KiB more here.
 const (
 	smallChunk    = 16 << 10
 	maxBigBuffers = 8

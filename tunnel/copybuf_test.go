@@ -8,7 +8,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/hashicorp/yamux"
+	"github.com/offload-dev/offload/internal/testutil"
+	"github.com/offload-dev/offload/tunnel/mux"
 )
 
 // A bulk stream moves to a big buffer and back when it goes quiet; the
@@ -57,11 +58,11 @@ func TestCopyBufAdapt(t *testing.T) {
 func TestSpliceChunkSizes(t *testing.T) {
 	for _, maxBig := range []int32{maxBigBuffers, 0} {
 		c1, c2 := net.Pipe()
-		sa, err := yamux.Client(c1, nil)
+		sa, err := mux.Client(c1, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sb, err := yamux.Server(c2, nil)
+		sb, err := mux.Server(c2, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +84,7 @@ func TestSpliceChunkSizes(t *testing.T) {
 		var wg sync.WaitGroup
 		for _, x := range []struct {
 			local net.Conn
-			st    *yamux.Stream
+			st    *mux.Stream
 			pool  *bufPool
 		}{{localA, stA, poolA}, {localB, stB, poolB}} {
 			wg.Add(1)
@@ -125,26 +126,4 @@ func TestSpliceChunkSizes(t *testing.T) {
 	}
 }
 
-func tcpPairT(t *testing.T) (net.Conn, net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	acc := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		acc <- c
-	}()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := <-acc
-	if b == nil {
-		t.Fatal("accept failed")
-	}
-	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
-	return a, b
-}
+func tcpPairT(t *testing.T) (net.Conn, net.Conn) { return testutil.TCPPair(t) }

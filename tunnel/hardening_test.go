@@ -297,7 +297,16 @@ func TestLinkBuffer(t *testing.T) {
 	opt := testOptions(log)
 	opt.YamuxWindow = 256 << 10
 	opt.LinkBuffer = 4 << 20
-	addr, srv, _ := startServer(t, ServerConfig{Options: opt, Services: map[string]string{"sink": neverReads(t)}})
+	// The server's connections to the sink get small send buffers too:
+	// else the kernel takes a megabyte per stream, and the stream buffers
+	// the budget bounds never fill.
+	addr, srv, _ := startServerTuned(t, listen(t), ServerConfig{Options: opt, Services: map[string]string{"sink": neverReads(t)}}, func(s *Server) {
+		s.dialer.Control = func(_, _ string, c syscall.RawConn) error {
+			var serr error
+			err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, 4096) })
+			return errors.Join(err, serr)
+		}
+	})
 	opt.setDefaults()
 	_, sess := genuineLink(t, addr, opt)
 	before := heapInuse()
@@ -334,8 +343,8 @@ func TestLinkBuffer(t *testing.T) {
 	}
 	wg.Wait()
 	grew := heapInuse() - before
-	t.Logf("%d streams of %d KiB to a target that never reads (window %d KiB, link_buffer %d KiB, link streams %d): heap grew by %d KiB, %d streams reset",
-		streams, perStream>>10, opt.YamuxWindow>>10, opt.LinkBuffer>>10, opt.LinkStreams(), grew>>10, reset.Load())
+	t.Logf("%d streams of %d KiB to a target that never reads (window %d KiB, link_buffer %d KiB, max_streams %d): heap grew by %d KiB, %d streams reset",
+		streams, perStream>>10, opt.YamuxWindow>>10, opt.LinkBuffer>>10, opt.MaxStreams, grew>>10, reset.Load())
 	// The budget counts the data yamux may buffer; its bytes.Buffer can
 	// allocate up to twice the data it holds, so the heap may grow by up
 	// to twice the budget (without it: 64 streams x 256 KiB, 16 MiB of

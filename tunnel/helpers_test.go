@@ -89,9 +89,19 @@ func startServer(t *testing.T, cfg ServerConfig) (string, *Server, *running) {
 
 func startServerOn(t *testing.T, ln net.Listener, cfg ServerConfig) (string, *Server, *running) {
 	t.Helper()
+	return startServerTuned(t, ln, cfg, nil)
+}
+
+// startServerTuned is startServerOn with tune, if not nil, run on the
+// server before it serves.
+func startServerTuned(t *testing.T, ln net.Listener, cfg ServerConfig, tune func(*Server)) (string, *Server, *running) {
+	t.Helper()
 	srv, err := NewServer(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if tune != nil {
+		tune(srv)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{cancel: cancel, done: make(chan error, 1)}

@@ -92,9 +92,9 @@ type counters struct {
 	linksReplaced atomic.Uint64
 	redials       atomic.Uint64
 	linkErrors    atomic.Uint64 // links that ended with a record-layer error
-	// backlogResets counts new streams yamux reset because the link was
-	// at LinkStreams and its accept backlog full.
-	backlogResets atomic.Uint64
+	// backlogResets counts new streams the sessions refused with an RST
+	// and streams reset for overrunning link_buffer (tunnel/mux).
+	backlogResets muxResets
 
 	live    *liveStats     // traffic, links and rates (status.go)
 	limits  func() []limit // the caps in force, as offload_limit gauges

@@ -234,11 +234,12 @@ func TestReverseLinkBuffer(t *testing.T) {
 	opt := testOptions(log)
 	opt.YamuxWindow = 256 << 10
 	opt.LinkBuffer = 4 << 20
+	opt.MaxStreams = 8
 	o := opt
 	o.setDefaults()
 	// 6 listeners of the link's 8 streams: each takes up to 8 connections
 	// (a listener's own cap), but the link has room for 2 more streams.
-	listeners, perListener := o.LinkStreams()-2, o.LinkStreams()
+	listeners, perListener := o.MaxStreams-2, o.MaxStreams
 	var allow, addrs []string
 	for range listeners {
 		a := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "127.0.0.1")))
@@ -318,9 +319,9 @@ func TestReverseLinkBuffer(t *testing.T) {
 	close(release)
 	wg.Wait()
 	t.Logf("%d reverse listeners × %d connections that never read, window %d KiB, link_buffer %d KiB (%d streams): %d reverse streams, the client fed %d KiB, server heap grew by %d KiB",
-		listeners, perListener, o.YamuxWindow>>10, o.LinkBuffer>>10, o.LinkStreams(), accepted.Load(), fed.Load()>>10, grew>>10)
-	if n, most := accepted.Load(), int64(o.LinkStreams()-listeners); n > most {
-		t.Errorf("%d reverse connection streams beside %d listeners: the link carries %d streams", n, listeners, o.LinkStreams())
+		listeners, perListener, o.YamuxWindow>>10, o.LinkBuffer>>10, o.MaxStreams, accepted.Load(), fed.Load()>>10, grew>>10)
+	if n, most := accepted.Load(), int64(o.MaxStreams-listeners); n > most {
+		t.Errorf("%d reverse connection streams beside %d listeners: the link carries %d streams", n, listeners, o.MaxStreams)
 	}
 	if limit := 2 * int64(o.LinkBuffer); grew > limit {
 		t.Errorf("heap grew by %d KiB, budget %d KiB", grew>>10, limit>>10)

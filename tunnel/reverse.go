@@ -29,7 +29,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/yamux"
+	"github.com/offload-dev/offload/tunnel/mux"
 	"go.uber.org/zap"
 )
 
@@ -69,7 +69,7 @@ type reverseSet struct {
 	mu      sync.Mutex
 	targets map[string]string // canonical listen address → target
 	ctx     context.Context   // Run's; nil before the first link
-	sess    *yamux.Session    // the link registrations go to
+	sess    *mux.Session      // the link registrations go to
 	regs    map[string]context.CancelFunc
 }
 
@@ -136,7 +136,7 @@ func (c *Client) reloadReverse(targets map[string]string, n *reloadCounts) {
 // the server's reverse-connect streams and one registration loop per
 // reverse forward. They end with the session. The accept loop runs even
 // without reverse forwards: a reload may add one.
-func (c *Client) reverseUp(ctx context.Context, sess *yamux.Session) {
+func (c *Client) reverseUp(ctx context.Context, sess *mux.Session) {
 	c.bg.Add(1)
 	go func() {
 		defer c.bg.Done()
@@ -151,7 +151,7 @@ func (c *Client) reverseUp(ctx context.Context, sess *yamux.Session) {
 				defer c.bg.Done()
 				defer c.streams.done()
 				c.serveReverseConn(ctx, st)
-				drain(st)
+				_ = st.Close()
 			}()
 		}
 	}()
@@ -174,7 +174,7 @@ func (c *Client) reverseUp(ctx context.Context, sess *yamux.Session) {
 // a reason that may pass (the address is still held by the last link's
 // listener), it asks again after the redial backoff. A denial is final
 // for this link.
-func (c *Client) registerReverse(ctx context.Context, sess *yamux.Session, listen string) {
+func (c *Client) registerReverse(ctx context.Context, sess *mux.Session, listen string) {
 	target, _ := c.reverseTarget(listen)
 	log := c.log.With(zap.String("reverse_listen", listen), zap.String("target", target))
 	retry := backoff{min: c.redial.min, max: c.redial.max}
@@ -201,7 +201,7 @@ func (c *Client) registerReverse(ctx context.Context, sess *yamux.Session, liste
 
 // holdReverse runs one registration: request, answer, then wait for the
 // stream (the listener's life) to end.
-func (c *Client) holdReverse(ctx context.Context, sess *yamux.Session, listen string, log *zap.Logger) error {
+func (c *Client) holdReverse(ctx context.Context, sess *mux.Session, listen string, log *zap.Logger) error {
 	req, err := appendRequest(nil, kindReverseListen, listen)
 	if err != nil {
 		return err
@@ -232,7 +232,7 @@ func (c *Client) holdReverse(ctx context.Context, sess *yamux.Session, listen st
 
 // serveReverseConn serves a reverse-connect stream the server opened:
 // dial the target configured for its listen address, answer, splice.
-func (c *Client) serveReverseConn(ctx context.Context, st *yamux.Stream) {
+func (c *Client) serveReverseConn(ctx context.Context, st *mux.Stream) {
 	_ = st.SetReadDeadline(time.Now().Add(c.opt.DialTimeout))
 	req, err := readRequest(st)
 	if err == nil && req.kind != kindReverseConnect {
@@ -262,7 +262,7 @@ func (c *Client) serveReverseConn(ctx context.Context, st *yamux.Stream) {
 }
 
 // refuseStream answers a stream the server opened with a non-OK status.
-func (c *Client) refuseStream(st *yamux.Stream, status byte, msg, what string, err error) {
+func (c *Client) refuseStream(st *mux.Stream, status byte, msg, what string, err error) {
 	_ = st.SetWriteDeadline(time.Now().Add(c.opt.DialTimeout))
 	_, _ = st.Write(appendResponse(nil, status, msg))
 	_ = st.Close()
@@ -272,7 +272,7 @@ func (c *Client) refuseStream(st *yamux.Stream, status byte, msg, what string, e
 // serveReverse serves a reverse-listen stream: check, listen, and carry
 // every accepted connection to the client until the stream, the link or
 // the server ends.
-func (s *Server) serveReverse(ctx context.Context, st *yamux.Stream, arg string, l *link) {
+func (s *Server) serveReverse(ctx context.Context, st *mux.Stream, arg string, l *link) {
 	what := "reverse " + arg
 	log := l.log
 	ap := netip.MustParseAddrPort(arg) // readRequest checked it
@@ -321,13 +321,11 @@ func (s *Server) serveReverse(ctx context.Context, st *yamux.Stream, arg string,
 	}()
 	sess := st.Session()
 	// A reverse connection's stream takes a unit of the link, as a
-	// stream the client opens does: the server opens it, but the client
-	// fills its receive window, up to yamux_window, while the connection
-	// here does not read. With a budget per listener instead, a client
-	// with LinkStreams listeners had LinkStreams² streams to fill
-	// (TestReverseLinkBuffer: 6 listeners on a link of 8 streams, 48
-	// reverse streams, +18 MiB of heap on a 4 MiB link_buffer). No unit
-	// free: the connection is reset.
+	// stream the client opens does: the link serves at most max_streams
+	// whoever opened them. The bytes the client sends on them while the
+	// connection here does not read come out of the link's budget
+	// (link_buffer, tunnel/mux) like any stream's (TestReverseLinkBuffer).
+	// No unit free: the connection is reset.
 	var wg sync.WaitGroup
 	for {
 		conn, err := ln.Accept()
@@ -340,7 +338,7 @@ func (s *Server) serveReverse(ctx context.Context, st *yamux.Stream, arg string,
 			resetConn(conn)
 			s.ctr.streams[streamRefused].Add(1)
 			if ok, n := s.refuseLog.allow(); ok {
-				log.Warn("reverse connection refused", zap.Error(fmt.Errorf("%w: the link carries %d streams", ErrBusy, cap(l.units))), zap.Uint64("refusals_not_logged", n))
+				log.Warn("reverse connection refused", zap.Error(fmt.Errorf("%w: the link carries %d streams; raise max_streams", ErrBusy, cap(l.units))), zap.Uint64("refusals_not_logged", n))
 			}
 			continue
 		}
@@ -362,7 +360,7 @@ func (s *Server) serveReverse(ctx context.Context, st *yamux.Stream, arg string,
 
 // reverseConn carries one connection accepted on a reverse listener to
 // the client.
-func (s *Server) reverseConn(sess *yamux.Session, conn net.Conn, listen string, log *zap.Logger) {
+func (s *Server) reverseConn(sess *mux.Session, conn net.Conn, listen string, log *zap.Logger) {
 	req, _ := appendRequest(nil, kindReverseConnect, listen) // checked when it came in
 	st, err := sess.OpenStream()
 	if err == nil {
@@ -376,7 +374,7 @@ func (s *Server) reverseConn(sess *yamux.Session, conn net.Conn, listen string, 
 		}
 		return
 	}
-	defer drain(st)
+	defer st.Close()
 	s.ctr.active.Add(1)
 	up, down, err := splice(conn, st, s.pool, func() error {
 		_ = st.SetReadDeadline(time.Now().Add(2 * s.opt.DialTimeout))

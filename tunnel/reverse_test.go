@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/yamux"
+	"github.com/offload-dev/offload/tunnel/mux"
 )
 
 // freePort is a TCP port free on addr's host right now.
@@ -122,12 +122,12 @@ func TestReverseUnasked(t *testing.T) {
 	}
 	// Play the server: a yamux session whose other end the client serves.
 	cp, sp := net.Pipe()
-	csess, err := yamux.Client(cp, nil)
+	csess, err := mux.Client(cp, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer csess.Close()
-	ssess, err := yamux.Server(sp, nil)
+	ssess, err := mux.Server(sp, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
-	"github.com/hashicorp/yamux"
+	"github.com/offload-dev/offload/tunnel/mux"
 	"go.uber.org/zap"
 
 	"github.com/offload-dev/offload/tunnel/handshake"
@@ -80,7 +80,7 @@ type Server struct {
 	clientCtr clientMetrics
 
 	mu       sync.Mutex
-	sessions map[*yamux.Session]struct{}
+	sessions map[*mux.Session]struct{}
 	links    map[*link]struct{}
 	linkSeq  uint64 // links that came up
 	closing  bool
@@ -101,9 +101,6 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.MaxHandshakesPerSource <= 0 {
 		cfg.MaxHandshakesPerSource = DefaultMaxHandshakesPerSource
 	}
-	if _, err := cfg.Options.yamuxConfig(nil); err != nil {
-		return nil, err
-	}
 	if err := checkProxyProtocol(cfg.ProxyProtocol); err != nil {
 		return nil, err
 	}
@@ -122,7 +119,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		linkLog:   rateLimit{every: 10 * time.Second},
 		slots:     newHSSlots(cfg.MaxHandshakes, cfg.MaxHandshakesPerSource, cfg.Suite),
 		replay:    handshake.NewReplayCache(0),
-		sessions:  map[*yamux.Session]struct{}{},
+		sessions:  map[*mux.Session]struct{}{},
 		proxy:     cfg.ProxyProtocol,
 	}
 	s.ctr.limits = func() []limit {
@@ -132,7 +129,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 			{"max_links_per_client", st.perClient},
 			{"max_handshakes", cfg.MaxHandshakes},
 			{"max_handshakes_per_source", cfg.MaxHandshakesPerSource},
-			{"link_streams", cfg.Options.LinkStreams()},
+			{"link_streams", cfg.Options.MaxStreams},
 			{"link_buffer_bytes", cfg.Options.LinkBuffer},
 			{"replay_cache_entries", handshake.DefaultReplayCache},
 			{"failed_sources_remembered", failedSources},
@@ -234,7 +231,7 @@ func (s *Server) shutdown(hardCancel context.CancelFunc) {
 		close(s.stopping)
 	}
 	s.closing = true
-	sessions := make([]*yamux.Session, 0, len(s.sessions))
+	sessions := make([]*mux.Session, 0, len(s.sessions))
 	for sess := range s.sessions {
 		sessions = append(sessions, sess)
 	}
@@ -302,9 +299,8 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 		s.log.Error("record layer", zap.Error(err))
 		return
 	}
-	ycfg, _ := s.opt.yamuxConfig(&s.ctr.backlogResets) // checked by NewServer
-	guard := newPingGuard(rc)                          // bounds a ping flood (yamuxguard.go)
-	sess, err := yamux.Server(guard, ycfg)
+	guard := newPingGuard(rc) // bounds a ping flood (yamuxguard.go)
+	sess, err := mux.Server(guard, s.opt.muxConfig(&s.ctr.backlogResets.Counters))
 	if err != nil {
 		_ = rc.Close()
 		s.log.Error("yamux", zap.Error(err))
@@ -344,26 +340,28 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 	log.Info("link up")
 	start := time.Now()
 
-	// units caps the streams yamux holds for this link at LinkStreams, so
-	// that their buffers fit LinkBuffer. A unit is taken before a stream
-	// is accepted and given back only once the stream is gone from both
-	// ends (drained): a stream we closed stays open in yamux, and can be
-	// sent data, until the peer closes it too. While no unit is free, new
-	// streams wait in yamux's accept backlog (as many as LinkStreams);
-	// beyond it yamux resets them, which the client sees as a reset.
-	// Reverse connections take units too (reverse.go).
+	// units caps the streams this link serves at MaxStreams: the streams
+	// the client opens and those the server opens for reverse
+	// connections (reverse.go) take one each. A stream past the cap is
+	// answered at once, busy with the reason, never left waiting; memory
+	// is bounded by link_buffer in the session (tunnel/mux), not here.
 	units := l.units
-accept:
 	for {
-		select {
-		case units <- struct{}{}:
-		case <-sess.CloseChan():
-			break accept
-		}
 		st, err := sess.AcceptStream()
 		if err != nil {
-			<-units
 			break
+		}
+		select {
+		case units <- struct{}{}:
+		default:
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s.ctr.backlogResets.Refused.Add(1)
+				err := fmt.Errorf("%w: the link carries %d streams; raise max_streams", ErrBusy, cap(units))
+				s.refuse(st, statusBusy, err.Error(), l, "", err)
+			}()
+			continue
 		}
 		s.streams.add()
 		wg.Add(1)
@@ -372,7 +370,7 @@ accept:
 			defer func() { <-units }()
 			s.serveStream(hard, st, l)
 			s.streams.done()
-			drain(st)
+			_ = st.Close()
 		}()
 	}
 	_ = sess.Close()
@@ -397,15 +395,6 @@ func (s *Server) admit(st *serverState, key int) error {
 	// there by the time the client has its answer.
 	s.ctr.handshakes[hsBusy].Add(1)
 	return fmt.Errorf("%d links up, max_links %d", n, now.maxLinks)
-}
-
-// drain waits until the peer has closed st too, discarding what it still
-// sends, so that a closed stream's buffer is freed before its unit is
-// given back. A well-behaved peer has closed already or does at once; one
-// that never does is cut by yamux's StreamCloseTimeout or the link's end.
-func drain(st *yamux.Stream) {
-	_ = st.SetReadDeadline(time.Time{})
-	_, _ = io.Copy(io.Discard, st)
 }
 
 // linkDown logs why a link ended: a record-layer failure (tampering, a
@@ -434,7 +423,7 @@ func (s *Server) linkDown(l *link, rc *pingGuard, up time.Duration) {
 // reload that takes away what a stream uses cancels its ctx: the dial
 // stops, or the target connection is reset, which aborts the stream at
 // both ends.
-func (s *Server) serveStream(ctx context.Context, st *yamux.Stream, l *link) {
+func (s *Server) serveStream(ctx context.Context, st *mux.Stream, l *link) {
 	_ = st.SetReadDeadline(time.Now().Add(s.opt.DialTimeout))
 	req, err := readRequest(st)
 	if err != nil {
@@ -481,7 +470,7 @@ func (s *Server) serveStream(ctx context.Context, st *yamux.Stream, l *link) {
 // serveDialled answers OK on st and splices it with conn, the target just
 // dialled for it, until both directions end or ctx does (a reload took
 // the permission away: conn is reset); what names it in the log.
-func (s *Server) serveDialled(ctx context.Context, st *yamux.Stream, conn net.Conn, what string, l *link) {
+func (s *Server) serveDialled(ctx context.Context, st *mux.Stream, conn net.Conn, what string, l *link) {
 	stop := context.AfterFunc(ctx, func() { resetConn(conn) })
 	defer stop()
 	l.ctr.active.Add(1)
@@ -503,7 +492,7 @@ func (s *Server) serveDialled(ctx context.Context, st *yamux.Stream, conn net.Co
 //
 // The refusal is counted and logged before the client can hear it, so
 // that whoever sees the client's refusal finds the server's line too.
-func (s *Server) refuse(st *yamux.Stream, status byte, msg string, l *link, service string, err error) {
+func (s *Server) refuse(st *mux.Stream, status byte, msg string, l *link, service string, err error) {
 	s.stream(l, streamRefused)
 	if ok, n := s.refuseLog.allow(); ok {
 		l.log.Warn("stream refused", zap.String("service", strconv.Quote(service)), zap.Error(err), zap.Uint64("refusals_not_logged", n))

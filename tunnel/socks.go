@@ -28,7 +28,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hashicorp/yamux"
+	"github.com/offload-dev/offload/tunnel/mux"
 
 	"github.com/offload-dev/offload/tunnel/allow"
 )
@@ -133,7 +133,7 @@ func (c *Client) serveSocks(ctx context.Context, conn net.Conn, users map[string
 
 // socksFail sends the refusal's reply code, if it has one, closes conn
 // (and st), and counts and logs the refusal with its reason.
-func (c *Client) socksFail(conn net.Conn, st *yamux.Stream, what string, err error) {
+func (c *Client) socksFail(conn net.Conn, st *mux.Stream, what string, err error) {
 	var se *socksError
 	if errors.As(err, &se) && se.reply != 0 {
 		_, _ = conn.Write([]byte{socksVersion, se.reply, 0, socksIPv4, 0, 0, 0, 0, 0, 0})
@@ -285,7 +285,7 @@ func socksReply(err error) byte {
 // serveSocks serves a socks-connect stream: resolve, check, dial, splice.
 // A denied destination is never dialled, nor is any address of a name
 // that the rules do not allow.
-func (s *Server) serveSocks(ctx context.Context, st *yamux.Stream, arg string, l *link) {
+func (s *Server) serveSocks(ctx context.Context, st *mux.Stream, arg string, l *link) {
 	host, port := parseSocksArg(arg)
 	dest := net.JoinHostPort(host, strconv.Itoa(int(port)))
 	what := "socks " + dest

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/yamux"
+	"github.com/offload-dev/offload/tunnel/mux"
 )
 
 // abortMarkerTimeout bounds how long an abort waits to put its marker on a
@@ -39,7 +39,7 @@ type closeWriter interface {
 // write side at that moment, never in the middle of a chunk.
 type splicer struct {
 	local net.Conn
-	st    *yamux.Stream
+	st    *mux.Stream
 
 	mu         sync.Mutex
 	upRunning  bool // up may be writing to the stream
@@ -53,20 +53,37 @@ type splicer struct {
 	err        error
 
 	up, down atomic.Int64 // payload bytes each way
+	downW    localWriter  // down's writes to local
+}
+
+// localWriter writes to the local connection and keeps its error, so that
+// a failed CopyTo tells a local failure from the stream's.
+type localWriter struct {
+	c   net.Conn
+	err error
+}
+
+func (w *localWriter) Write(p []byte) (int, error) {
+	n, err := w.c.Write(p)
+	if err != nil {
+		w.err = err
+	}
+	return n, err
 }
 
 // splice runs the copy until both directions ended, and returns nil for a
 // clean end or the cause of the abort. pre, if not nil, runs first on the
 // down side (the client reads the server's response there); its error
 // aborts without a marker.
-func splice(local net.Conn, st *yamux.Stream, pool *bufPool, pre func() error) (up, down int64, err error) {
+func splice(local net.Conn, st *mux.Stream, pool *bufPool, pre func() error) (up, down int64, err error) {
 	s := &splicer{local: local, st: st, upRunning: true, endDone: make(chan struct{})}
+	s.downW.c = local
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		s.copyUp(pool)
 	}()
-	s.copyDown(pool, pre)
+	s.copyDown(pre)
 	<-done
 	s.mu.Lock()
 	err = s.err
@@ -75,11 +92,31 @@ func splice(local net.Conn, st *yamux.Stream, pool *bufPool, pre func() error) (
 }
 
 func (s *splicer) copyUp(pool *bufPool) {
-	cb := pool.get()
-	defer cb.release()
+	var cb *copyBuf
+	defer func() {
+		if cb != nil {
+			cb.release()
+		}
+	}()
+	tc, bare := s.local.(*net.TCPConn)
 	for {
-		buf := cb.b
-		n, rerr := s.local.Read(cb.data())
+		// A bare TCP connection is read so that an idle stream holds no
+		// buffer (readIdle); a wrapper may hold bytes its socket no
+		// longer has, so it is read as it is, with the buffer kept.
+		var n int
+		var rerr error
+		if bare {
+			n, rerr = readIdle(tc, &cb, pool)
+		} else {
+			if cb == nil {
+				cb = pool.get()
+			}
+			n, rerr = s.local.Read(cb.data())
+		}
+		var buf []byte
+		if cb != nil {
+			buf = cb.b
+		}
 		if n > 0 {
 			putChunkHeader(buf, uint32(n))
 			w, werr := s.st.Write(buf[:chunkHeader+n])
@@ -96,9 +133,9 @@ func (s *splicer) copyUp(pool *bufPool) {
 			s.endStarted = true
 			s.mu.Unlock()
 			defer close(s.endDone)
-			end := cb.b[:chunkHeader] // adapt may have changed the buffer
-			putChunkHeader(end, chunkEnd)
-			if w, werr := s.st.Write(end); werr != nil {
+			var end [chunkHeader]byte
+			putChunkHeader(end[:], chunkEnd)
+			if w, werr := s.st.Write(end[:]); werr != nil {
 				s.abort(fmt.Errorf("%w: writing the end marker: %w", ErrAborted, werr), false)
 				s.upExit(w > 0, false)
 				return
@@ -114,15 +151,13 @@ func (s *splicer) copyUp(pool *bufPool) {
 	}
 }
 
-func (s *splicer) copyDown(pool *bufPool, pre func() error) {
+func (s *splicer) copyDown(pre func() error) {
 	if pre != nil {
 		if err := pre(); err != nil {
 			s.abort(err, false)
 			return
 		}
 	}
-	cb := pool.get()
-	defer cb.release()
 	var hdr [chunkHeader]byte
 	for {
 		if _, err := io.ReadFull(s.st, hdr[:]); err != nil {
@@ -150,23 +185,18 @@ func (s *splicer) copyDown(pool *bufPool, pre func() error) {
 			s.abort(fmt.Errorf("%w: chunk of %d bytes (max %d)", ErrBadRequest, n, maxChunk), true)
 			return
 		}
-		// A chunk larger than the buffer is copied in pieces: a stream
-		// that has no big buffer still takes the peer's big chunks.
-		for rem := int(n); rem > 0; {
-			buf := cb.data()
-			k := min(rem, len(buf))
-			if _, err := io.ReadFull(s.st, buf[:k]); err != nil {
-				s.streamEnded(err)
+		// The chunk goes from the stream's receive segments straight to
+		// the local connection: no buffer of ours, no copy.
+		k, err := s.st.CopyTo(&s.downW, int64(n))
+		s.down.Add(k)
+		if err != nil {
+			if s.downW.err != nil {
+				s.abort(fmt.Errorf("%w: writing the local connection: %w", ErrAborted, s.downW.err), true)
 				return
 			}
-			if _, err := s.local.Write(buf[:k]); err != nil {
-				s.abort(fmt.Errorf("%w: writing the local connection: %w", ErrAborted, err), true)
-				return
-			}
-			s.down.Add(int64(k))
-			rem -= k
+			s.streamEnded(err)
+			return
 		}
-		cb.adapt(int(n))
 	}
 }
 
@@ -300,7 +330,7 @@ func (s *splicer) closeClean() {
 
 // answerSplice answers OK on st, the stream conn was just dialled for,
 // and splices the two, counting the stream as active in ctr meanwhile.
-func answerSplice(st *yamux.Stream, conn net.Conn, ctr *counters, pool *bufPool) (up, down int64, err error) {
+func answerSplice(st *mux.Stream, conn net.Conn, ctr *counters, pool *bufPool) (up, down int64, err error) {
 	if _, err := st.Write(appendResponse(nil, statusOK, "")); err != nil {
 		// The link died while we dialled: the target must see a reset, as
 		// on every other cut, not a clean end after 0 bytes.

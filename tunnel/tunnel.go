@@ -5,8 +5,9 @@
 //	app ──TCP──> Client forward ──stream──┼─> yamux ─> record ─TCP─> record ─> yamux ─┤  (services only)
 //
 // A link is a TCP connection on which handshake.Client/Server ran, then a
-// record.Conn (the encrypted frames) and on top a yamux session. Every
-// forwarded connection is one yamux stream. A stream starts with a request
+// record.Conn (the encrypted frames) and on top a session of the yamux
+// wire protocol (tunnel/mux, our implementation). Every forwarded
+// connection is one stream. A stream starts with a request
 // naming a service and the server's status answer (proto.go); after that
 // each direction carries chunks ending with an explicit end marker, so that
 // a stream that stops without its end marker (link died, peer aborted) is
@@ -17,17 +18,15 @@ package tunnel
 import (
 	"errors"
 	"fmt"
-	"log"
 	"net"
-	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/yamux"
 	"go.uber.org/zap"
 
 	"github.com/offload-dev/offload/engine"
 	"github.com/offload-dev/offload/tunnel/handshake"
+	"github.com/offload-dev/offload/tunnel/mux"
 	"github.com/offload-dev/offload/tunnel/record"
 	"github.com/offload-dev/offload/tunnel/suite"
 )
@@ -77,7 +76,7 @@ type Options struct {
 	MaxFrame int
 	// YamuxWindow is the per-stream receive window (MaxStreamWindowSize).
 	YamuxWindow int
-	// Keepalive is yamux's keepalive interval; 0 disables keepalives,
+	// Keepalive is the session's keepalive interval; 0 disables keepalives,
 	// else at least MinKeepalive.
 	Keepalive time.Duration
 	// RekeyInterval is the longest this end sends under one epoch's keys
@@ -94,11 +93,13 @@ type Options struct {
 	// HandshakeTimeout bounds a handshake.
 	HandshakeTimeout time.Duration
 	// MaxStreams caps concurrent streams (server: per link; client: all
-	// forwarded connections). Excess connections are refused. LinkBuffer
-	// may cap them lower (LinkStreams).
+	// forwarded connections). Excess connections are refused at once,
+	// with the reason.
 	MaxStreams int
 	// LinkBuffer is the most one link's stream receive buffers may hold,
-	// in bytes (0: DefaultLinkBuffer). See LinkStreams.
+	// in bytes (0: DefaultLinkBuffer): a stream whose data would take the
+	// link past it is reset (tunnel/mux). docs/tunnel.md has the
+	// arithmetic.
 	LinkBuffer int
 	// DrainTimeout is how long a shutdown waits for open streams before
 	// it closes them (with an error); 0 closes them at once.
@@ -176,7 +177,7 @@ func (o *Options) setDefaults() error {
 	if o.LinkBuffer == 0 {
 		o.LinkBuffer = DefaultLinkBuffer
 	}
-	if o.LinkStreams() < 1 {
+	if o.LinkBuffer < o.YamuxWindow+minYamuxWindow {
 		return fmt.Errorf("%w: link buffer %d holds no stream: want at least yamux window + %d (%d)",
 			ErrConfig, o.LinkBuffer, minYamuxWindow, o.YamuxWindow+minYamuxWindow)
 	}
@@ -204,20 +205,6 @@ func (o *Options) setDefaults() error {
 	return nil
 }
 
-// LinkStreams is how many streams one link carries at once: MaxStreams,
-// or fewer so that the link's stream buffers fit LinkBuffer. yamux
-// buffers up to YamuxWindow for each open stream that is not read, and up
-// to its initial window (256 KiB) for each new stream waiting to be
-// accepted; as many may wait as are open (the accept backlog), so
-//
-//	LinkStreams = min(MaxStreams, LinkBuffer / (YamuxWindow + 256 KiB))
-//
-// and LinkStreams × (YamuxWindow + 256 KiB) ≤ LinkBuffer holds whatever
-// the peer sends. The options must have their defaults set.
-func (o *Options) LinkStreams() int {
-	return min(o.MaxStreams, o.LinkBuffer/(o.YamuxWindow+minYamuxWindow))
-}
-
 func (o *Options) handshakeConfig() handshake.Config {
 	return handshake.Config{Suite: o.Suite, PSK: o.PSK, Timeout: o.HandshakeTimeout, Logger: o.Logger}
 }
@@ -237,90 +224,36 @@ func (o *Options) recordOptions(stats *record.Stats) record.Options {
 	}
 }
 
-// yamuxConfig is the session configuration: window and keepalive from the
-// options, yamux's logger routed to ours at warn. resets, if not nil,
-// counts the new streams yamux resets because the accept backlog is full.
-func (o *Options) yamuxConfig(resets *atomic.Uint64) (*yamux.Config, error) {
-	c := yamux.DefaultConfig()
-	// The backlog holds new streams the server has not accepted yet
-	// (LinkBuffer counts them); on the client it caps streams opened but
-	// not yet acknowledged, which its own cap keeps below it anyway.
-	c.AcceptBacklog = o.LinkStreams()
-	c.EnableKeepAlive = o.Keepalive > 0
-	if o.Keepalive > 0 {
-		c.KeepAliveInterval = o.Keepalive
+// muxConfig is the session configuration (tunnel/mux): window,
+// keepalive and the receive budget from the options, the session's
+// warnings to our logger as "yamux". ctr, if not nil, counts the streams
+// the session refused or reset (offload_streams_reset_total).
+//
+// The session holds up to twice MaxStreams streams: the tunnel answers a
+// stream past MaxStreams itself, with statusBusy and the reason
+// (server.go), and such a stream is in the session until both ends closed
+// it; only a peer that opens twice MaxStreams at once meets the session's
+// own RST.
+func (o *Options) muxConfig(ctr *mux.Counters) *mux.Config {
+	return &mux.Config{
+		AcceptBacklog:     o.MaxStreams,
+		MaxStreams:        2 * o.MaxStreams,
+		MaxStreamWindow:   uint32(o.YamuxWindow),
+		ReceiveBudget:     o.LinkBuffer,
+		KeepAliveInterval: o.Keepalive,
+		Logger:            o.Logger.Named("yamux"),
+		MaxStreamsName:    "max_streams",
+		ReceiveBudgetName: "link_buffer",
+		Counters:          ctr,
 	}
-	c.MaxStreamWindowSize = uint32(o.YamuxWindow)
-	c.LogOutput = nil
-	c.Logger = log.New(yamuxLog{l: o.Logger.Named("yamux"), backlog: &rateLimit{every: 10 * time.Second}, stray: &rateLimit{every: 10 * time.Second}, resets: resets}, "", 0)
-	if err := yamux.VerifyConfig(c); err != nil {
-		return nil, fmt.Errorf("%w: yamux: %w", ErrConfig, err)
-	}
-	return c, nil
 }
 
-// yamuxLog takes yamux's log lines. They are warnings, except writes that
-// failed because this end had closed the link: yamux's send loop can be in
-// the middle of a write when the session closes (shutdown, a redial), and
-// unlike its read loop it logs that. Those are debug lines. yamux logs a
-// line for every new stream it resets because the accept backlog is full
-// (the link is at LinkStreams); a peer decides how many, so that line is
-// rate-limited.
-type yamuxLog struct {
-	l       *zap.Logger
-	backlog *rateLimit
-	stray   *rateLimit
-	resets  *atomic.Uint64 // nil: not counted
-}
+// muxResets are the streams the sessions of a server or client refused
+// or reset for a peer's excess (mux.Counters).
+type muxResets struct{ mux.Counters }
 
-// yamuxStrayMsgs are the lines yamux logs for every frame that names a
-// stream it does not have (a late frame after a reset) or ACKs a stream it
-// did not open, and leaves the link up: a peer with the key can send them
-// on purpose, 12 bytes a line (two for an ACK), 40,000 lines in half a
-// second in TestStrayFrameLogFlood. They are rate-limited like the
-// backlog's.
-var yamuxStrayMsgs = []string{
-	"yamux: frame for missing stream",
-	"yamux: Discarding data for stream",
-	"yamux: established stream without inflight SYN",
-	"yamux: SYN tracking out of sync",
-}
-
-func isYamuxStray(msg string) bool {
-	for _, m := range yamuxStrayMsgs {
-		if strings.HasPrefix(msg, m) {
-			return true
-		}
-	}
-	return false
-}
-
-// yamuxBacklogMsg is the line yamux logs when it resets a stream for want
-// of room in the accept backlog.
-const yamuxBacklogMsg = "yamux: backlog exceeded"
-
-func (y yamuxLog) Write(p []byte) (int, error) {
-	msg := strings.TrimSpace(string(p))
-	msg = strings.TrimPrefix(strings.TrimPrefix(msg, "[ERR] "), "[WARN] ")
-	switch {
-	case strings.Contains(msg, net.ErrClosed.Error()):
-		y.l.Debug(msg)
-	case strings.HasPrefix(msg, yamuxBacklogMsg):
-		if y.resets != nil {
-			y.resets.Add(1)
-		}
-		if ok, n := y.backlog.allow(); ok {
-			y.l.Warn(msg, zap.Uint64("resets_not_logged", n))
-		}
-	case y.stray != nil && isYamuxStray(msg):
-		if ok, n := y.stray.allow(); ok {
-			y.l.Warn(msg, zap.Uint64("stray_frames_not_logged", n))
-		}
-	default:
-		y.l.Warn(msg)
-	}
-	return len(p), nil
-}
+// Load is how many, refused and reset together.
+func (r *muxResets) Load() uint64 { return r.Refused.Load() + r.Overruns.Load() }
 
 // aLongTimeAgo is a deadline in the past, to interrupt blocked I/O.
 var aLongTimeAgo = time.Unix(1, 0)

@@ -24,7 +24,7 @@ package tunnel
 // stream is a protocol error that ends the flow. Each flow queues at most
 // udpQueue datagrams and udpQueueBytes on the client (more are dropped and
 // counted, as a full socket buffer would). A forward holds at most MaxFlows flows, and
-// every flow is a stream, so the link's stream cap (LinkStreams) bounds
+// every flow is a stream, so the link's stream cap (MaxStreams) bounds
 // the flows of a link. A flow that carried nothing either way for
 // IdleTimeout ends (the client closes its stream; the server then closes
 // its socket).
@@ -42,7 +42,7 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
-	"github.com/hashicorp/yamux"
+	"github.com/offload-dev/offload/tunnel/mux"
 	"go.uber.org/zap"
 )
 
@@ -145,7 +145,7 @@ func (c *Client) udpLoop(ctx context.Context, r *udpRun, wg *sync.WaitGroup) {
 		fl := flows[src]
 		if fl == nil {
 			maxFlows := cmpOr(f.MaxFlows, DefaultUDPMaxFlows)
-			if n := len(flows); n >= maxFlows || c.ctr.active.Load() >= int64(c.opt.LinkStreams()) {
+			if n := len(flows); n >= maxFlows || c.ctr.active.Load() >= int64(c.opt.MaxStreams) {
 				mu.Unlock()
 				c.udp.flowsFull.Add(1)
 				c.udpLog(f, "datagram dropped", fmt.Errorf("%w: no room for a flow from %v (%d flows, max_flows %d)", ErrBusy, src, n, maxFlows))
@@ -314,7 +314,7 @@ func cmpOr[T comparable](v, def T) T {
 
 // serveUDP serves a udp stream: a connected socket to the service's
 // target, datagrams both ways until the stream or the link ends.
-func (s *Server) serveUDP(ctx context.Context, st *yamux.Stream, name string, l *link) {
+func (s *Server) serveUDP(ctx context.Context, st *mux.Stream, name string, l *link) {
 	what := "udp " + name
 	log := l.log
 	// The client hears the same for a UDP service that does not exist and

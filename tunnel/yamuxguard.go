@@ -11,8 +11,9 @@ import (
 	"github.com/offload-dev/offload/tunnel/record"
 )
 
-/* yamux answers every ping a peer sends from a goroutine of its own
-   (hashicorp/yamux v0.1.2, Session.handlePing), which waits up to
+/* hashicorp/yamux v0.1.2, which the tunnel ran on before tunnel/mux,
+   answers every ping a peer sends from a goroutine of its own
+   (Session.handlePing), which waits up to
    ConnectionWriteTimeout (10 s) for room in the send queue and then logs a
    line. A peer that holds the keys can send pings as fast as it can seal
    them (12 bytes each, thousands per frame) and stop reading the replies:
@@ -26,9 +27,10 @@ import (
    send pingBurst pings at once and pingRate a second after that, which is
    a keepalive every 1/pingRate s or slower; one more cuts the link with
    errPingFlood. A peer's yamux sends one ping per keepalive interval
-   (offload sends no others), so only a misbehaving peer is cut, and the
-   pings the server answers at once are bounded by the bucket: at most
-   pingBurst + pingRate × 10 s goroutines. */
+   (offload sends no others), so only a misbehaving peer is cut. tunnel/mux
+   answers pings from its one control queue (no goroutine per ping), which
+   a peer that does not read fills until the session closes; the guard
+   still cuts a flooding peer at once, whichever yamux is on either end. */
 
 const (
 	pingBurst = 64

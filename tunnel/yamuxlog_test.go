@@ -1,53 +1,59 @@
 package tunnel
 
 import (
-	"sync/atomic"
+	"io"
+	"net"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/offload-dev/offload/internal/testutil"
+	"github.com/offload-dev/offload/tunnel/mux"
 	"github.com/offload-dev/offload/tunnel/suite"
 )
 
-// yamux's own lines are warnings; a write cut by this end's close is not.
+// The session's lines go to our logger as "yamux", at warn; a peer that
+// opens streams beyond the cap gets each refused and counted, and writes
+// one line, which names the setting to raise.
 func TestYamuxLogLevels(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
-	o := Options{Logger: zap.New(core), PSK: make([]byte, 32), Suite: suite.Default}
+	o := Options{Logger: zap.New(core), PSK: make([]byte, 32), Suite: suite.Default, MaxStreams: 1}
 	if err := o.setDefaults(); err != nil {
 		t.Fatal(err)
 	}
-	var resets atomic.Uint64
-	c, err := o.yamuxConfig(&resets)
+	var resets muxResets
+	a, b := net.Pipe()
+	sess, err := mux.Server(b, o.muxConfig(&resets.Counters))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Logger.Printf("[ERR] yamux: Failed to write header: record: use of closed network connection")
-	c.Logger.Printf("[ERR] yamux: Failed to read header: record: frame 7: authentication failed")
-	c.Logger.Printf("[WARN] yamux: frame for missing stream: Vsn:0 Type:1 Flags:0 StreamID:3 Length:0")
-	for range 100 { // a peer opening streams beyond the backlog: one line
-		c.Logger.Printf("[WARN] yamux: backlog exceeded, forcing connection reset")
+	defer sess.Close()
+	go func() { _, _ = io.Copy(io.Discard, a) }()
+	// MaxStreams 1: the session holds 2, its backlog 1; nothing accepts.
+	var frames []byte
+	for i := range 101 {
+		frames = testutil.YamuxHeader(frames, testutil.YamuxWindowUpdate, testutil.YamuxSYN, uint32(2*i+1), 0)
 	}
-	want := []struct {
-		level zapcore.Level
-		msg   string
-	}{
-		{zapcore.DebugLevel, "yamux: Failed to write header: record: use of closed network connection"},
-		{zapcore.WarnLevel, "yamux: Failed to read header: record: frame 7: authentication failed"},
-		{zapcore.WarnLevel, "yamux: frame for missing stream: Vsn:0 Type:1 Flags:0 StreamID:3 Length:0"},
-		{zapcore.WarnLevel, "yamux: backlog exceeded, forcing connection reset"},
+	if _, err := a.Write(frames); err != nil {
+		t.Fatal(err)
 	}
-	if resets.Load() != 100 {
-		t.Errorf("%d backlog resets counted, want 100", resets.Load())
+	deadline := time.Now().Add(10 * time.Second)
+	for resets.Load() < 100 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := resets.Load(); n != 100 {
+		t.Errorf("%d refusals counted, want 100", n)
 	}
 	got := logs.All()
-	if len(got) != len(want) {
-		t.Fatalf("%d log entries, want %d: %+v", len(got), len(want), got)
+	if len(got) != 1 {
+		t.Fatalf("%d log entries, want 1: %+v", len(got), got)
 	}
-	for i, w := range want {
-		if got[i].Level != w.level || got[i].Message != w.msg || got[i].LoggerName != "yamux" {
-			t.Errorf("entry %d: %v %q (logger %q), want %v %q (logger yamux)", i, got[i].Level, got[i].Message, got[i].LoggerName, w.level, w.msg)
-		}
+	if e := got[0]; e.Level != zapcore.WarnLevel || e.LoggerName != "yamux" || e.ContextMap()["raise"] != "max_streams" {
+		t.Errorf("entry %v %q (logger %q, fields %v), want a warning of logger yamux that says to raise max_streams",
+			e.Level, e.Message, e.LoggerName, e.ContextMap())
 	}
+	_ = a.Close()
 }

@@ -124,8 +124,8 @@ func validateFile(ctx context.Context, stdout, stderr io.Writer, path string) bo
 			return false
 		}
 	}
-	// The stream cap per link is derived (max_streams, link_buffer and
-	// yamux_window): say what it comes to.
+	// The streams a link carries (max_streams; link_buffer bounds their
+	// bytes): say what it comes to.
 	fmt.Fprintf(stdout, "%s: ok (%s, suite %v, engine %s, %s per link)\n", path, summary, common.Suite, common.Engine,
 		plural(common.LinkStreams(), "stream"))
 	return true

@@ -40,8 +40,8 @@ func TestValidateExamples(t *testing.T) {
 	if code != 0 || stderr != "" {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
-	want := server + ": ok (server: 2 services, suite aes-256-ctr-hmac-sha256, engine software, 12 streams per link)\n" +
-		client + ": ok (client: 1 forward, suite aes-256-ctr-hmac-sha256, engine software, 12 streams per link)\n"
+	want := server + ": ok (server: 2 services, suite aes-256-ctr-hmac-sha256, engine software, 1024 streams per link)\n" +
+		client + ": ok (client: 1 forward, suite aes-256-ctr-hmac-sha256, engine software, 1024 streams per link)\n"
 	if stdout != want {
 		t.Fatalf("stdout:\n%s\nwant:\n%s", stdout, want)
 	}
@@ -101,7 +101,7 @@ func TestValidateErrors(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("exit %d", code)
 	}
-	if stdout != good+": ok (client: 1 forward, suite aes-256-ctr-hmac-sha256, engine software, 12 streams per link)\n" {
+	if stdout != good+": ok (client: 1 forward, suite aes-256-ctr-hmac-sha256, engine software, 1024 streams per link)\n" {
 		t.Errorf("stdout: %q", stdout)
 	}
 	lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
@@ -305,8 +305,8 @@ func TestValidateDynamicExamples(t *testing.T) {
 	if code != 0 || stderr != "" {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
-	want := server + ": ok (server: 2 services, 4 socks rules, 1 UDP service, 2 reverse rules, suite aes-256-ctr-hmac-sha256, engine software, 12 streams per link)\n" +
-		client + ": ok (client: 1 forward, 1 socks listener, 1 UDP forward, 1 reverse forward, suite aes-256-ctr-hmac-sha256, engine software, 12 streams per link)\n"
+	want := server + ": ok (server: 2 services, 4 socks rules, 1 UDP service, 2 reverse rules, suite aes-256-ctr-hmac-sha256, engine software, 1024 streams per link)\n" +
+		client + ": ok (client: 1 forward, 1 socks listener, 1 UDP forward, 1 reverse forward, suite aes-256-ctr-hmac-sha256, engine software, 1024 streams per link)\n"
 	if stdout != want {
 		t.Fatalf("stdout:\n%s\nwant:\n%s", stdout, want)
 	}

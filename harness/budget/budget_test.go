@@ -135,7 +135,7 @@ func TestExamplesHaveKeys(t *testing.T) {
 func TestScenarios(t *testing.T) {
 	o := rssOpts{streams: []int{10, 100, 200}, windows: []int64{256 << 10, 1 << 20}, sink: "fast"}
 	got := o.scenarios()
-	want := []scenario{{10, 1 << 20, false}, {100, 1 << 20, false}, {200, 1 << 20, false}, {100, 256 << 10, false}}
+	want := []scenario{{10, 1 << 20, false, false}, {100, 1 << 20, false, false}, {200, 1 << 20, false, false}, {100, 256 << 10, false, false}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("default matrix %v, want %v", got, want)
 	}

@@ -5,6 +5,7 @@
 //	go run ./harness/budget size            # fails if a binary is over -max
 //	go run ./harness/budget rss             # idle and loaded RSS, streams x window
 //	go run ./harness/budget rss -streams 100 -windows 1MiB -env GOMEMLIMIT=20MiB
+//	go run ./harness/budget rss -sink held -streams 1000 -chunk 16384 # 1,000 idle streams
 //
 // size builds cmd/offload with -trimpath -ldflags='-s -w' for linux mipsle
 // and mips (softfloat), arm (GOARM=7) and arm64 and compares each with the

@@ -28,7 +28,7 @@ type rssOpts struct {
 	streams  []int
 	windows  []int64
 	cross    bool
-	sink     string // fast, stalled or both
+	sink     string // fast, stalled, both or held
 	load     time.Duration
 	idle     time.Duration
 	chunk    int
@@ -54,12 +54,16 @@ type scenario struct {
 	Streams int
 	Window  int64
 	Stalled bool // the sink accepts but does not read
+	Held    bool // each stream sends -chunk bytes once, then stays open
 }
 
 func (s scenario) String() string {
 	sink := "fast sink"
 	if s.Stalled {
 		sink = "stalled sink"
+	}
+	if s.Held {
+		sink = "held streams"
 	}
 	return fmt.Sprintf("%d streams, window %s, %s", s.Streams, fmtBytes(s.Window), sink)
 }
@@ -89,7 +93,7 @@ func runRSS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	streams := fs.String("streams", "10,50,100,200", "concurrent streams under load (comma-separated)")
 	windows := fs.String("windows", "256KiB,1MiB,4MiB", "yamux_window values (comma-separated)")
 	fs.BoolVar(&o.cross, "cross", false, "every streams x window pair; without it, the streams at the default window (1MiB) and the windows at 100 streams")
-	fs.StringVar(&o.sink, "sink", "fast", "fast (reads and discards), stalled (accepts, never reads: the buffers fill) or both")
+	fs.StringVar(&o.sink, "sink", "fast", "fast (reads and discards), stalled (accepts, never reads: the buffers fill), both, or held (each stream sends -chunk bytes, then all are held open: what idle streams cost)")
 	fs.StringVar(&o.offload, "offload", "", "offload binary to run (default: build ./cmd/offload stripped, for this machine)")
 	fs.StringVar(&o.examples, "examples", "examples", "folder with server.yaml and client.yaml to start from")
 	fs.DurationVar(&o.load, "load", 5*time.Second, "how long the load generator pushes data")
@@ -119,8 +123,8 @@ func runRSS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return fmt.Errorf("-streams: %d: want at least 1", n)
 		}
 	}
-	if o.sink != "fast" && o.sink != "stalled" && o.sink != "both" {
-		return fmt.Errorf("-sink %q: want fast, stalled or both", o.sink)
+	if o.sink != "fast" && o.sink != "stalled" && o.sink != "both" && o.sink != "held" {
+		return fmt.Errorf("-sink %q: want fast, stalled, both or held", o.sink)
 	}
 	if o.load <= 0 || o.idle < 0 || o.chunk < 1 {
 		return fmt.Errorf("-load, -idle, -chunk: want positive values")
@@ -177,6 +181,9 @@ func runRSS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		sink, rate := "fast", fmt.Sprintf("%.1f", float64(r.Sunk)/1e6/r.Secs)
 		if sc.Stalled {
 			sink, rate = fmt.Sprintf("stalled (%s MiB written)", mib(r.Sent)), "-"
+		}
+		if sc.Held {
+			sink, rate = fmt.Sprintf("held (%d bytes each, then open)", o.chunk), "-"
 		}
 		// Each row as it is measured: a scenario takes seconds.
 		if err := benchmethod.WriteMarkdownRow(stdout, strconv.Itoa(sc.Streams), fmtBytes(sc.Window), sink, rate,
@@ -253,6 +260,11 @@ func (o *rssOpts) scenarios() []scenario {
 	}
 	var out []scenario
 	for _, s := range base {
+		if o.sink == "held" {
+			s.Held = true
+			out = append(out, s)
+			continue
+		}
 		if o.sink != "stalled" {
 			out = append(out, s)
 		}
@@ -337,8 +349,7 @@ func (s *sink) handle(c net.Conn) {
 		if s.stalled {
 			return // held open, unread, until close
 		}
-		n, err := io.Copy(io.Discard, c)
-		s.read.Add(n)
+		_, err := io.Copy(countWriter{&s.read}, c)
 		if err == nil {
 			s.ended.Add(1)
 		}
@@ -353,6 +364,15 @@ func (s *sink) close() {
 		_ = c.Close()
 	}
 	s.mu.Unlock()
+}
+
+// countWriter counts what it discards as it arrives (held streams never
+// end).
+type countWriter struct{ n *atomic.Int64 }
+
+func (w countWriter) Write(p []byte) (int, error) {
+	w.n.Add(int64(len(p)))
+	return len(p), nil
 }
 
 // stalledRcvBuf is SO_RCVBUF of the stalled sink (the kernel doubles it).
@@ -461,10 +481,14 @@ func measure(ctx context.Context, o *rssOpts, bin, key string, tmpl [2]string, d
 		return nil, err
 	}
 	window := "yamux_window: " + fmtBytes(sc.Window)
-	// link_buffer caps a link's streams at link_buffer / (window +
-	// 256 KiB); raise it (never lower it) so that all the load's streams
-	// get through and the figures measure them, as before the cap.
-	linkBuffer := "link_buffer: " + fmtBytes(max(config.DefaultLinkBuffer, int64(sc.Streams)*(sc.Window+256<<10)))
+	// A stalled sink: link_buffer bounds what the stalled streams hold
+	// and resets a stream past it; raise it (never lower it) so that
+	// every stream fills its window and the figures measure them. Fast
+	// and held sinks run on the default.
+	linkBuffer := "link_buffer: " + fmtBytes(config.DefaultLinkBuffer)
+	if sc.Stalled {
+		linkBuffer = "link_buffer: " + fmtBytes(max(config.DefaultLinkBuffer, int64(sc.Streams)*(sc.Window+256<<10)))
+	}
 	srv := tmpl[server]
 	srv = setTopLevel(srv, "listen", "listen: "+listen)
 	srv = setTopLevel(srv, "key_file", "key_file: "+key)
@@ -584,6 +608,14 @@ func measure(ctx context.Context, o *rssOpts, bin, key string, tmpl [2]string, d
 			for i := range buf {
 				buf[i] = byte(i)
 			}
+			if sc.Held {
+				n, err := c.Write(buf)
+				sent.Add(int64(n))
+				if err != nil {
+					errs <- err
+				}
+				return
+			}
 			for {
 				n, err := c.Write(buf)
 				sent.Add(int64(n))
@@ -603,7 +635,29 @@ func measure(ctx context.Context, o *rssOpts, bin, key string, tmpl [2]string, d
 		return nil, fmt.Errorf("load generator: %w", err)
 	}
 	r.Sent = sent.Load()
-	if !sc.Stalled {
+	if sc.Held {
+		// Every stream's bytes reached the sink: all are open and idle.
+		for wait := time.Now().Add(60 * time.Second); sk.read.Load() < r.Sent; {
+			if time.Now().After(wait) {
+				return nil, fmt.Errorf("60s after the writes, the sink has read %d of %d bytes", sk.read.Load(), r.Sent)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		select {
+		case <-time.After(o.idle):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		r.Sunk = sk.read.Load()
+		for p, c := range procs {
+			m, err := readStatus(c.cmd.Process.Pid)
+			if err != nil {
+				return nil, err
+			}
+			r.LoadMax[p] = max(r.LoadMax[p], m.RSS)
+		}
+	}
+	if !sc.Stalled && !sc.Held {
 		// Everything written must arrive: close the writing side and wait
 		// for the sink to see every stream end.
 		for _, c := range conns {

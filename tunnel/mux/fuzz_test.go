@@ -1,0 +1,68 @@
+package mux
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// FuzzFrames feeds a server session arbitrary bytes as its peer's frames
+// (seeded with well-formed ones): it must never panic, never hold more than
+// its budget, and end cleanly when the input does. decodeHeader must give
+// back the header encode wrote.
+func FuzzFrames(f *testing.F) {
+	var seed []byte
+	add := func(h header, body []byte) {
+		var b [HeaderSize]byte
+		h.encode(b[:])
+		seed = append(seed, b[:]...)
+		seed = append(seed, body...)
+	}
+	add(header{typ: typeWindowUpdate, flags: flagSYN, stream: 1}, nil)
+	add(header{typ: typeData, stream: 1, length: 5}, []byte("hello"))
+	add(header{typ: typePing, flags: flagSYN, length: 7}, nil)
+	add(header{typ: typeWindowUpdate, stream: 1, length: 1 << 20}, nil)
+	add(header{typ: typeData, flags: flagFIN, stream: 1}, nil)
+	add(header{typ: typeData, flags: flagSYN | flagRST, stream: 3, length: 2}, []byte("xy"))
+	add(header{typ: typeGoAway}, nil)
+	f.Add(seed)
+	f.Add([]byte{1, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if len(in) >= HeaderSize {
+			h, err := decodeHeader(in)
+			if err == nil {
+				var b [HeaderSize]byte
+				h.encode(b[:])
+				if !bytes.Equal(b[:], in[:HeaderSize]) {
+					t.Fatalf("header %v encodes as %x, decoded from %x", h, b, in[:HeaderSize])
+				}
+			}
+		}
+		a, b := net.Pipe()
+		const budget = 64 << 10
+		s, err := Server(b, &Config{ReceiveBudget: budget, AcceptBacklog: 4, MaxStreams: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _, _ = io.Copy(io.Discard, a) }()
+		go func() {
+			for {
+				st, err := s.AcceptStream()
+				if err != nil {
+					return
+				}
+				_ = st.SetReadDeadline(time.Now().Add(time.Second))
+				_, _ = io.Copy(io.Discard, st)
+			}
+		}()
+		_, _ = a.Write(in)
+		if got := s.Buffered(); got > budget {
+			t.Fatalf("%d bytes buffered, budget %d", got, budget)
+		}
+		_ = a.Close()
+		<-s.CloseChan()
+		_ = s.Close()
+	})
+}

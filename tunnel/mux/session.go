@@ -1,0 +1,705 @@
+package mux
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+/* A Session, its goroutines and locks:
+
+   recvLoop (one per session) reads frame headers from conn; a Data body
+   goes straight from conn into the receiving stream's segments (segment.go)
+   and the stream's reader is woken: the one hand-off per received frame.
+   It never writes to conn: what it answers (ping echoes, RSTs, GoAway) it
+   queues for ctrlLoop, so a peer that stops reading can not stop this end
+   from reading.
+
+   Stream.Write puts a Data frame on conn itself: it takes wsem (one frame
+   on conn at a time), writes header and body, gives wsem back. No send
+   goroutine, no copy besides the connection's own.
+
+   ctrlLoop (one per session) writes the queued control frames: window
+   updates, ACKs, FINs, RSTs, ping echoes, GoAway, taking wsem like a
+   Write. keepalive (one per session, if on) pings every interval.
+
+   Locks: mu guards streams, the id counter and the go-away flags; each
+   Stream has its own mu for its buffers and windows; ctrlMu the control
+   queue. A goroutine holding a stream's mu takes no other lock except
+   ctrlMu and never blocks.
+
+   Receive budget (Config.ReceiveBudget, offload's link_buffer): held is the
+   segment memory all streams hold. A Data frame that would take held past
+   the budget resets its stream (RST, Counters.Overruns, a log line that
+   names the setting) and its body is discarded. Credit: a stream grants
+   its peer window only as its consumer reads. Up to InitialWindow of
+   exposure (buffered + credit) a stream always gets back what its consumer
+   read, so a reading stream never stalls; beyond that, up to
+   MaxStreamWindow, only while extra (the exposure of all streams beyond
+   their initial windows) stays within half the budget. So credit beyond the
+   initial windows never exceeds half the budget, and the rest is room for
+   the initial windows the protocol gives every new stream, which no frame
+   can take back. */
+
+// Config configures a Session; the zero value takes every default.
+type Config struct {
+	// AcceptBacklog bounds the streams the peer opened that AcceptStream
+	// has not returned yet; one more is refused at once (RST). 0: 256.
+	AcceptBacklog int
+	// MaxStreams bounds the streams the session holds at once (both
+	// sides'); a new stream of the peer's beyond it is refused at once
+	// (RST). 0: 1024.
+	MaxStreams int
+	// MaxStreamWindow is the most window credit a stream grants its peer,
+	// at least InitialWindow. 0: InitialWindow.
+	MaxStreamWindow uint32
+	// ReceiveBudget bounds the bytes all streams' receive buffers hold.
+	// 0: 16 MiB.
+	ReceiveBudget int
+	// KeepAliveInterval is how often the session pings its peer; 0 is
+	// off. A ping not answered within ConnectionWriteTimeout closes the
+	// session.
+	KeepAliveInterval time.Duration
+	// ConnectionWriteTimeout bounds a keepalive's round trip. 0: 10 s.
+	ConnectionWriteTimeout time.Duration
+	// StreamOpenTimeout: a stream this end opened that the peer did not
+	// acknowledge within it is reset. 0: 75 s; negative: no timeout.
+	StreamOpenTimeout time.Duration
+	// StreamCloseTimeout: a stream this end closed that the peer did not
+	// close within it is reset. 0: 5 min; negative: no timeout.
+	StreamCloseTimeout time.Duration
+	// MaxFrameBody is the largest Data body a Write sends in one frame,
+	// so that one stream's big Write does not hold the connection for
+	// long. 0: 256 KiB.
+	MaxFrameBody int
+	// Logger gets the session's warnings; nil means none.
+	Logger *zap.Logger
+	// MaxStreamsName and ReceiveBudgetName name the settings behind
+	// MaxStreams and ReceiveBudget in the log lines that say which to
+	// raise. Defaults: "MaxStreams", "ReceiveBudget".
+	MaxStreamsName, ReceiveBudgetName string
+	// Counters, if not nil, adds up the session's refusals and overruns
+	// (shared by sessions, for metrics).
+	Counters *Counters
+}
+
+// Counters are a session's events that a peer can cause.
+type Counters struct {
+	// Refused counts the peer's new streams refused with an RST: past
+	// MaxStreams, the accept backlog full, or after GoAway.
+	Refused atomic.Uint64
+	// Overruns counts streams reset because their data would have taken
+	// the session past ReceiveBudget.
+	Overruns atomic.Uint64
+}
+
+func (c *Config) setDefaults() error {
+	if c.AcceptBacklog <= 0 {
+		c.AcceptBacklog = 256
+	}
+	if c.MaxStreams <= 0 {
+		c.MaxStreams = 1024
+	}
+	if c.MaxStreamWindow == 0 {
+		c.MaxStreamWindow = InitialWindow
+	}
+	if c.MaxStreamWindow < InitialWindow {
+		return fmt.Errorf("mux: stream window %d is less than the protocol's initial %d", c.MaxStreamWindow, InitialWindow)
+	}
+	if c.ReceiveBudget <= 0 {
+		c.ReceiveBudget = 16 << 20
+	}
+	if c.ConnectionWriteTimeout <= 0 {
+		c.ConnectionWriteTimeout = 10 * time.Second
+	}
+	if c.StreamOpenTimeout == 0 {
+		c.StreamOpenTimeout = 75 * time.Second
+	}
+	if c.StreamCloseTimeout == 0 {
+		c.StreamCloseTimeout = 5 * time.Minute
+	}
+	if c.MaxFrameBody <= 0 {
+		c.MaxFrameBody = 256 << 10
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	if c.MaxStreamsName == "" {
+		c.MaxStreamsName = "MaxStreams"
+	}
+	if c.ReceiveBudgetName == "" {
+		c.ReceiveBudgetName = "ReceiveBudget"
+	}
+	if c.Counters == nil {
+		c.Counters = new(Counters)
+	}
+	return nil
+}
+
+// maxCtrlQueue bounds the control frames queued for a peer that does not
+// read them (RSTs for its refused streams, ping echoes): past it the
+// session is closed.
+const maxCtrlQueue = 1 << 20
+
+// Session is one end of a multiplexed connection.
+type Session struct {
+	conn   io.ReadWriteCloser
+	cfg    Config
+	client bool
+	log    *zap.Logger
+
+	mu           sync.Mutex
+	streams      map[uint32]*Stream
+	nextID       uint32
+	localGoAway  bool
+	remoteGoAway bool
+	pings        map[uint32]chan struct{}
+	pingID       uint32
+
+	acceptCh chan *Stream
+	wsem     chan struct{} // one frame on conn at a time
+
+	ctrlMu   sync.Mutex
+	ctrlBuf  []byte
+	ctrlSpar []byte
+	ctrlCh   chan struct{}
+
+	held  atomic.Int64 // segment bytes held by all streams
+	extra atomic.Int64 // exposure beyond the streams' initial windows
+
+	strayLog, refuseLog, overrunLog rateLimit
+
+	closed    chan struct{}
+	closeOnce sync.Once
+	errMu     sync.Mutex
+	err       error
+	wg        sync.WaitGroup
+}
+
+// Client starts the client end of a session on conn (stream ids odd).
+func Client(conn io.ReadWriteCloser, cfg *Config) (*Session, error) {
+	return newSession(conn, cfg, true)
+}
+
+// Server starts the server end of a session on conn (stream ids even).
+func Server(conn io.ReadWriteCloser, cfg *Config) (*Session, error) {
+	return newSession(conn, cfg, false)
+}
+
+func newSession(conn io.ReadWriteCloser, cfg *Config, client bool) (*Session, error) {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if err := c.setDefaults(); err != nil {
+		return nil, err
+	}
+	s := &Session{
+		conn:     conn,
+		cfg:      c,
+		client:   client,
+		log:      c.Logger,
+		streams:  map[uint32]*Stream{},
+		pings:    map[uint32]chan struct{}{},
+		acceptCh: make(chan *Stream, c.AcceptBacklog),
+		wsem:     make(chan struct{}, 1),
+		ctrlCh:   make(chan struct{}, 1),
+		closed:   make(chan struct{}),
+	}
+	for _, r := range []*rateLimit{&s.strayLog, &s.refuseLog, &s.overrunLog} {
+		r.every = 10 * time.Second
+	}
+	if client {
+		s.nextID = 1
+	} else {
+		s.nextID = 2
+	}
+	s.wg.Add(2)
+	go s.recvLoop()
+	go s.ctrlLoop()
+	if c.KeepAliveInterval > 0 {
+		s.wg.Add(1)
+		go s.keepalive()
+	}
+	return s, nil
+}
+
+// OpenStream opens a stream: its SYN is on the connection when it
+// returns, and it may be written to at once (up to the initial window
+// before the peer's ACK).
+func (s *Session) OpenStream() (*Stream, error) {
+	s.mu.Lock()
+	switch {
+	case s.isClosed():
+		s.mu.Unlock()
+		return nil, s.closeErr()
+	case s.remoteGoAway:
+		s.mu.Unlock()
+		return nil, ErrRemoteGoAway
+	case s.nextID >= 1<<32-2:
+		s.mu.Unlock()
+		return nil, ErrStreamsExhausted
+	}
+	id := s.nextID
+	s.nextID += 2
+	st := newStream(s, id)
+	st.synSent = true
+	s.streams[id] = st
+	s.mu.Unlock()
+
+	var hdr [HeaderSize]byte
+	header{typ: typeWindowUpdate, flags: flagSYN, stream: id}.encode(hdr[:])
+	if err := s.writeFrame(hdr[:], nil, nil); err != nil {
+		s.removeStream(st)
+		return nil, err
+	}
+	if d := s.cfg.StreamOpenTimeout; d > 0 {
+		st.mu.Lock()
+		if !st.acked && !st.dead() {
+			st.openTimer = time.AfterFunc(d, st.openTimedOut)
+		}
+		st.mu.Unlock()
+	}
+	return st, nil
+}
+
+// Open is OpenStream as a net.Conn.
+func (s *Session) Open() (net.Conn, error) { return s.OpenStream() }
+
+// AcceptStream waits for the next stream the peer opens and acknowledges
+// it.
+func (s *Session) AcceptStream() (*Stream, error) {
+	select {
+	case st := <-s.acceptCh:
+		s.queueStream(st, flagACK, 0)
+		return st, nil
+	case <-s.closed:
+		return nil, s.closeErr()
+	}
+}
+
+// Accept is AcceptStream as a net.Listener's.
+func (s *Session) Accept() (net.Conn, error) { return s.AcceptStream() }
+
+// Addr is the connection's local address, if it has one.
+func (s *Session) Addr() net.Addr {
+	if c, ok := s.conn.(net.Conn); ok {
+		return c.LocalAddr()
+	}
+	return nil
+}
+
+// NumStreams is the number of streams the session holds.
+func (s *Session) NumStreams() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.streams)
+}
+
+// Buffered is the memory the streams' receive buffers hold now, in bytes.
+func (s *Session) Buffered() int64 { return s.held.Load() }
+
+// GoAway tells the peer this end takes no new streams; the streams open
+// go on.
+func (s *Session) GoAway() error {
+	s.mu.Lock()
+	s.localGoAway = true
+	s.mu.Unlock()
+	return s.queue(header{typ: typeGoAway, length: goAwayNormal})
+}
+
+// Ping sends a ping and waits for its echo: the round-trip time.
+func (s *Session) Ping() (time.Duration, error) {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	s.pingID++
+	id := s.pingID
+	s.pings[id] = ch
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.pings, id)
+		s.mu.Unlock()
+	}()
+	start := time.Now()
+	if err := s.queue(header{typ: typePing, flags: flagSYN, length: id}); err != nil {
+		return 0, err
+	}
+	t := time.NewTimer(s.cfg.ConnectionWriteTimeout)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return time.Since(start), nil
+	case <-t.C:
+		return 0, ErrTimeout
+	case <-s.closed:
+		return 0, s.closeErr()
+	}
+}
+
+// CloseChan is closed when the session is.
+func (s *Session) CloseChan() <-chan struct{} { return s.closed }
+
+// IsClosed reports whether the session is closed.
+func (s *Session) IsClosed() bool { return s.isClosed() }
+
+func (s *Session) isClosed() bool { return isClosed(s.closed) }
+
+// Err is why the session closed (nil: Close, or still open).
+func (s *Session) Err() error {
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	return s.err
+}
+
+func (s *Session) closeErr() error {
+	if err := s.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrSessionShutdown, err)
+	}
+	return ErrSessionShutdown
+}
+
+// Close closes the session and its connection; every stream's pending
+// and later I/O fails with ErrSessionShutdown. It waits for the session's
+// goroutines.
+func (s *Session) Close() error {
+	s.shutdown(nil)
+	s.wg.Wait()
+	return nil
+}
+
+// shutdown closes the session for err (nil: a local Close) without
+// waiting; the first cause wins.
+func (s *Session) shutdown(err error) {
+	s.closeOnce.Do(func() {
+		s.errMu.Lock()
+		s.err = err
+		s.errMu.Unlock()
+		close(s.closed)
+		_ = s.conn.Close()
+		s.mu.Lock()
+		streams := make([]*Stream, 0, len(s.streams))
+		for _, st := range s.streams {
+			streams = append(streams, st)
+		}
+		s.mu.Unlock()
+		for _, st := range streams {
+			st.sessionClosed()
+		}
+	})
+}
+
+// protocolError closes the session for a peer that broke the protocol,
+// with a GoAway that says so if it can still go out.
+func (s *Session) protocolError(err error) {
+	s.log.Warn("peer broke the yamux protocol: closing the session", zap.Error(err))
+	var hdr [HeaderSize]byte
+	header{typ: typeGoAway, length: goAwayProtocol}.encode(hdr[:])
+	select {
+	case s.wsem <- struct{}{}:
+		_, _ = s.conn.Write(hdr[:])
+		<-s.wsem
+	default:
+	}
+	s.shutdown(err)
+}
+
+// writeFrame writes a frame (header, then body) to the connection, waiting
+// for it until timeout (nil: no deadline) or the session's end.
+func (s *Session) writeFrame(hdr, body []byte, timeout <-chan struct{}) error {
+	select {
+	case s.wsem <- struct{}{}:
+	case <-timeout:
+		return ErrTimeout
+	case <-s.closed:
+		return s.closeErr()
+	}
+	_, err := s.conn.Write(hdr)
+	if err == nil && len(body) > 0 {
+		_, err = s.conn.Write(body)
+	}
+	<-s.wsem
+	if err != nil {
+		s.shutdown(err)
+		return fmt.Errorf("%w: %w", ErrSessionShutdown, err)
+	}
+	return nil
+}
+
+// queue queues a control frame for ctrlLoop.
+func (s *Session) queue(h header) error {
+	s.ctrlMu.Lock()
+	if len(s.ctrlBuf)+HeaderSize > maxCtrlQueue {
+		s.ctrlMu.Unlock()
+		err := fmt.Errorf("%w: the peer does not read: %d bytes of control frames queued", ErrProtocol, maxCtrlQueue)
+		s.shutdown(err)
+		return err
+	}
+	var b [HeaderSize]byte
+	h.encode(b[:])
+	s.ctrlBuf = append(s.ctrlBuf, b[:]...)
+	s.ctrlMu.Unlock()
+	notify(s.ctrlCh)
+	if s.isClosed() {
+		return s.closeErr()
+	}
+	return nil
+}
+
+// queueStream queues a window update with flags and delta for st.
+func (s *Session) queueStream(st *Stream, flags uint16, delta uint32) {
+	_ = s.queue(header{typ: typeWindowUpdate, flags: flags, stream: st.id, length: delta})
+}
+
+func (s *Session) ctrlLoop() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.ctrlCh:
+		case <-s.closed:
+			return
+		}
+		s.ctrlMu.Lock()
+		b := s.ctrlBuf
+		s.ctrlBuf, s.ctrlSpar = s.ctrlSpar[:0], nil
+		s.ctrlMu.Unlock()
+		if len(b) == 0 {
+			continue
+		}
+		select {
+		case s.wsem <- struct{}{}:
+		case <-s.closed:
+			return
+		}
+		_, err := s.conn.Write(b)
+		<-s.wsem
+		if err != nil {
+			s.shutdown(err)
+			return
+		}
+		s.ctrlMu.Lock()
+		if cap(b) <= 64<<10 {
+			s.ctrlSpar = b[:0]
+		} else {
+			s.ctrlSpar = nil
+		}
+		s.ctrlMu.Unlock()
+	}
+}
+
+func (s *Session) keepalive() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.KeepAliveInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-s.closed:
+			return
+		}
+		if _, err := s.Ping(); err != nil {
+			if !s.isClosed() {
+				s.log.Warn("keepalive failed: closing the session", zap.Error(err))
+				s.shutdown(fmt.Errorf("%w: %w", ErrKeepAlive, err))
+			}
+			return
+		}
+	}
+}
+
+// recvLoop reads and handles frames until the connection fails.
+func (s *Session) recvLoop() {
+	defer s.wg.Done()
+	var hdr [HeaderSize]byte
+	for {
+		if _, err := io.ReadFull(s.conn, hdr[:]); err != nil {
+			s.shutdown(readErr(err))
+			return
+		}
+		h, err := decodeHeader(hdr[:])
+		if err == nil {
+			switch h.typ {
+			case typeData, typeWindowUpdate:
+				err = s.handleStream(h)
+			case typePing:
+				s.handlePing(h)
+			case typeGoAway:
+				err = s.handleGoAway(h)
+			}
+		}
+		if err != nil {
+			if errors.Is(err, ErrProtocol) {
+				s.protocolError(err)
+			} else {
+				s.shutdown(readErr(err))
+			}
+			return
+		}
+	}
+}
+
+// readErr is a connection's read error as the session's cause: a clean
+// end of the connection is io.EOF.
+func readErr(err error) error {
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("connection ended inside a frame: %w", err)
+	}
+	return err
+}
+
+func (s *Session) handlePing(h header) {
+	switch {
+	case h.flags&flagSYN != 0:
+		_ = s.queue(header{typ: typePing, flags: flagACK, length: h.length})
+	case h.flags&flagACK != 0:
+		s.mu.Lock()
+		ch := s.pings[h.length]
+		delete(s.pings, h.length)
+		s.mu.Unlock()
+		if ch != nil {
+			close(ch)
+		}
+	}
+}
+
+func (s *Session) handleGoAway(h header) error {
+	switch h.length {
+	case goAwayNormal:
+		s.mu.Lock()
+		s.remoteGoAway = true
+		s.mu.Unlock()
+		return nil
+	case goAwayProtocol:
+		return errors.New("mux: the peer saw a protocol error (GoAway)")
+	case goAwayInternal:
+		return errors.New("mux: the peer had an internal error (GoAway)")
+	}
+	return fmt.Errorf("%w: GoAway code %d", ErrProtocol, h.length)
+}
+
+// stray logs a frame for a stream this end does not have (rate-limited:
+// a peer decides how many).
+func (s *Session) stray(msg string, h header) {
+	if ok, n := s.strayLog.allow(); ok {
+		s.log.Warn(msg, zap.Stringer("frame", h), zap.Uint64("stray_frames_not_logged", n))
+	}
+}
+
+// discard reads and drops n body bytes.
+func (s *Session) discard(n uint32) error {
+	if n == 0 {
+		return nil
+	}
+	_, err := io.CopyN(io.Discard, s.conn, int64(n))
+	return err
+}
+
+func (s *Session) handleStream(h header) error {
+	var body uint32
+	if h.typ == typeData {
+		body = h.length
+	}
+	s.mu.Lock()
+	st := s.streams[h.stream]
+	if h.flags&flagSYN != 0 {
+		if st != nil {
+			s.mu.Unlock()
+			return fmt.Errorf("%w: SYN for stream %d, which is open", ErrProtocol, h.stream)
+		}
+		if (h.stream%2 == 1) == s.client {
+			s.mu.Unlock()
+			return fmt.Errorf("%w: SYN for stream %d, an id of this end's", ErrProtocol, h.stream)
+		}
+		var why, setting string
+		switch {
+		case s.localGoAway:
+			why = "the session is going away"
+		case len(s.streams) >= s.cfg.MaxStreams:
+			why, setting = fmt.Sprintf("%d streams open", len(s.streams)), s.cfg.MaxStreamsName
+		}
+		if why == "" {
+			st = newStream(s, h.stream)
+			select {
+			case s.acceptCh <- st:
+				s.streams[h.stream] = st
+			default:
+				st = nil
+				why, setting = fmt.Sprintf("accept backlog full (%d streams)", s.cfg.AcceptBacklog), s.cfg.MaxStreamsName
+			}
+		}
+		s.mu.Unlock()
+		if st == nil {
+			s.refuse(h.stream, why, setting)
+			return s.discard(body)
+		}
+	} else {
+		s.mu.Unlock()
+	}
+	if st == nil {
+		if h.flags&flagRST == 0 || body > 0 {
+			s.stray("yamux: frame for missing stream", h)
+		}
+		return s.discard(body)
+	}
+	if h.flags&flagACK != 0 {
+		st.acknowledged(h)
+	}
+	if h.typ == typeWindowUpdate {
+		st.addSendWindow(h.length)
+	} else if err := st.receive(body); err != nil {
+		return err
+	}
+	if h.flags&flagFIN != 0 {
+		st.remoteClose()
+	}
+	if h.flags&flagRST != 0 {
+		st.remoteReset()
+	}
+	return nil
+}
+
+// refuse answers a new stream of the peer's with an RST at once.
+func (s *Session) refuse(id uint32, why, setting string) {
+	s.cfg.Counters.Refused.Add(1)
+	_ = s.queue(header{typ: typeWindowUpdate, flags: flagRST, stream: id})
+	if ok, n := s.refuseLog.allow(); ok {
+		f := []zap.Field{zap.Uint32("stream", id), zap.String("reason", why), zap.Uint64("refusals_not_logged", n)}
+		if setting != "" {
+			f = append(f, zap.String("raise", setting))
+		}
+		s.log.Warn("refused a new stream", f...)
+	}
+}
+
+// removeStream forgets st (it is done at both ends, or reset).
+func (s *Session) removeStream(st *Stream) {
+	s.mu.Lock()
+	if s.streams[st.id] == st {
+		delete(s.streams, st.id)
+	}
+	s.mu.Unlock()
+}
+
+// rateLimit allows one event per interval and counts the ones it
+// suppressed in between.
+type rateLimit struct {
+	every      time.Duration
+	last       atomic.Int64
+	suppressed atomic.Uint64
+}
+
+func (r *rateLimit) allow() (bool, uint64) {
+	now := time.Now().UnixNano()
+	last := r.last.Load()
+	if (last != 0 && now-last < int64(r.every)) || !r.last.CompareAndSwap(last, now) {
+		r.suppressed.Add(1)
+		return false, 0
+	}
+	return true, r.suppressed.Swap(0)
+}
