@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -378,5 +380,56 @@ func TestServerRulesDirect(t *testing.T) {
 	}
 	if denied.accepted() != 0 {
 		t.Error("the server dialled a denied destination")
+	}
+}
+
+// TestSocksCurlParallel: 200 curl --socks5-hostname at once through one
+// link, as a browser or an office behind the router opens them. The target
+// answers none until all 200 requests have arrived, so the 200 streams are
+// open together; every curl must get its answer.
+func TestSocksCurlParallel(t *testing.T) {
+	curl := needTool(t, "curl", "curl")
+	leakCheck(t)
+	const n = 200
+	var arrived atomic.Int32
+	all := make(chan struct{})
+	web := startTargetOn(t, listenOn(t, "127.0.0.1:0"), func(c net.Conn) {
+		buf := make([]byte, 4096)
+		if _, err := c.Read(buf); err != nil {
+			return
+		}
+		if arrived.Add(1) == n {
+			close(all)
+		}
+		select {
+		case <-all:
+		case <-time.After(2 * time.Minute): // the test fails on the count
+		}
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n")
+	})
+	p := strconv.Itoa(port(t, web.addr()))
+	env := startSocks(t, "127.0.0.1:0", mustRules(t, []string{"127.0.0.1/32:" + p}, nil, nil), nil)
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			out, err := exec.Command(curl, "-sS", "--max-time", "180", "--socks5-hostname", env.socks, "http://localhost:"+p+"/").CombinedOutput()
+			if err == nil && string(out) != "ok\n" {
+				err = fmt.Errorf("answer %q", out)
+			} else if err != nil {
+				err = fmt.Errorf("%w: %s", err, out)
+			}
+			errs <- err
+		}()
+	}
+	failed := 0
+	for range n {
+		if err := <-errs; err != nil {
+			if failed++; failed <= 5 {
+				t.Errorf("curl: %v", err)
+			}
+		}
+	}
+	if got := arrived.Load(); got != n || failed > 0 {
+		t.Fatalf("%d of %d requests reached the target together, %d curls failed", got, n, failed)
 	}
 }
