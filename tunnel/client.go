@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/offload-dev/offload/tunnel/handshake"
+	"github.com/offload-dev/offload/tunnel/internal/netguard"
 	"github.com/offload-dev/offload/tunnel/record"
 )
 
@@ -76,7 +77,7 @@ type Client struct {
 
 	socksUsers atomic.Pointer[map[string]string] // of the next SOCKS connections; Reload replaces it
 
-	refuseLog rateLimit
+	refuseLog netguard.RateLimit
 	running   atomic.Bool // Run is serving: Healthy
 
 	psk  atomic.Pointer[[]byte] // the key of the next handshake; Reload replaces it
@@ -133,7 +134,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		ctr:         newCounters("client", cfg.Engines, cfg.Stats, cfg.Policy),
 		pool:        newBufPool(),
 		streams:     newTracker(),
-		refuseLog:   rateLimit{every: 10 * time.Second},
+		refuseLog:   netguard.RateLimit{Every: 10 * time.Second},
 		up:          make(chan struct{}),
 		down:        make(chan struct{}),
 		gone:        make(chan *mux.Session, 1),
@@ -401,7 +402,7 @@ func (c *Client) acceptLoop(ctx context.Context, f *forwardRun, wg *sync.WaitGro
 
 func (c *Client) refused(service string, err error) {
 	c.ctr.streams[streamRefused].Add(1)
-	if ok, n := c.refuseLog.allow(); ok {
+	if ok, n := c.refuseLog.Allow(); ok {
 		c.log.Warn("connection refused", zap.String("service", service), zap.Error(err), zap.Uint64("refusals_not_logged", n))
 	}
 }

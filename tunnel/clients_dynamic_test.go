@@ -27,7 +27,7 @@ func TestClientsDynamicAccess(t *testing.T) {
 		{Name: "bob", Keys: [][]byte{testPSK(2)}},
 	}}
 	saddr, srv, _ := startServer(t, cfg)
-	srv.refuseLog.every = 0
+	srv.refuseLog.Every = 0
 
 	type end struct{ socks, udp string }
 	start := func(psk []byte) end {

@@ -58,7 +58,7 @@ func (s *Server) wrapListener(ln net.Listener) net.Listener {
 // had max_handshakes_per_source connections waiting for the accept loop.
 func (s *Server) proxyDropped() {
 	s.ctr.handshakes[hsDropped].Add(1)
-	if ok, n := s.dropLog.allow(); ok {
+	if ok, n := s.dropLog.Allow(); ok {
 		s.log.Warn("PROXY protocol: reset a connection whose client already has max_handshakes_per_source waiting for a handshake slot",
 			zap.Int("max_handshakes_per_source", s.slots.perSource), zap.Uint64("dropped_since_last_log", n+1))
 	}

@@ -78,7 +78,7 @@ func TestFailFastNoLink(t *testing.T) {
 			clog, clogs := testLogger(t)
 			o := failFastOptions(clog)
 			addrs, cli, _ := startClient(t, ClientConfig{Options: o, Server: tc.server, RedialMin: time.Minute, RedialMax: time.Minute}, "web")
-			cli.refuseLog.every = 0
+			cli.refuseLog.Every = 0
 			waitLog(t, clogs, "link failed; redialling")
 			if d := refusedSoon(t, addrs["web"]); d >= o.DialTimeout/2 {
 				t.Errorf("refused after %v, want well within DialTimeout %v", d, o.DialTimeout)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/offload-dev/offload/tunnel/internal/netguard"
 	"go.uber.org/zap"
 )
 
@@ -75,7 +76,7 @@ func ServeMetrics(ctx context.Context, ln net.Listener, set *metrics.Set, opt Me
 		log = zap.NewNop()
 	}
 	log = log.Named("metrics")
-	m := &metricsServer{set: set, log: log, health: opt.Health, status: opt.Status, refuseLog: rateLimit{every: 10 * time.Second}}
+	m := &metricsServer{set: set, log: log, health: opt.Health, status: opt.Status, refuseLog: netguard.RateLimit{Every: 10 * time.Second}}
 	if len(opt.Token) > 0 {
 		sum := sha256.Sum256(opt.Token)
 		m.tokenSum = &sum
@@ -130,7 +131,7 @@ type metricsServer struct {
 	answers   chan struct{}      // connections being answered
 	health    func() bool        // nil: no /healthz
 	status    func() *Status     // nil: no /status
-	refuseLog rateLimit
+	refuseLog netguard.RateLimit
 }
 
 // answer reads one request head on conn, which holds pending slot sl
@@ -183,7 +184,7 @@ func (m *metricsServer) authorized(h textproto.MIMEHeader) bool {
 	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
 	ok := subtle.ConstantTimeCompare(sum[:], m.tokenSum[:]) == 1 && strings.EqualFold(scheme, "Bearer")
 	if !ok {
-		if log, n := m.refuseLog.allow(); log {
+		if log, n := m.refuseLog.Allow(); log {
 			m.log.Warn("refused a request without the right bearer token", zap.Uint64("refusals_not_logged", n))
 		}
 	}

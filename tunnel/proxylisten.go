@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/offload-dev/offload/tunnel/internal/netguard"
 	"go.uber.org/zap"
 )
 
@@ -80,7 +81,7 @@ type proxyListener struct {
 	perSource int
 	dropped   func() // a connection was reset: its source had perSource waiting
 
-	badLog, refuseLog rateLimit
+	badLog, refuseLog netguard.RateLimit
 
 	ready  chan net.Conn
 	failed chan error // the inner listener's final error
@@ -103,8 +104,8 @@ func newProxyListener(ln net.Listener, cfg ProxyProtocol, maxPending, perSource 
 		cfg:       cfg,
 		log:       log,
 		stats:     stats,
-		badLog:    rateLimit{every: 10 * time.Second},
-		refuseLog: rateLimit{every: 10 * time.Second},
+		badLog:    netguard.RateLimit{Every: 10 * time.Second},
+		refuseLog: netguard.RateLimit{Every: 10 * time.Second},
 		ready:     make(chan net.Conn),
 		failed:    make(chan error, 1),
 		closed:    make(chan struct{}),
@@ -178,7 +179,7 @@ func (l *proxyListener) acceptLoop() {
 		if !l.fromBalancer(c.RemoteAddr()) {
 			resetConn(c)
 			l.stats.results[ppRefused].Add(1)
-			if ok, n := l.refuseLog.allow(); ok {
+			if ok, n := l.refuseLog.Allow(); ok {
 				l.log.Warn("refused a connection that is not from a load balancer in proxy_protocol_from",
 					zap.Stringer("remote", c.RemoteAddr()), zap.Uint64("refusals_not_logged", n))
 			}
@@ -193,7 +194,7 @@ func (l *proxyListener) acceptLoop() {
 			// instead reset genuine clients beside a burst that came
 			// faster than the header goroutines ran.
 			l.stats.results[ppBusy].Add(1)
-			if ok, n := l.badLog.allow(); ok {
+			if ok, n := l.badLog.Allow(); ok {
 				l.log.Warn("PROXY protocol header slots full: waiting for one before accepting more", zap.Int("slots", cap(l.sem)),
 					zap.Uint64("waits_not_logged", n))
 			}
@@ -247,7 +248,7 @@ func (l *proxyListener) header(c net.Conn) {
 	if conn == nil {
 		resetConn(c)
 		if err != nil {
-			if ok, n := l.badLog.allow(); ok {
+			if ok, n := l.badLog.Allow(); ok {
 				l.log.Warn("closed a connection without a valid PROXY protocol header", zap.Stringer("balancer", c.RemoteAddr()),
 					zap.String("reason", ppResultNames[res]), zap.Error(err), zap.Uint64("failures_not_logged", n))
 			}

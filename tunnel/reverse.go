@@ -337,7 +337,7 @@ func (s *Server) serveReverse(ctx context.Context, st *mux.Stream, arg string, l
 		default:
 			resetConn(conn)
 			s.ctr.streams[streamRefused].Add(1)
-			if ok, n := s.refuseLog.allow(); ok {
+			if ok, n := s.refuseLog.Allow(); ok {
 				log.Warn("reverse connection refused", zap.Error(fmt.Errorf("%w: the link carries %d streams; raise max_streams", ErrBusy, cap(l.units))), zap.Uint64("refusals_not_logged", n))
 			}
 			continue
@@ -389,7 +389,7 @@ func (s *Server) reverseConn(sess *mux.Session, conn net.Conn, listen string, lo
 	switch {
 	case errors.As(err, &se):
 		s.ctr.streams[streamRefused].Add(1)
-		if ok, n := s.refuseLog.allow(); ok {
+		if ok, n := s.refuseLog.Allow(); ok {
 			log.Warn("reverse connection refused by the client", zap.Error(err), zap.Uint64("refusals_not_logged", n))
 		}
 	case err != nil:

@@ -80,7 +80,7 @@ func TestReverseDenied(t *testing.T) {
 	allowed := freePort(t, "127.0.0.1")
 	slog, slogs := testLogger(t)
 	addr, srv, _ := startServer(t, ServerConfig{Options: testOptions(slog), Rules: mustRules(t, nil, nil, []string{"127.0.0.2/32:" + strconv.Itoa(allowed)})})
-	srv.refuseLog.every = 0
+	srv.refuseLog.Every = 0
 	clog, clogs := testLogger(t)
 	denied := []string{"127.0.0.3:" + strconv.Itoa(allowed), "127.0.0.2:" + strconv.Itoa(allowed+1), "[::1]:" + strconv.Itoa(allowed)}
 	var rs []Reverse

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/offload-dev/offload/tunnel/handshake"
+	"github.com/offload-dev/offload/tunnel/internal/netguard"
 	"github.com/offload-dev/offload/tunnel/record"
 )
 
@@ -75,7 +76,7 @@ type Server struct {
 	ppStats  proxyStats
 	serving  atomic.Bool // Serve is accepting: Healthy
 
-	dropLog, failLog, refuseLog, linkLog rateLimit
+	dropLog, failLog, refuseLog, linkLog netguard.RateLimit
 
 	clientCtr clientMetrics
 
@@ -113,10 +114,10 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		pool:      newBufPool(),
 		streams:   newTracker(),
 		dialer:    net.Dialer{Timeout: cfg.DialTimeout},
-		dropLog:   rateLimit{every: 10 * time.Second},
-		failLog:   rateLimit{every: 10 * time.Second},
-		refuseLog: rateLimit{every: 10 * time.Second},
-		linkLog:   rateLimit{every: 10 * time.Second},
+		dropLog:   netguard.RateLimit{Every: 10 * time.Second},
+		failLog:   netguard.RateLimit{Every: 10 * time.Second},
+		refuseLog: netguard.RateLimit{Every: 10 * time.Second},
+		linkLog:   netguard.RateLimit{Every: 10 * time.Second},
 		slots:     newHSSlots(cfg.MaxHandshakes, cfg.MaxHandshakesPerSource, cfg.Suite),
 		replay:    handshake.NewReplayCache(0),
 		sessions:  map[*mux.Session]struct{}{},
@@ -204,7 +205,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		if sl == nil {
 			resetConn(conn)
 			s.ctr.handshakes[hsRefused].Add(1)
-			if ok, n := s.dropLog.allow(); ok {
+			if ok, n := s.dropLog.Allow(); ok {
 				s.log.Warn("handshake slots full of complete first flights: refused a new connection",
 					zap.Int("max_handshakes", s.slots.max), zap.Int("max_handshakes_per_source", s.slots.perSource),
 					zap.Uint64("dropped_since_last_log", n+1))
@@ -276,13 +277,13 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 		}
 		switch {
 		case res == hsDropped:
-			if ok, n := s.dropLog.allow(); ok {
+			if ok, n := s.dropLog.Allow(); ok {
 				s.log.Warn("handshake slots full: dropped the oldest unauthenticated connections",
 					zap.Int("max_handshakes", s.slots.max), zap.Uint64("dropped_since_last_log", n+1))
 			}
 		case ctx.Err() != nil:
 		default:
-			if ok, n := s.failLog.allow(); ok {
+			if ok, n := s.failLog.Allow(); ok {
 				s.log.Warn("handshake failed", zap.Stringer("remote", remote), zap.String("reason", handshakeResultNames[res]),
 					zap.Error(err), zap.Uint64("failures_not_logged", n))
 			}
@@ -319,7 +320,7 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 		_ = sess.Close()
 		if errors.Is(err, errLinksFull) {
 			s.ctr.handshakes[hsBusy].Add(1)
-			if ok, n := s.linkLog.allow(); ok {
+			if ok, n := s.linkLog.Allow(); ok {
 				l.log.Warn("links full: refused a client", zap.Error(err), zap.Uint64("refusals_not_logged", n))
 			}
 		}
@@ -494,7 +495,7 @@ func (s *Server) serveDialled(ctx context.Context, st *mux.Stream, conn net.Conn
 // that whoever sees the client's refusal finds the server's line too.
 func (s *Server) refuse(st *mux.Stream, status byte, msg string, l *link, service string, err error) {
 	s.stream(l, streamRefused)
-	if ok, n := s.refuseLog.allow(); ok {
+	if ok, n := s.refuseLog.Allow(); ok {
 		l.log.Warn("stream refused", zap.String("service", strconv.Quote(service)), zap.Error(err), zap.Uint64("refusals_not_logged", n))
 	}
 	_ = st.SetWriteDeadline(time.Now().Add(s.opt.DialTimeout))

@@ -60,11 +60,11 @@ func startSocks(t *testing.T, listenAddr string, rules *Rules, users map[string]
 	slog, slogs := testLogger(t)
 	addr, srv, _ := startServer(t, ServerConfig{Options: testOptions(slog), Rules: rules})
 	// Every refusal logged, so that the test can count them.
-	srv.refuseLog.every = 0
+	srv.refuseLog.Every = 0
 	clog, clogs := testLogger(t)
 	ln := listenOn(t, listenAddr)
 	_, cli, _ := startClient(t, ClientConfig{Options: testOptions(clog), Server: addr, Socks: &Socks{Listener: ln, Users: users}})
-	cli.refuseLog.every = 0
+	cli.refuseLog.Every = 0
 	return socksEnv{socks: ln.Addr().String(), cli: cli, srv: srv, clientLogs: clogs, serverLogs: slogs}
 }
 

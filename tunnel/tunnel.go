@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -257,30 +256,6 @@ func (r *muxResets) Load() uint64 { return r.Refused.Load() + r.Overruns.Load() 
 
 // aLongTimeAgo is a deadline in the past, to interrupt blocked I/O.
 var aLongTimeAgo = time.Unix(1, 0)
-
-// rateLimit allows one event per interval and counts the ones it
-// suppressed in between.
-type rateLimit struct {
-	every      time.Duration
-	last       atomic.Int64
-	suppressed atomic.Uint64
-}
-
-// allow reports whether to log now, and how many events were suppressed
-// since the last one logged.
-func (r *rateLimit) allow() (bool, uint64) {
-	now := time.Now().UnixNano()
-	last := r.last.Load()
-	if last != 0 && now-last < int64(r.every) {
-		r.suppressed.Add(1)
-		return false, 0
-	}
-	if !r.last.CompareAndSwap(last, now) {
-		r.suppressed.Add(1)
-		return false, 0
-	}
-	return true, r.suppressed.Swap(0)
-}
 
 // setLinger0 makes Close send a RST, so the application sees an error
 // (connection reset) rather than a clean end of data.

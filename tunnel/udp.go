@@ -299,7 +299,7 @@ func readDatagrams(r io.Reader, send func([]byte) error) error {
 }
 
 func (c *Client) udpLog(f UDPForward, msg string, err error) {
-	if ok, n := c.refuseLog.allow(); ok {
+	if ok, n := c.refuseLog.Allow(); ok {
 		c.log.Warn(msg, zap.Stringer("listen", f.Conn.LocalAddr()), zap.String("service", f.Service), zap.Error(err), zap.Uint64("not_logged", n))
 	}
 }
@@ -379,7 +379,7 @@ func (s *Server) serveUDP(ctx context.Context, st *mux.Stream, name string, l *l
 			}
 			if n > udpMaxDatagram {
 				s.udp.oversize.Add(1)
-				if ok, k := s.refuseLog.allow(); ok {
+				if ok, k := s.refuseLog.Allow(); ok {
 					log.Warn("datagram refused", zap.String("service", name),
 						zap.Error(fmt.Errorf("%d bytes or more from %s: larger than %d", n, target, udpMaxDatagram)), zap.Uint64("not_logged", k))
 				}
@@ -411,7 +411,7 @@ func (s *Server) serveUDP(ctx context.Context, st *mux.Stream, name string, l *l
 	// malformed frame is the client's fault.
 	if errors.Is(err, ErrBadRequest) {
 		s.stream(l, streamAborted)
-		if ok, k := s.refuseLog.allow(); ok {
+		if ok, k := s.refuseLog.Allow(); ok {
 			log.Warn("UDP flow aborted", zap.String("service", name), zap.Error(err), zap.Uint64("not_logged", k))
 		}
 		return

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/offload-dev/offload/tunnel/internal/netguard"
 	"go.uber.org/zap"
 )
 
@@ -173,7 +174,7 @@ type Session struct {
 	held  atomic.Int64 // segment bytes held by all streams
 	extra atomic.Int64 // exposure beyond the streams' initial windows
 
-	strayLog, refuseLog, overrunLog rateLimit
+	strayLog, refuseLog, overrunLog netguard.RateLimit
 
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -212,8 +213,8 @@ func newSession(conn io.ReadWriteCloser, cfg *Config, client bool) (*Session, er
 		ctrlCh:   make(chan struct{}, 1),
 		closed:   make(chan struct{}),
 	}
-	for _, r := range []*rateLimit{&s.strayLog, &s.refuseLog, &s.overrunLog} {
-		r.every = 10 * time.Second
+	for _, r := range []*netguard.RateLimit{&s.strayLog, &s.refuseLog, &s.overrunLog} {
+		r.Every = 10 * time.Second
 	}
 	if client {
 		s.nextID = 1
@@ -586,7 +587,7 @@ func (s *Session) handleGoAway(h header) error {
 // stray logs a frame for a stream this end does not have (rate-limited:
 // a peer decides how many).
 func (s *Session) stray(msg string, h header) {
-	if ok, n := s.strayLog.allow(); ok {
+	if ok, n := s.strayLog.Allow(); ok {
 		s.log.Warn(msg, zap.Stringer("frame", h), zap.Uint64("stray_frames_not_logged", n))
 	}
 }
@@ -668,7 +669,7 @@ func (s *Session) handleStream(h header) error {
 func (s *Session) refuse(id uint32, why, setting string) {
 	s.cfg.Counters.Refused.Add(1)
 	_ = s.queue(header{typ: typeWindowUpdate, flags: flagRST, stream: id})
-	if ok, n := s.refuseLog.allow(); ok {
+	if ok, n := s.refuseLog.Allow(); ok {
 		f := []zap.Field{zap.Uint32("stream", id), zap.String("reason", why), zap.Uint64("refusals_not_logged", n)}
 		if setting != "" {
 			f = append(f, zap.String("raise", setting))
@@ -684,22 +685,4 @@ func (s *Session) removeStream(st *Stream) {
 		delete(s.streams, st.id)
 	}
 	s.mu.Unlock()
-}
-
-// rateLimit allows one event per interval and counts the ones it
-// suppressed in between.
-type rateLimit struct {
-	every      time.Duration
-	last       atomic.Int64
-	suppressed atomic.Uint64
-}
-
-func (r *rateLimit) allow() (bool, uint64) {
-	now := time.Now().UnixNano()
-	last := r.last.Load()
-	if (last != 0 && now-last < int64(r.every)) || !r.last.CompareAndSwap(last, now) {
-		r.suppressed.Add(1)
-		return false, 0
-	}
-	return true, r.suppressed.Swap(0)
 }

@@ -124,7 +124,7 @@ func (st *Stream) receive(n uint32) error {
 		st.mu.Unlock()
 		st.sendReset()
 		s.cfg.Counters.Overruns.Add(1)
-		if ok, k := s.overrunLog.allow(); ok {
+		if ok, k := s.overrunLog.Allow(); ok {
 			s.log.Warn("reset a stream whose data overran the receive budget", zap.Uint32("stream", st.id),
 				zap.Int64("buffered", s.held.Load()), zap.Int("budget", s.cfg.ReceiveBudget),
 				zap.String("raise", s.cfg.ReceiveBudgetName), zap.Uint64("overruns_not_logged", k))

@@ -1,0 +1,31 @@
+// Package netguard holds the small mechanisms that keep a misbehaving
+// peer from costing the tunnel more than a bound: for now the rate limit
+// of log lines about peers, shared by tunnel and tunnel/mux.
+package netguard
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// RateLimit allows one event per Every and counts the ones it suppressed
+// in between, so that a peer sending bad frames as fast as it can costs
+// one log line per interval, with the count of those not logged. The zero
+// Every allows every event. Safe for concurrent use.
+type RateLimit struct {
+	Every      time.Duration
+	last       atomic.Int64
+	suppressed atomic.Uint64
+}
+
+// Allow reports whether to log now, and how many events were suppressed
+// since the last one logged.
+func (r *RateLimit) Allow() (bool, uint64) {
+	now := time.Now().UnixNano()
+	last := r.last.Load()
+	if (last != 0 && now-last < int64(r.Every)) || !r.last.CompareAndSwap(last, now) {
+		r.suppressed.Add(1)
+		return false, 0
+	}
+	return true, r.suppressed.Swap(0)
+}
