@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"runtime"
@@ -265,12 +266,8 @@ func TestTamperedFrames(t *testing.T) {
 			<-read
 			want := make([]byte, size)
 			_, _ = io.ReadFull(testutil.Stream(42), want)
-			if !bytes.Equal(got, want[:len(got)]) {
-				i := 0
-				for i < len(got) && got[i] == want[i] {
-					i++
-				}
-				t.Fatalf("the application received %d bytes that are not a prefix of the stream (the first wrong one at %d), then %v", len(got), i, rerr)
+			if len(got) > size || !bytes.Equal(got, want[:len(got)]) {
+				t.Fatalf("the application received %d bytes that are not a prefix of the stream (%s), then %v", len(got), mismatch(got, want), rerr)
 			}
 			if rerr == nil || len(got) == size {
 				t.Fatalf("tampered link: read %d of %d bytes, ended with %v; want an error before the end", len(got), size, rerr)
@@ -303,6 +300,23 @@ func TestTamperedFrames(t *testing.T) {
 
 func sha256Of(b []byte) []byte { s := sha256.Sum256(b); return s[:] }
 
+// mismatch says where got first leaves want and where its bytes from
+// there are found in want: at 0 they are a stream's start (another
+// stream's bytes, or the stream opened again), elsewhere a duplicate or
+// a gap; nowhere, bytes that were never sent (forged or corrupted).
+func mismatch(got, want []byte) string {
+	i := 0
+	for i < len(got) && i < len(want) && got[i] == want[i] {
+		i++
+	}
+	probe := got[i:min(len(got), i+32)]
+	where := "nowhere in the stream"
+	if j := bytes.Index(want, probe); j >= 0 {
+		where = fmt.Sprintf("at offset %d of the stream", j)
+	}
+	return fmt.Sprintf("the first wrong byte at %d; the %d bytes from there are %s", i, len(probe), where)
+}
+
 // TestMaxStreams: streams beyond the client's cap are refused at once.
 func TestMaxStreams(t *testing.T) {
 	leakCheck(t)
@@ -332,4 +346,24 @@ func TestMaxStreams(t *testing.T) {
 		t.Fatalf("third stream ended with %v, want a reset", err)
 	}
 	once.Do(func() { close(release) })
+}
+
+// TestMismatch: the tamper tests' report tells another stream's bytes, a
+// duplicate and forged bytes apart.
+func TestMismatch(t *testing.T) {
+	want := make([]byte, 1<<16)
+	_, _ = io.ReadFull(testutil.Stream(42), want)
+	forged := append(append([]byte{}, want[:1000]...), make([]byte, 64)...)
+	for _, c := range []struct {
+		got  []byte
+		says string
+	}{
+		{append(append([]byte{}, want[:1000]...), want[:100]...), "the first wrong byte at 1000; the 32 bytes from there are at offset 0 of the stream"},
+		{append(append([]byte{}, want[:1000]...), want[500:600]...), "the first wrong byte at 1000; the 32 bytes from there are at offset 500 of the stream"},
+		{forged, "the first wrong byte at 1000; the 32 bytes from there are nowhere in the stream"},
+	} {
+		if s := mismatch(c.got, want); s != c.says {
+			t.Errorf("mismatch says %q, want %q", s, c.says)
+		}
+	}
 }

@@ -363,6 +363,11 @@ func (c *Conn) Close() error {
 	timer := time.NewTimer(closeFlushTimeout)
 	defer timer.Stop()
 	wdl := c.w.deadline.wait()
+	// Read must stay the only consumer of the queue while it runs: a
+	// frame taken here from under a Read still delivering would be a hole
+	// in what it returns. A Read in progress ends soon (localClosed and
+	// dead are closed), and any after it returns ErrClosed.
+	c.r.rmu.Lock()
 flush:
 	for {
 		select {
@@ -380,6 +385,7 @@ flush:
 			c.r.release(f)
 		}
 	}
+	c.r.rmu.Unlock()
 	c.stop()
 	c.wg.Wait()
 	c.w.drain()
