@@ -12,6 +12,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Stream is a deterministic byte stream: the same seed gives the same
@@ -38,11 +39,20 @@ func Echo(c net.Conn) {
 // service, half-closes, and checks that the same bytes (by SHA-256) came
 // back.
 func EchoRoundTrip(addr string, n int64, seed uint64) error {
+	return EchoRoundTripWithin(addr, n, seed, 0)
+}
+
+// EchoRoundTripWithin is EchoRoundTrip with a deadline d on the connection
+// (0: none), for a test where a stall is one of the failures it expects.
+func EchoRoundTripWithin(addr string, n int64, seed uint64, d time.Duration) error {
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	if d > 0 {
+		_ = c.SetDeadline(time.Now().Add(d))
+	}
 	sent := sha256.New()
 	errc := make(chan error, 1)
 	go func() {
