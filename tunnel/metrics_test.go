@@ -57,10 +57,28 @@ func TestMetricsAndStatus(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	line := regexp.MustCompile(`^[a-z_]+(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? [0-9]+$`)
+	// Every sample follows its family's # HELP and # TYPE, and a family's
+	// samples come together (the text format's rule; promtool's in CI).
+	line := regexp.MustCompile(`^([a-z_]+)(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? [0-9]+$`)
+	meta := regexp.MustCompile(`^# (HELP|TYPE) ([a-z_]+) (.+)$`)
+	var family string
+	typed := map[string]bool{}
 	for _, l := range strings.Split(strings.TrimSpace(body), "\n") {
-		if !line.MatchString(l) {
+		if m := meta.FindStringSubmatch(l); m != nil {
+			if m[1] == "TYPE" {
+				if typed[m[2]] {
+					t.Errorf("%s: a second # TYPE line", m[2])
+				}
+				family, typed[m[2]] = m[2], true
+			}
+			continue
+		}
+		m := line.FindStringSubmatch(l)
+		switch {
+		case m == nil:
 			t.Errorf("not a Prometheus text line: %q", l)
+		case m[1] != family:
+			t.Errorf("%q is not under its family's # TYPE line (the last was %q)", l, family)
 		}
 	}
 	for _, want := range []string{

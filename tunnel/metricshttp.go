@@ -236,7 +236,7 @@ func answerMetrics(conn net.Conn, req *metricsRequest, set *metrics.Set, authori
 		return writeAnswer(conn, 405, "Method Not Allowed", "text/plain", []byte("GET or HEAD\n"), true, "")
 	}
 	var body bytes.Buffer
-	set.WritePrometheus(&body)
+	writeExposition(&body, set)
 	return writeAnswer(conn, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", body.Bytes(), method == "GET", "")
 }
 
