@@ -28,11 +28,14 @@ func TestLoopbackQuickStart(t *testing.T) {
 	bin := buildOffload(t)
 	dir := t.TempDir()
 	tunnelAddr, targetAddr, forwardAddr := freePort(t), freePort(t), freePort(t)
+	serverMetrics, clientMetrics := freePort(t), freePort(t)
 	for name, edits := range map[string][][2]string{
-		"server.yaml": {{`(?m)^listen: 127\.0\.0\.1:7000$`, "listen: " + tunnelAddr}, {`(?m)^  web: 127\.0\.0\.1:8000$`, "  web: " + targetAddr}},
+		"server.yaml": {{`(?m)^listen: 127\.0\.0\.1:7000$`, "listen: " + tunnelAddr}, {`(?m)^  web: 127\.0\.0\.1:8000$`, "  web: " + targetAddr},
+			{`(?m)^metrics: 127\.0\.0\.1:9100$`, "metrics: " + serverMetrics}},
 		// dial_timeout is long so that a connection held for it, as
 		// before fail fast, fails the test.
-		"client.yaml": {{`(?m)^server: 127\.0\.0\.1:7000$`, "server: " + tunnelAddr + "\ndial_timeout: 60s"}, {`(?m)^  - listen: 127\.0\.0\.1:8080$`, "  - listen: " + forwardAddr}},
+		"client.yaml": {{`(?m)^server: 127\.0\.0\.1:7000$`, "server: " + tunnelAddr + "\ndial_timeout: 60s"}, {`(?m)^  - listen: 127\.0\.0\.1:8080$`, "  - listen: " + forwardAddr},
+			{`(?m)^metrics: 127\.0\.0\.1:9101$`, "metrics: " + clientMetrics}},
 	} {
 		data, err := os.ReadFile(filepath.Join("..", "..", "examples", "loopback", name))
 		if err != nil {
@@ -80,6 +83,24 @@ func TestLoopbackQuickStart(t *testing.T) {
 	if string(body) != "hello through offload\n" {
 		t.Fatalf("through the tunnel: %q", body)
 	}
+	// The quick start's live view: the client's link and its one stream
+	// (counted once both directions have ended, which may come after the
+	// answer: asked again until then).
+	var status []byte
+	waitFor(t, time.Minute, "offload status to show the link and the finished stream", func() error {
+		out, err := execIn(dir, bin, "status", "-c", "client.yaml")
+		if err != nil {
+			t.Fatalf("status: %v\n%s", err, out)
+		}
+		status = out
+		for _, want := range []string{"client of " + tunnelAddr, "1 ok, 0 aborted, 0 refused", "link 1: " + tunnelAddr} {
+			if !strings.Contains(string(out), want) {
+				return fmt.Errorf("offload status -c client.yaml lacks %q:\n%s", want, out)
+			}
+		}
+		return nil
+	})
+	t.Logf("offload status -c client.yaml:\n%s", status)
 
 	if code := srv.stop(t); code != 0 {
 		t.Fatalf("server exit %d", code)
