@@ -2,6 +2,7 @@ package tunnel
 
 import (
 	"bytes"
+	"context"
 	"net"
 	"net/netip"
 	"sync"
@@ -38,9 +39,13 @@ import (
 // when a new connection from any other source finds no incomplete slot to
 // take, it takes the oldest complete one of such a source that the
 // handshake has not begun to read (it waits in the socket buffer: giving
-// it up costs nothing). A flood of bogus flights then delays genuine
-// clients from other sources but does not refuse them, unless it comes
-// from more fresh sources than failedSources remembers.
+// it up costs nothing). If every slot holds a flight the handshake is
+// already trying (a CPU busy with trials starts them all), the new
+// connection waits for the next slot that frees, ahead of every later
+// connection: at most max wait, each for at most the handshake timeout.
+// A flood of bogus flights then delays genuine clients from other sources
+// but does not refuse them, unless it comes from more fresh sources than
+// failedSources remembers.
 type hsSlots struct {
 	mu        sync.Mutex
 	max       int
@@ -49,6 +54,7 @@ type hsSlots struct {
 	flightLen int    // its whole length
 	pending   slotList[*hsSlot]
 	failed    failedRing // sources whose first flight failed the key trial
+	waiting   []*hsSlot  // fresh sources' connections waiting for a slot, oldest first
 }
 
 // failedSources is how many recent failures hsSlots remembers: a ring of
@@ -84,6 +90,10 @@ type hsSlot struct {
 	complete bool   // the whole first flight has arrived
 	read     bool   // the handshake has read it (and is trying it)
 	head     []byte // what the handshake read, up to a first flight
+	// ready is set when acquire queued the slot in waiting, and closed
+	// when a released slot passed to it (it is then pending) or when a
+	// newer connection took its place in the queue (evicted).
+	ready chan struct{}
 }
 
 func newHSSlots(max, perSource int, s suite.Suite) *hsSlots {
@@ -113,7 +123,9 @@ func sourceOf(c net.Conn) netip.Prefix {
 
 // acquire takes a slot for conn, evicting (closing) another pending
 // connection if conn's source or the server is at its cap. It returns nil
-// if no slot could be freed: the caller refuses conn.
+// if no slot could be freed: the caller refuses conn. A returned slot
+// with ready set is queued instead: the caller waits for ready (see
+// await) before the handshake.
 func (s *hsSlots) acquire(conn net.Conn) *hsSlot {
 	sl := &hsSlot{slotEntry: slotEntry{conn: conn, source: sourceOf(conn)}}
 	s.mu.Lock()
@@ -127,8 +139,25 @@ func (s *hsSlots) acquire(conn net.Conn) *hsSlot {
 		}
 	case s.pending.len() >= s.max:
 		victim = s.pending.oldestOfBiggest(s.complete)
-		if victim == nil && sl.source.IsValid() && !s.failed.has(sl.source) {
+		fresh := sl.source.IsValid() && !s.failed.has(sl.source)
+		if victim == nil && fresh {
 			victim = s.unreadFromFailed()
+		}
+		if victim == nil && fresh && len(s.waiting) >= s.max {
+			// A full queue gives up its oldest connection from a source
+			// that has failed since it queued: unread, it costs nothing.
+			if i := s.waiterFrom(true); i >= 0 {
+				w := s.waiting[i]
+				s.waiting = append(s.waiting[:i], s.waiting[i+1:]...)
+				w.evicted = true
+				close(w.ready)
+			}
+		}
+		if victim == nil && fresh && len(s.waiting) < s.max {
+			sl.ready = make(chan struct{})
+			s.waiting = append(s.waiting, sl)
+			s.mu.Unlock()
+			return sl
 		}
 		if victim == nil {
 			s.mu.Unlock()
@@ -209,7 +238,68 @@ func (s *hsSlots) release(sl *hsSlot) (evicted bool) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.pending.release(sl)
+	evicted = s.pending.release(sl)
+	// The freed slot goes to the oldest waiting connection, if any (there
+	// are waiting ones only while every slot is taken).
+	// A source that failed since it queued comes last.
+	if len(s.waiting) > 0 && s.pending.len() < s.max {
+		i := s.waiterFrom(false)
+		if i < 0 {
+			i = 0
+		}
+		w := s.waiting[i]
+		s.waiting = append(s.waiting[:i], s.waiting[i+1:]...)
+		s.pending.push(w)
+		close(w.ready)
+	}
+	return evicted
+}
+
+// waiterFrom returns the index of the oldest waiting connection whose
+// source is (failed) or is not (!failed) among the failed ones, or -1.
+// s.mu is held.
+func (s *hsSlots) waiterFrom(failed bool) int {
+	for i, w := range s.waiting {
+		if s.failed.has(w.source) == failed {
+			return i
+		}
+	}
+	return -1
+}
+
+// await waits until sl, queued by acquire, holds a slot, for at most
+// timeout or until ctx ends, and reports whether it does. Giving up takes
+// it out of the queue; a slot passed to it meanwhile is kept.
+func (s *hsSlots) await(ctx context.Context, sl *hsSlot, timeout time.Duration) bool {
+	if sl.ready == nil {
+		return true
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-sl.ready:
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return !sl.evicted
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, w := range s.waiting {
+		if w == sl {
+			s.waiting = append(s.waiting[:i], s.waiting[i+1:]...)
+			return false
+		}
+	}
+	return !sl.evicted // passed a slot, or evicted, just now
+}
+
+// waiters reports how many connections wait for a slot.
+func (s *hsSlots) waiters() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.waiting)
 }
 
 func (s *hsSlots) len() int {

@@ -1,6 +1,7 @@
 package tunnel
 
 import (
+	"context"
 	"net"
 	"net/netip"
 	"testing"
@@ -127,3 +128,94 @@ func (fakeAddrConn) LocalAddr() net.Addr              { return nil }
 func (fakeAddrConn) SetDeadline(time.Time) error      { return nil }
 func (fakeAddrConn) SetReadDeadline(time.Time) error  { return nil }
 func (fakeAddrConn) SetWriteDeadline(time.Time) error { return nil }
+
+// TestSlotsWaitForFreedSlot: when every slot holds a flight the handshake
+// is already trying, a connection from a fresh source waits, and the next
+// slot freed goes to the oldest waiting one; a failed source's connection
+// is refused; at most max wait; one that gives up leaves the queue. (A
+// genuine client beside a wrong-key flood was refused when its turn came
+// while the CPU was trying every flight: TestWrongKeyFloodManyKeys, 1 of
+// 20 under -race beside a busy core.)
+func TestSlotsWaitForFreedSlot(t *testing.T) {
+	ln := listen(t)
+	defer ln.Close()
+	prefix, size := handshake.FlightHeader(suite.Default)
+	flight := append(append([]byte(nil), prefix...), make([]byte, size-len(prefix))...)
+	s := newHSSlots(2, 2, suite.Default)
+	f1 := s.acquire(accepted(t, ln, "127.0.0.2", flight))
+	f2 := s.acquire(accepted(t, ln, "127.0.0.3", flight))
+	s.flightRead(f1) // both being tried
+	s.flightRead(f2)
+	s.failedTrial(f1) // .2 sent a bad flight before
+
+	if r := s.acquire(accepted(t, ln, "127.0.0.2", nil)); r != nil {
+		t.Fatal("a failed source's connection got a slot or a place in the queue")
+	}
+	w1 := s.acquire(accepted(t, ln, "127.0.0.4", flight))
+	w2 := s.acquire(accepted(t, ln, "127.0.0.5", flight))
+	if w1 == nil || w1.ready == nil || w2 == nil || w2.ready == nil {
+		t.Fatalf("fresh sources: %v, %v; want both queued", w1, w2)
+	}
+	if w3 := s.acquire(accepted(t, ln, "127.0.0.6", flight)); w3 != nil {
+		t.Fatal("a third connection queued beside max 2 waiting")
+	}
+	if f1.evicted || f2.evicted {
+		t.Fatal("a flight being tried was evicted")
+	}
+
+	s.release(f1)
+	select {
+	case <-w1.ready:
+	default:
+		t.Fatal("the freed slot did not go to the oldest waiting connection")
+	}
+	select {
+	case <-w2.ready:
+		t.Fatal("one freed slot went to two waiting connections")
+	default:
+	}
+	if s.len() != 2 || s.waiters() != 1 {
+		t.Fatalf("%d pending, %d waiting; want 2, 1", s.len(), s.waiters())
+	}
+	if !s.await(context.Background(), w1, time.Minute) {
+		t.Fatal("await of a slot passed on: false")
+	}
+	if s.await(context.Background(), w2, time.Millisecond) {
+		t.Fatal("await with no slot freed: true")
+	}
+	if s.waiters() != 0 {
+		t.Fatal("a connection that gave up is still queued")
+	}
+
+	// The queue full of connections from sources that have failed since
+	// they queued: a fresh one takes the place of the oldest, and a freed
+	// slot goes to a fresh source's connection first.
+	q1 := s.acquire(accepted(t, ln, "127.0.0.7", flight))
+	q2 := s.acquire(accepted(t, ln, "127.0.0.8", flight))
+	s.failedTrial(q1)
+	s.failedTrial(q2)
+	q3 := s.acquire(accepted(t, ln, "127.0.0.9", flight))
+	if q1 == nil || q2 == nil || q3 == nil || q3.ready == nil {
+		t.Fatalf("queue: %v %v %v", q1, q2, q3)
+	}
+	if s.await(context.Background(), q1, time.Minute) {
+		t.Fatal("the oldest failed source's waiting connection kept its place")
+	}
+	if s.waiters() != 2 {
+		t.Fatalf("%d waiting; want q2 and q3", s.waiters())
+	}
+	s.release(f2)
+	select {
+	case <-q3.ready:
+	default:
+		t.Fatal("the freed slot did not go to the fresh source's connection first")
+	}
+	if !s.await(context.Background(), q3, time.Minute) || s.await(context.Background(), q2, time.Millisecond) {
+		t.Fatal("q3 should hold the slot and q2 give up")
+	}
+	s.release(w1)
+	s.release(q3)
+	if s.len() != 0 || s.waiters() != 0 {
+		t.Fatalf("%d pending, %d waiting after release", s.len(), s.waiters())
+	}
+}

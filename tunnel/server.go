@@ -215,6 +215,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if !s.slots.await(ctx, sl, s.opt.HandshakeTimeout) {
+				resetConn(conn)
+				s.ctr.handshakes[hsRefused].Add(1)
+				if ok, n := s.dropLog.Allow(); ok {
+					s.log.Warn("waited a handshake timeout for a slot: refused a connection",
+						zap.Int("max_handshakes", s.slots.max), zap.Duration("handshake_timeout", s.opt.HandshakeTimeout),
+						zap.Uint64("dropped_since_last_log", n+1))
+				}
+				return
+			}
 			s.serveConn(ctx, hard, conn, sl, &wg)
 		}()
 	}

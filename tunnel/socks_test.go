@@ -57,13 +57,24 @@ type socksEnv struct {
 // is on listenAddr (port 0).
 func startSocks(t *testing.T, listenAddr string, rules *Rules, users map[string]string) socksEnv {
 	t.Helper()
+	return startSocksDial(t, listenAddr, rules, users, testOptions(nil).DialTimeout)
+}
+
+// startSocksDial is startSocks with both ends' DialTimeout, which also
+// bounds a SOCKS negotiation and the wait for the server's answer.
+func startSocksDial(t *testing.T, listenAddr string, rules *Rules, users map[string]string, dialTimeout time.Duration) socksEnv {
+	t.Helper()
 	slog, slogs := testLogger(t)
-	addr, srv, _ := startServer(t, ServerConfig{Options: testOptions(slog), Rules: rules})
+	sopt := testOptions(slog)
+	sopt.DialTimeout = dialTimeout
+	addr, srv, _ := startServer(t, ServerConfig{Options: sopt, Rules: rules})
 	// Every refusal logged, so that the test can count them.
 	srv.refuseLog.Every = 0
 	clog, clogs := testLogger(t)
+	copt := testOptions(clog)
+	copt.DialTimeout = dialTimeout
 	ln := listenOn(t, listenAddr)
-	_, cli, _ := startClient(t, ClientConfig{Options: testOptions(clog), Server: addr, Socks: &Socks{Listener: ln, Users: users}})
+	_, cli, _ := startClient(t, ClientConfig{Options: copt, Server: addr, Socks: &Socks{Listener: ln, Users: users}})
 	cli.refuseLog.Every = 0
 	return socksEnv{socks: ln.Addr().String(), cli: cli, srv: srv, clientLogs: clogs, serverLogs: slogs}
 }
@@ -408,7 +419,12 @@ func TestSocksCurlParallel(t *testing.T) {
 		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n")
 	})
 	p := strconv.Itoa(port(t, web.addr()))
-	env := startSocks(t, "127.0.0.1:0", mustRules(t, []string{"127.0.0.1/32:" + p}, nil, nil), nil)
+	// 200 curl processes start at once: on a loaded machine (under -race,
+	// beside a busy core) one may wait seconds between its connect and its
+	// request, and the server's answers queue. The tests' 2 s DialTimeout,
+	// which bounds both, reset one of 200 in a run of -count=5; a minute
+	// is generous without hiding a stream that is never answered.
+	env := startSocksDial(t, "127.0.0.1:0", mustRules(t, []string{"127.0.0.1/32:" + p}, nil, nil), nil, time.Minute)
 	errs := make(chan error, n)
 	for range n {
 		go func() {
