@@ -575,6 +575,9 @@ func (st *Stream) Fill(need, most int, fill Filler) (int, error) {
 	if s.place == nil {
 		return 0, errors.New("mux: Fill on a connection that can not be written in place")
 	}
+	if need < 1 || most < need || need > s.cfg.MaxFrameBody {
+		return 0, fmt.Errorf("mux: Fill of %d..%d bytes: want 1 ≤ need ≤ most, need ≤ %d", need, most, s.cfg.MaxFrameBody)
+	}
 	if st.filler.body != fill {
 		st.filler = dataFiller{id: st.id, body: fill}
 	}

@@ -26,6 +26,11 @@ import (
                                                                                    writes them (writev),
                                                                                    frees their slots
 
+   WriteInPlace(fill) ──fill──> open frame    (wmu, as Write; under mu fill
+                                              writes into the frame's room,
+                                              without blocking: the tunnel's
+                                              socket read of what is there)
+
    Copies: one, from p into the frame buffer that is sealed in place and
    written; there is no staging ring. WriteInPlace has none of ours: it
    lends its caller the open frame's free space (the tunnel reads a local
@@ -38,7 +43,8 @@ import (
    Locking: mu guards the open and filled frames, the byte count and the
    closing flag; nothing else is shared. Write and the cutter signal each
    other through one-slot channels (data, space), so a Write never waits
-   while holding mu. The cutter is the only producer of work and sendq and
+   while holding mu (WriteInPlace's fill holds it for one non-blocking
+   read). The cutter is the only producer of work and sendq and
    the only one that assigns seq, so frames enter sendq in seq order; the
    sender is their only consumer and writes them in that order whatever
    order the workers finish in.
