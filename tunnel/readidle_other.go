@@ -16,8 +16,8 @@ func readIdle(tc *net.TCPConn, cb **copyBuf, pool *bufPool) (int, error) {
 // placeReader is readidle_unix.go's; here there is none, and up copies
 // through its own buffer.
 type placeReader struct {
-	n   int
-	err error
+	short bool
+	err   error
 }
 
 var errNoData error

@@ -59,10 +59,12 @@ type placeReader struct {
 	rc             syscall.RawConn
 	readFn, peekFn func(fd uintptr) bool
 
-	b    []byte // read's room
-	n    int    // bytes read
-	err  error  // the read's error; errNoData, io.EOF
-	rerr error  // the callback's errno
+	b     []byte // read's room
+	n     int    // bytes read
+	short bool   // the last read did not fill its room: the socket is likely empty
+	err   error  // the read's error; errNoData, io.EOF
+	rerr  error  // the callback's errno
+	woke  bool   // wait's peek found nothing and the poller woke it since
 }
 
 // errNoData is a read's answer when the socket has nothing to read yet.
@@ -97,6 +99,7 @@ func (p *placeReader) Fill(b []byte) int {
 		p.err = io.EOF
 	default:
 		p.err = nil
+		p.short = p.n < len(b)-chunkHeader
 		putChunkHeader(b, uint32(p.n))
 		return chunkHeader + p.n
 	}
@@ -116,7 +119,7 @@ func (p *placeReader) readCB(fd uintptr) bool {
 // wait waits until the socket has a byte to read or has ended, consuming
 // no data; an error the socket had is wait's.
 func (p *placeReader) wait() error {
-	p.rerr = nil
+	p.rerr, p.woke = nil, false
 	err := p.rc.Read(p.peekFn)
 	switch {
 	case err != nil:
@@ -130,6 +133,12 @@ func (p *placeReader) wait() error {
 }
 
 func (p *placeReader) peekCB(fd uintptr) bool {
+	if p.woke {
+		// The poller saw the socket readable after the peek found it
+		// empty: no second peek (a spurious wake-up costs the read an
+		// EAGAIN and a wait more).
+		return true
+	}
 	var b [1]byte
 	for {
 		_, _, p.rerr = unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
@@ -137,7 +146,7 @@ func (p *placeReader) peekCB(fd uintptr) bool {
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
-			p.rerr = nil
+			p.rerr, p.woke = nil, true
 			return false
 		}
 		return true

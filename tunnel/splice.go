@@ -163,10 +163,16 @@ func (s *splicer) copyUpInPlace(pr *placeReader) {
 		}
 		if n > 0 {
 			s.up.Add(int64(n - chunkHeader))
-			continue
+			if !pr.short {
+				continue // more is likely there: read it at once
+			}
+			// A read that did not fill its room most likely emptied the
+			// socket: wait before the next one rather than pay for a
+			// read that finds nothing (its system calls are the old
+			// copy path's: one peek where that had a failed read).
 		}
 		switch {
-		case errors.Is(pr.err, errNoData):
+		case n > 0 || errors.Is(pr.err, errNoData):
 			if err := pr.wait(); err != nil {
 				s.abort(fmt.Errorf("%w: reading the local connection: %w", ErrAborted, err), true)
 				s.upExit(false, false)
