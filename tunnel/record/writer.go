@@ -26,25 +26,25 @@ import (
                                                                                    writes them (writev),
                                                                                    frees their slots
 
-   WriteInPlace(fill) ──fill──> open frame    (wmu, as Write; under mu fill
-                                              writes into the frame's room,
-                                              without blocking: the tunnel's
-                                              socket read of what is there)
+   WriteInPlace(fill) ──fill──> open frame    (wmu, as Write; fill writes
+                                              into the frame's room without
+                                              mu, flagged filling, and must
+                                              not block: the tunnel's socket
+                                              read of what is there)
 
    Copies: one, from p into the frame buffer that is sealed in place and
    written; there is no staging ring. WriteInPlace has none of ours: it
    lends its caller the open frame's free space (the tunnel reads a local
    socket straight into it, behind room for the mux and chunk headers) and
-   commits what the caller wrote, under mu, so the caller's fill must not
-   block. A frame starts in a small buffer and moves to a full-size one
+   commits what the caller wrote; while it fills (without mu, under wmu)
+   the cutter leaves the open frame alone, and the fill must not block. A frame starts in a small buffer and moves to a full-size one
    only when a write overflows it, so an idle link's short frames do not
    hold MaxFrame buffers; an open frame a fill left empty is given back.
 
    Locking: mu guards the open and filled frames, the byte count and the
    closing flag; nothing else is shared. Write and the cutter signal each
    other through one-slot channels (data, space), so a Write never waits
-   while holding mu (WriteInPlace's fill holds it for one non-blocking
-   read). The cutter is the only producer of work and sendq and
+   while holding mu. The cutter is the only producer of work and sendq and
    the only one that assigns seq, so frames enter sendq in seq order; the
    sender is their only consumer and writes them in that order whatever
    order the workers finish in.
@@ -98,6 +98,7 @@ type writer struct {
 	open     *frame   // the frame Write is filling; nil if none
 	filled   []*frame // full frames waiting for the cutter, oldest first
 	buffered int      // plaintext bytes in open and filled
+	filling  bool     // WriteInPlace is writing into open: the cutter leaves it
 	closing  bool
 
 	data  chan struct{} // Write → cutter: there is data (or closing)
@@ -206,13 +207,20 @@ func (c *Conn) WriteInPlace(need, most int, fill Filler) (int, error) {
 		}
 		w.mu.Lock()
 		if b := w.room(need, most); b != nil {
+			// The open frame is ours while filling is set (wmu keeps
+			// every other writer out, and the cutter leaves it), so
+			// fill runs without mu: the cutter goes on cutting.
+			w.filling = true
+			w.mu.Unlock()
 			n := max(0, min(fill.Fill(b), len(b)))
+			w.mu.Lock()
+			w.filling = false
 			w.commit(n)
 			w.mu.Unlock()
 			if n > 0 {
 				c.traffic.sent(n)
-				notify(w.data)
 			}
+			notify(w.data) // also for a cutter that waited for the fill
 			return n, nil
 		}
 		w.mu.Unlock()
@@ -315,6 +323,17 @@ func (w *writer) cutter() {
 		w.mu.Lock()
 		f := w.take()
 		w.mu.Unlock()
+		if f == nil {
+			// Only the frame being filled has data: cut it once the
+			// fill is done (it notifies data).
+			<-w.slots
+			select {
+			case <-w.data:
+				continue
+			case <-c.quit:
+				return
+			}
+		}
 		notify(w.space)
 		if err := c.send.assign(f); err != nil {
 			putFrame(f)
@@ -399,6 +418,10 @@ func (w *writer) sender() {
 // drain recycles the frames left in the queues once every goroutine has
 // exited (Close).
 func (w *writer) drain() {
+	// wmu: a Write or WriteInPlace still returning (the link is down)
+	// is done with the open frame before it is recycled.
+	w.wmu.Lock()
+	defer w.wmu.Unlock()
 	w.mu.Lock()
 	if w.open != nil {
 		putFrame(w.open)
@@ -450,7 +473,8 @@ func (w *writer) fill(p []byte) int {
 }
 
 // take removes the next frame to cut: the oldest full one, else the open
-// one as it is. The caller holds mu and has seen buffered > 0.
+// one as it is, unless WriteInPlace is filling it (nil). The caller holds
+// mu and has seen buffered > 0.
 func (w *writer) take() *frame {
 	var f *frame
 	if len(w.filled) > 0 {
@@ -462,6 +486,9 @@ func (w *writer) take() *frame {
 		w.filled[last] = nil
 		w.filled = w.filled[:last]
 	} else {
+		if w.filling {
+			return nil
+		}
 		f, w.open = w.open, nil
 	}
 	w.buffered -= f.n
