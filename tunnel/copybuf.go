@@ -5,9 +5,11 @@ import (
 	"sync/atomic"
 )
 
-// Copy buffers, for the up direction only (local → stream): down writes
-// the stream's receive segments to the local connection itself
-// (splice.go, tunnel/mux CopyTo). An idle stream holds none: up waits
+// Copy buffers, for the up direction only (local → stream), and only
+// where up can not read into the link's frame (copyUpInPlace: a local
+// connection that is not a bare TCP socket, or a stream not over the
+// record layer): down writes the stream's receive segments to the local
+// connection itself (splice.go, tunnel/mux CopyTo). An idle stream holds none: up waits
 // for data without one and gives its buffer back after a short read, so
 // only a stream with bytes moving holds one. A stream that fills its small
 // buffer on every read is moving bulk data, and takes a big one

@@ -12,3 +12,18 @@ func readIdle(tc *net.TCPConn, cb **copyBuf, pool *bufPool) (int, error) {
 	}
 	return tc.Read((*cb).data())
 }
+
+// placeReader is readidle_unix.go's; here there is none, and up copies
+// through its own buffer.
+type placeReader struct {
+	short bool
+	err   error
+}
+
+var errNoData error
+
+func newPlaceReader(*net.TCPConn) (*placeReader, bool) { return nil, false }
+
+func (*placeReader) Fill([]byte) int { return 0 }
+
+func (*placeReader) wait() error { return nil }

@@ -99,6 +99,12 @@ func (s *splicer) copyUp(pool *bufPool) {
 		}
 	}()
 	tc, bare := s.local.(*net.TCPConn)
+	if bare && s.st.CanFill() {
+		if pr, ok := newPlaceReader(tc); ok {
+			s.copyUpInPlace(pr)
+			return
+		}
+	}
 	for {
 		// A bare TCP connection is read so that an idle stream holds no
 		// buffer (readIdle); a wrapper may hold bytes its socket no
@@ -129,18 +135,7 @@ func (s *splicer) copyUp(pool *bufPool) {
 			cb.adapt(n)
 		}
 		if errors.Is(rerr, io.EOF) {
-			s.mu.Lock()
-			s.endStarted = true
-			s.mu.Unlock()
-			defer close(s.endDone)
-			var end [chunkHeader]byte
-			putChunkHeader(end[:], chunkEnd)
-			if w, werr := s.st.Write(end[:]); werr != nil {
-				s.abort(fmt.Errorf("%w: writing the end marker: %w", ErrAborted, werr), false)
-				s.upExit(w > 0, false)
-				return
-			}
-			s.upExit(false, true)
+			s.sendEnd()
 			return
 		}
 		if rerr != nil {
@@ -149,6 +144,65 @@ func (s *splicer) copyUp(pool *bufPool) {
 			return
 		}
 	}
+}
+
+// copyUpInPlace is copyUp for a bare TCP connection over the record
+// layer: each chunk is read from the socket straight into the frame that
+// will carry it (mux Stream.Fill), behind room for the frame's headers, so
+// a byte is copied once on its way in and the stream holds no buffer of
+// its own. The read inside Fill never waits (every stream's writes wait
+// for it); when the socket has nothing, up waits outside, holding nothing.
+func (s *splicer) copyUpInPlace(pr *placeReader) {
+	for {
+		n, werr := s.st.Fill(chunkHeader+1, chunkHeader+maxChunk, pr)
+		if werr != nil {
+			// Fill failed before its read: nothing of a chunk was sent.
+			s.abort(fmt.Errorf("%w: writing to the stream: %w", ErrAborted, werr), false)
+			s.upExit(false, false)
+			return
+		}
+		if n > 0 {
+			s.up.Add(int64(n - chunkHeader))
+			if !pr.short {
+				continue // more is likely there: read it at once
+			}
+			// A read that did not fill its room most likely emptied the
+			// socket: wait before the next one rather than pay for a
+			// read that finds nothing (its system calls are the old
+			// copy path's: one peek where that had a failed read).
+		}
+		switch {
+		case n > 0 || errors.Is(pr.err, errNoData):
+			if err := pr.wait(); err != nil {
+				s.abort(fmt.Errorf("%w: reading the local connection: %w", ErrAborted, err), true)
+				s.upExit(false, false)
+				return
+			}
+		case errors.Is(pr.err, io.EOF):
+			s.sendEnd()
+			return
+		default:
+			s.abort(fmt.Errorf("%w: reading the local connection: %w", ErrAborted, pr.err), true)
+			s.upExit(false, false)
+			return
+		}
+	}
+}
+
+// sendEnd sends up's end marker after the local connection's EOF.
+func (s *splicer) sendEnd() {
+	s.mu.Lock()
+	s.endStarted = true
+	s.mu.Unlock()
+	defer close(s.endDone)
+	var end [chunkHeader]byte
+	putChunkHeader(end[:], chunkEnd)
+	if w, werr := s.st.Write(end[:]); werr != nil {
+		s.abort(fmt.Errorf("%w: writing the end marker: %w", ErrAborted, werr), false)
+		s.upExit(w > 0, false)
+		return
+	}
+	s.upExit(false, true)
 }
 
 func (s *splicer) copyDown(pre func() error) {

@@ -5,7 +5,9 @@
 // held by a stream with nothing buffered, a frame's body read straight
 // into the receiving stream's pooled segment and handed to the consumer
 // without another copy, a Write put on the connection by the writer
-// itself, and one receive budget in bytes for the whole session.
+// itself (or, with Fill, its body written by the caller straight into the
+// connection's buffer), and one receive budget in bytes for the whole
+// session.
 //
 // The wire format, every frame a 12-byte header, big-endian:
 //

@@ -562,3 +562,98 @@ func TestNetConn(t *testing.T) {
 		return c1, c2s, func() { cs.Close(); ss.Close() }, nil
 	})
 }
+
+// placeConn is a connection that can be written in place, as the record
+// layer's is: fill writes into a scratch frame that then goes out whole.
+type placeConn struct {
+	net.Conn
+	mu    sync.Mutex
+	frame [70 << 10]byte
+}
+
+func (c *placeConn) WriteInPlace(need, most int, fill Filler) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := c.frame[:min(most, len(c.frame))]
+	n := fill.Fill(b)
+	if n == 0 {
+		return 0, nil
+	}
+	return c.Conn.Write(b[:n])
+}
+
+// countFiller writes a counting pattern, sizes taken in turn (0: none).
+type countFiller struct {
+	sizes []int
+	i     int
+	next  byte
+}
+
+func (f *countFiller) Fill(b []byte) int {
+	n := min(f.sizes[f.i%len(f.sizes)], len(b))
+	f.i++
+	for i := range n {
+		b[i] = f.next
+		f.next++
+	}
+	return n
+}
+
+// Stream.Fill sends its bodies in order as Data frames within the window,
+// far past it (hashicorp/yamux closes a session that overruns one), and
+// gives back the window a short fill did not use.
+func TestFillInPlace(t *testing.T) {
+	for _, e := range []ends{
+		{"ours-ours", ourClient(nil), ourServer(nil)},
+		{"ours-hashicorp", ourClient(nil), theirServer},
+	} {
+		t.Run(e.name, func(t *testing.T) {
+			a, b := tcpPair(t)
+			cs, err := Client(&placeConn{Conn: a}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ss := e.server(t, b)
+			t.Cleanup(func() { cs.Close(); ss.Close() })
+			const total = 4 * InitialWindow
+			done := make(chan []byte, 1)
+			go func() {
+				c, err := ss.Accept()
+				if err != nil {
+					done <- nil
+					return
+				}
+				got, _ := io.ReadAll(c)
+				done <- got
+			}()
+			st, err := cs.OpenStream()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !st.CanFill() {
+				t.Fatal("a stream over a placeConn can not Fill")
+			}
+			f := &countFiller{sizes: []int{0, 1, 60 << 10, 0, 5, 64 << 10}}
+			sent := 0
+			for sent < total {
+				n, err := st.Fill(1, total-sent, f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sent += n
+			}
+			if err := st.Close(); err != nil {
+				t.Fatal(err)
+			}
+			got := <-done
+			if len(got) != total {
+				t.Fatalf("peer read %d bytes, want %d", len(got), total)
+			}
+			for i, c := range got {
+				if c != byte(i) {
+					t.Fatalf("byte %d is %d, want %d", i, c, byte(i))
+				}
+			}
+		})
+	}
+}

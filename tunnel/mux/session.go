@@ -24,7 +24,11 @@ import (
 
    Stream.Write puts a Data frame on conn itself: it takes wsem (one frame
    on conn at a time), writes header and body, gives wsem back. No send
-   goroutine, no copy besides the connection's own.
+   goroutine, no copy besides the connection's own. Stream.Fill, on a conn
+   that lends its buffer (record.Conn.WriteInPlace), has its caller write
+   the body straight into that buffer behind the header, header and body
+   one write under wsem: no copy at all, so the caller's fill must not
+   block (the tunnel's reads only what its socket already holds).
 
    ctrlLoop (one per session) writes the queued control frames: window
    updates, ACKs, FINs, RSTs, ping echoes, GoAway, taking wsem like a
@@ -151,6 +155,7 @@ const maxCtrlQueue = 1 << 20
 // Session is one end of a multiplexed connection.
 type Session struct {
 	conn   io.ReadWriteCloser
+	place  placeWriter // conn, if it can be written in place; else nil
 	cfg    Config
 	client bool
 	log    *zap.Logger
@@ -213,6 +218,7 @@ func newSession(conn io.ReadWriteCloser, cfg *Config, client bool) (*Session, er
 		ctrlCh:   make(chan struct{}, 1),
 		closed:   make(chan struct{}),
 	}
+	s.place, _ = conn.(placeWriter)
 	for _, r := range []*netguard.RateLimit{&s.strayLog, &s.refuseLog, &s.overrunLog} {
 		r.Every = 10 * time.Second
 	}
@@ -431,6 +437,59 @@ func (s *Session) writeFrame(hdr, body []byte, timeout <-chan struct{}) error {
 		return fmt.Errorf("%w: %w", ErrSessionShutdown, err)
 	}
 	return nil
+}
+
+// Filler writes bytes into room it is lent (Stream.Fill) and returns how
+// many it wrote at the start of b; the same type as record.Filler.
+type Filler = interface {
+	Fill(b []byte) int
+}
+
+// placeWriter is a connection that lets its writer put bytes straight
+// into its own buffer (record.Conn.WriteInPlace): Fill gets need to most
+// bytes of room, must not block, and returns how many it wrote.
+type placeWriter interface {
+	WriteInPlace(need, most int, fill Filler) (int, error)
+}
+
+// dataFiller puts a Data frame's header in front of the body its stream's
+// Filler writes (Stream.Fill); one per stream, so a frame costs no
+// allocation.
+type dataFiller struct {
+	id   uint32
+	body Filler
+	n    int // the last frame's body length
+}
+
+func (d *dataFiller) Fill(b []byte) int {
+	d.n = min(max(0, d.body.Fill(b[HeaderSize:])), len(b)-HeaderSize)
+	if d.n == 0 {
+		return 0
+	}
+	header{typ: typeData, stream: d.id, length: uint32(d.n)}.encode(b)
+	return HeaderSize + d.n
+}
+
+// fillFrame puts a Data frame on the connection whose body, need to most
+// bytes, d's Filler writes in place behind the header; a body of 0 sends
+// nothing. It waits for the connection as writeFrame does and returns the
+// body's length.
+func (s *Session) fillFrame(d *dataFiller, need, most int, timeout <-chan struct{}) (int, error) {
+	select {
+	case s.wsem <- struct{}{}:
+	case <-timeout:
+		return 0, ErrTimeout
+	case <-s.closed:
+		return 0, s.closeErr()
+	}
+	d.n = 0
+	_, err := s.place.WriteInPlace(HeaderSize+need, HeaderSize+most, d)
+	<-s.wsem
+	if err != nil {
+		s.shutdown(err)
+		return 0, fmt.Errorf("%w: %w", ErrSessionShutdown, err)
+	}
+	return d.n, nil
 }
 
 // queue queues a control frame for ctrlLoop.

@@ -51,6 +51,7 @@ type Stream struct {
 	openTimer  *time.Timer
 	closeTimer *time.Timer
 	removed    atomic.Bool
+	filler     dataFiller // Fill's (the one writer's)
 }
 
 func newStream(s *Session, id uint32) *Stream {
@@ -522,19 +523,9 @@ func (st *Stream) Write(p []byte) (int, error) {
 	done := 0
 	for done < len(p) {
 		st.mu.Lock()
-		switch {
-		case st.resetErr != nil:
+		if err := st.writableLocked(); err != nil {
 			st.mu.Unlock()
-			return done, fmt.Errorf("%w %w", ErrStreamReset, st.resetErr)
-		case st.writeErr != nil:
-			st.mu.Unlock()
-			return done, fmt.Errorf("%w %w", ErrStreamReset, st.writeErr)
-		case st.finSent:
-			st.mu.Unlock()
-			return done, ErrStreamClosed
-		case st.sessDone || s.isClosed():
-			st.mu.Unlock()
-			return done, s.closeErr()
+			return done, err
 		}
 		wd := st.wd.wait()
 		if wd != nil && isClosed(wd) {
@@ -563,6 +554,80 @@ func (st *Stream) Write(p []byte) (int, error) {
 		done += k
 	}
 	return done, nil
+}
+
+// CanFill reports whether Fill writes in place: the session's connection
+// has a buffer to lend (the record layer's).
+func (st *Stream) CanFill() bool { return st.sess.place != nil }
+
+// Fill sends one Data frame whose body fill writes straight into the
+// connection's buffer, behind room for the frame header, so the bytes are
+// copied once (fill's socket read) rather than into the caller's buffer
+// and again into the connection's. fill gets room for need to most bytes
+// (less where the window or the connection's frame ends), must not block
+// (every stream's writes wait for it), and returns how many it wrote; 0
+// sends nothing. Fill waits for window and for the connection as Write
+// does, so fill runs only once a frame could go out; the window it did not
+// use goes back. Fill returns the body's length, and an error only if fill
+// was not called. It needs CanFill.
+func (st *Stream) Fill(need, most int, fill Filler) (int, error) {
+	s := st.sess
+	if s.place == nil {
+		return 0, errors.New("mux: Fill on a connection that can not be written in place")
+	}
+	if need < 1 || most < need || need > s.cfg.MaxFrameBody {
+		return 0, fmt.Errorf("mux: Fill of %d..%d bytes: want 1 ≤ need ≤ most, need ≤ %d", need, most, s.cfg.MaxFrameBody)
+	}
+	if st.filler.body != fill {
+		st.filler = dataFiller{id: st.id, body: fill}
+	}
+	for {
+		st.mu.Lock()
+		if err := st.writableLocked(); err != nil {
+			st.mu.Unlock()
+			return 0, err
+		}
+		wd := st.wd.wait()
+		if wd != nil && isClosed(wd) {
+			st.mu.Unlock()
+			return 0, ErrTimeout
+		}
+		if int(st.sendWindow) < need {
+			st.mu.Unlock()
+			select {
+			case <-st.writeCh:
+			case <-wd:
+			case <-s.closed:
+			}
+			continue
+		}
+		k := min(most, int(st.sendWindow), s.cfg.MaxFrameBody)
+		st.sendWindow -= uint32(k)
+		st.mu.Unlock()
+		n, err := s.fillFrame(&st.filler, need, k, wd)
+		if n < k {
+			st.mu.Lock()
+			st.sendWindow += uint32(k - n)
+			st.mu.Unlock()
+		}
+		return n, err
+	}
+}
+
+// writableLocked is why the stream takes no more writes, if it does not.
+func (st *Stream) writableLocked() error {
+	s := st.sess
+	switch {
+	case st.resetErr != nil:
+		return fmt.Errorf("%w %w", ErrStreamReset, st.resetErr)
+	case st.writeErr != nil:
+		return fmt.Errorf("%w %w", ErrStreamReset, st.writeErr)
+	case st.finSent:
+		return ErrStreamClosed
+	case st.sessDone || s.isClosed():
+		return s.closeErr()
+	}
+	return nil
 }
 
 // CloseWrite half-closes the stream: a FIN after what was written.

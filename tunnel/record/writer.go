@@ -1,6 +1,7 @@
 package record
 
 import (
+	"fmt"
 	"net"
 	"runtime"
 	"sync"
@@ -25,10 +26,20 @@ import (
                                                                                    writes them (writev),
                                                                                    frees their slots
 
+   WriteInPlace(fill) ──fill──> open frame    (wmu, as Write; fill writes
+                                              into the frame's room without
+                                              mu, flagged filling, and must
+                                              not block: the tunnel's socket
+                                              read of what is there)
+
    Copies: one, from p into the frame buffer that is sealed in place and
-   written; there is no staging ring. A frame starts in a small buffer and
-   moves to a full-size one only when a Write overflows it, so an idle
-   link's short frames do not hold MaxFrame buffers.
+   written; there is no staging ring. WriteInPlace has none of ours: it
+   lends its caller the open frame's free space (the tunnel reads a local
+   socket straight into it, behind room for the mux and chunk headers) and
+   commits what the caller wrote; while it fills (without mu, under wmu)
+   the cutter leaves the open frame alone, and the fill must not block. A frame starts in a small buffer and moves to a full-size one
+   only when a write overflows it, so an idle link's short frames do not
+   hold MaxFrame buffers; an open frame a fill left empty is given back.
 
    Locking: mu guards the open and filled frames, the byte count and the
    closing flag; nothing else is shared. Write and the cutter signal each
@@ -87,6 +98,7 @@ type writer struct {
 	open     *frame   // the frame Write is filling; nil if none
 	filled   []*frame // full frames waiting for the cutter, oldest first
 	buffered int      // plaintext bytes in open and filled
+	filling  bool     // WriteInPlace is writing into open: the cutter leaves it
 	closing  bool
 
 	data  chan struct{} // Write → cutter: there is data (or closing)
@@ -159,6 +171,120 @@ func (c *Conn) Write(p []byte) (int, error) {
 	return n, nil
 }
 
+// Filler writes bytes into room it is lent (WriteInPlace): Fill returns
+// how many it wrote at the start of b. An interface rather than a func so
+// that a caller's per-stream value goes in without an allocation per call;
+// an alias of the literal type, so that tunnel/mux names the same type
+// without importing this package.
+type Filler = interface {
+	Fill(b []byte) int
+}
+
+// WriteInPlace appends to the stream what fill writes straight into the
+// open frame's buffer, so the caller's bytes are copied once (typically by
+// a socket read) instead of into a buffer of its own and then again by
+// Write. fill gets room for need to most bytes (less than most where the
+// frame or the write buffer ends; a frame with less than need left is cut
+// as it is) and returns how many it wrote at the start of it; 0 adds
+// nothing. WriteInPlace waits for room as Write does, then calls fill
+// once, under the writer's lock: fill must not block, since Write and the
+// cutter wait for it. It returns what was added, and an error only if fill
+// was not called (the link is down, the write deadline passed, or need is
+// not 1..the frame's plaintext).
+func (c *Conn) WriteInPlace(need, most int, fill Filler) (int, error) {
+	w := &c.w
+	if need < 1 || need > c.maxPlain || most < need {
+		return 0, fmt.Errorf("record: WriteInPlace of %d..%d bytes: want 1 ≤ need ≤ most, need ≤ %d", need, most, c.maxPlain)
+	}
+	w.wmu.Lock()
+	defer w.wmu.Unlock()
+	for {
+		if isClosed(c.dead) {
+			return 0, c.linkErr()
+		}
+		if w.deadline.expired() {
+			return 0, errTimeout
+		}
+		w.mu.Lock()
+		if b := w.room(need, most); b != nil {
+			// The open frame is ours while filling is set (wmu keeps
+			// every other writer out, and the cutter leaves it), so
+			// fill runs without mu: the cutter goes on cutting.
+			w.filling = true
+			w.mu.Unlock()
+			n := max(0, min(fill.Fill(b), len(b)))
+			w.mu.Lock()
+			w.filling = false
+			w.commit(n)
+			w.mu.Unlock()
+			if n > 0 {
+				c.traffic.sent(n)
+			}
+			notify(w.data) // also for a cutter that waited for the fill
+			return n, nil
+		}
+		w.mu.Unlock()
+		select {
+		case <-w.space:
+		case <-c.dead:
+		case <-w.deadline.wait():
+		}
+	}
+}
+
+// room returns the open frame's free space for WriteInPlace, need to max
+// bytes, or nil while the write buffer has less than need free. The
+// caller holds mu and calls commit next.
+func (w *writer) room(need, most int) []byte {
+	maxPlain := w.c.maxPlain
+	free := w.c.opt.WriteBuffer - w.buffered
+	if free < need {
+		return nil
+	}
+	f := w.open
+	if f != nil && maxPlain-f.n < need {
+		// The caller's unit does not fit the rest of this frame: the
+		// frame is complete as it is.
+		w.filled = append(w.filled, f)
+		w.open = nil
+		f = nil
+	}
+	if f == nil {
+		f = getFrame(classSmall)
+		w.open = f
+	}
+	want := min(most, maxPlain-f.n, free)
+	if f.n+want > smallPlain && len(f.buf) == classSmall {
+		w.grow(f)
+	}
+	return f.buf[HeaderSize+f.n : HeaderSize+f.n+want]
+}
+
+// commit adds the n bytes fill wrote into the room to the open frame; an
+// open frame left empty is given back, so an idle link holds no buffer.
+// The caller holds mu.
+func (w *writer) commit(n int) {
+	f := w.open
+	f.n += n
+	w.buffered += n
+	switch {
+	case f.n == 0:
+		putFrame(f)
+		w.open = nil
+	case f.n == w.c.maxPlain:
+		w.filled = append(w.filled, f)
+		w.open = nil
+	}
+}
+
+// grow moves the open frame f out of its small buffer into a full-size one.
+func (w *writer) grow(f *frame) {
+	big := getBuf(wireSize(w.c.maxPlain + engine.BlockSize))
+	copy(big[HeaderSize:], f.buf[HeaderSize:HeaderSize+f.n])
+	putBuf(f.buf)
+	f.buf = big
+}
+
 func (w *writer) beginClose() {
 	w.mu.Lock()
 	w.closing = true
@@ -197,6 +323,17 @@ func (w *writer) cutter() {
 		w.mu.Lock()
 		f := w.take()
 		w.mu.Unlock()
+		if f == nil {
+			// Only the frame being filled has data: cut it once the
+			// fill is done (it notifies data).
+			<-w.slots
+			select {
+			case <-w.data:
+				continue
+			case <-c.quit:
+				return
+			}
+		}
 		notify(w.space)
 		if err := c.send.assign(f); err != nil {
 			putFrame(f)
@@ -281,6 +418,10 @@ func (w *writer) sender() {
 // drain recycles the frames left in the queues once every goroutine has
 // exited (Close).
 func (w *writer) drain() {
+	// wmu: a Write or WriteInPlace still returning (the link is down)
+	// is done with the open frame before it is recycled.
+	w.wmu.Lock()
+	defer w.wmu.Unlock()
 	w.mu.Lock()
 	if w.open != nil {
 		putFrame(w.open)
@@ -316,11 +457,7 @@ func (w *writer) fill(p []byte) int {
 		}
 		want := min(len(p), maxPlain-f.n, w.c.opt.WriteBuffer-w.buffered)
 		if f.n+want > smallPlain && len(f.buf) == classSmall {
-			// Outgrown the small buffer: move to a full-size one.
-			big := getBuf(wireSize(maxPlain + engine.BlockSize))
-			copy(big[HeaderSize:], f.buf[HeaderSize:HeaderSize+f.n])
-			putBuf(f.buf)
-			f.buf = big
+			w.grow(f) // outgrown the small buffer
 		}
 		k := copy(f.buf[HeaderSize+f.n:HeaderSize+f.n+want], p)
 		f.n += k
@@ -336,7 +473,8 @@ func (w *writer) fill(p []byte) int {
 }
 
 // take removes the next frame to cut: the oldest full one, else the open
-// one as it is. The caller holds mu and has seen buffered > 0.
+// one as it is, unless WriteInPlace is filling it (nil). The caller holds
+// mu and has seen buffered > 0.
 func (w *writer) take() *frame {
 	var f *frame
 	if len(w.filled) > 0 {
@@ -348,6 +486,9 @@ func (w *writer) take() *frame {
 		w.filled[last] = nil
 		w.filled = w.filled[:last]
 	} else {
+		if w.filling {
+			return nil
+		}
 		f, w.open = w.open, nil
 	}
 	w.buffered -= f.n

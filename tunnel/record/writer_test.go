@@ -3,6 +3,7 @@ package record
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"testing"
 
 	"github.com/offload-dev/offload/engine"
@@ -131,5 +132,102 @@ func TestSealOpenNoAllocs(t *testing.T) {
 				t.Errorf("%s, %d bytes: %.1f allocations per sealed and opened frame, want %.0f", s, n, allocs, want)
 			}
 		}
+	}
+}
+
+// WriteInPlace's room: need to most bytes, at the end of the open frame;
+// a frame with less than need left is cut as it is; a fill of 0 leaves
+// no buffer held; the write buffer bounds the room.
+func TestWriterRoom(t *testing.T) {
+	c := &Conn{maxFrame: 64 << 10, maxPlain: 64 << 10, opt: Options{WriteBuffer: 128 << 10}}
+	w := &writer{c: c}
+	defer w.drain()
+
+	if b := w.room(17, 100); len(b) != 100 {
+		t.Fatalf("room on an empty writer: %d bytes, want 100", len(b))
+	}
+	w.commit(0)
+	if w.open != nil {
+		t.Fatal("an empty fill left a frame open")
+	}
+	w.fill(make([]byte, c.maxPlain-10))
+	b := w.room(17, 1<<20)
+	if len(w.filled) != 1 || w.open.n != 0 {
+		t.Fatalf("10 bytes left, need 17: %d full frames, open frame holds %d bytes; want a new frame", len(w.filled), w.open.n)
+	}
+	if len(b) != c.maxPlain {
+		t.Fatalf("room %d bytes, want a whole frame's %d", len(b), c.maxPlain)
+	}
+	for i := range b {
+		b[i] = byte(i)
+	}
+	w.commit(len(b))
+	if want := 2*c.maxPlain - 10; w.buffered != want {
+		t.Fatalf("buffered %d, want %d", w.buffered, want)
+	}
+	if b := w.room(11, 20); b != nil {
+		t.Fatalf("room of %d bytes with 10 free in the write buffer, need 11", len(b))
+	}
+	w.take()
+	f := w.take()
+	defer putFrame(f)
+	for i := range f.n {
+		if f.buf[HeaderSize+i] != byte(i) {
+			t.Fatalf("byte %d of the filled frame changed", i)
+		}
+	}
+}
+
+// patternFiller writes the next bytes of a counting pattern, sizes taken
+// in turn from sizes (0: nothing this time).
+type patternFiller struct {
+	sizes []int
+	i     int
+	next  byte
+	room  []int // the room each call got
+}
+
+func (p *patternFiller) Fill(b []byte) int {
+	p.room = append(p.room, len(b))
+	n := min(p.sizes[p.i%len(p.sizes)], len(b))
+	p.i++
+	for i := range n {
+		b[i] = p.next
+		p.next++
+	}
+	return n
+}
+
+// Bytes written in place and by Write arrive in order, whatever frames
+// they fell in.
+func TestWriteInPlace(t *testing.T) {
+	c1, c2 := tcpPair(t)
+	a, b := newPair(t, c1, c2, cbc128, Options{}, Options{})
+	p := &patternFiller{sizes: []int{1, 0, 5000, 70000, 17, 0, 65536 - 40}}
+	var want []byte
+	done := make(chan []byte, 1)
+	go func() {
+		got, _ := io.ReadAll(io.LimitReader(b, 1<<20))
+		done <- got
+	}()
+	for len(want) < 1<<20 {
+		left := 1<<20 - len(want)
+		need := min(17, left)
+		n, err := a.WriteInPlace(need, min(100<<10, left), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := p.room[len(p.room)-1]; r < need || r > left {
+			t.Fatalf("fill got %d bytes of room, asked for %d to %d", r, need, left)
+		}
+		for range n {
+			want = append(want, byte(len(want)))
+		}
+	}
+	if got := <-done; !bytes.Equal(got, want) {
+		t.Fatalf("received %d bytes, not the %d written in place", len(got), len(want))
+	}
+	if _, err := a.WriteInPlace(0, 10, p); err == nil {
+		t.Fatal("WriteInPlace with need 0 accepted")
 	}
 }
