@@ -27,10 +27,13 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/offload-dev/offload/harness/wgcompare"
 )
 
 // modules are what the guest needs beyond harness/vm's base set: veth and
@@ -53,6 +56,7 @@ type options struct {
 	quiet              bool
 	kernelArgs         string
 	pool               string
+	profile            string
 }
 
 func main() {
@@ -79,6 +83,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.out, "out", "", "folder for each boot's console log and spans (default: a temporary one, removed)")
 	fs.BoolVar(&o.quiet, "quiet", false, "do not stream the guest's console")
 	fs.StringVar(&o.pool, "pool", "", "comma-separated spans-N.jsonl files of earlier boots (from -out) to pool and print, without booting")
+	fs.StringVar(&o.profile, "profile", "", "comma-separated offload paths (e.g. afalg-64k,cryptodev-64k) whose two ends write CPU profiles in the last boot's last round; "+
+		"copied to -out as profiles-N/, with go tool pprof -top flat and -cum beside them")
 	fs.StringVar(&o.kernelArgs, "kernel-args", "", "appended to the guest kernel's command line (harness/vm -kernel-args)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -149,6 +155,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if ko != "" {
 		vmArgs = append(vmArgs, "-ko", ko, "-env", "OFFLOAD_ANCHOR_CRYPTODEV=1")
 	}
+	profiles, err := profileFiles(o.profile, o.paths, ko != "")
+	if err != nil {
+		return err
+	}
 	var runs []sample
 	started := time.Now()
 	for b := range o.boots {
@@ -156,6 +166,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		args := append(append([]string{}, vmArgs...), "-spans", spans, "-log", filepath.Join(dir, fmt.Sprintf("console-%d.log", b+1)))
 		if o.quiet {
 			args = append(args, "-quiet")
+		}
+		profDir := filepath.Join(dir, fmt.Sprintf("profiles-%d", b+1))
+		last := b == o.boots-1 && len(profiles) > 0
+		if last {
+			// Only the last boot profiles, so the other boots' runs
+			// carry no profiler and the two can be set side by side.
+			args = append(args, "-env", "OFFLOAD_ANCHOR_PROFILE="+o.profile, "-env", "OFFLOAD_ANCHOR_PROFILE_DIR="+guestProfileDir, "-out", profDir)
+			for _, f := range profiles {
+				args = append(args, "-pprof", f)
+			}
 		}
 		fmt.Fprintf(stderr, "anchor: boot %d of %d: %s %s\n", b+1, o.boots, vm, strings.Join(args, " "))
 		cmd := exec.CommandContext(ctx, vm, args...)
@@ -168,6 +188,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		runs = append(runs, got...)
+		if last {
+			if err := pprofTops(ctx, profDir, profiles); err != nil {
+				return err
+			}
+			fmt.Fprintf(stderr, "anchor: profiles and their go tool pprof -top (flat, cum) in %s\n", profDir)
+		}
 	}
 	fmt.Fprintf(stdout, "\nRouter anchor: %d boot(s) × %d round(s), %d MiB per run, mipsel malta 24Kc, 1 CPU, virtio-crypto; %s, %.0f min\n\n",
 		o.boots, o.rounds, o.mib, time.Now().UTC().Format("2006-01-02 15:04 UTC"), time.Since(started).Minutes())
@@ -228,4 +254,52 @@ func readSpans(file string, boot int) ([]sample, error) {
 		return nil, fmt.Errorf("%s: no runs", file)
 	}
 	return runs, nil
+}
+
+// guestProfileDir is where the profiled offload ends write in the guest.
+const guestProfileDir = "/tmp/anchor-prof"
+
+// profileFiles lists the guest files -profile asks for: a server and a
+// client profile per path. A path the boot will not run (left out by
+// -paths, or cryptodev without its module) is refused here rather than
+// missed after the boot.
+func profileFiles(profile, paths string, cryptodev bool) ([]string, error) {
+	if profile == "" {
+		return nil, nil
+	}
+	var files []string
+	for _, p := range strings.Split(profile, ",") {
+		path, ok := wgcompare.PathByName(p)
+		switch {
+		case !ok || path.Kind != "offload":
+			return nil, fmt.Errorf("-profile %q: want offload path names such as afalg-64k", p)
+		case paths != "" && !slices.Contains(strings.Split(paths, ","), p):
+			return nil, fmt.Errorf("-profile %s: not among -paths %s", p, paths)
+		case path.Cryptodev() && !cryptodev:
+			return nil, fmt.Errorf("-profile %s: the cryptodev module is not loaded in this run (-cryptodev)", p)
+		}
+		for _, end := range []string{"server", "client"} {
+			files = append(files, guestProfileDir+"/"+p+"-"+end+".prof")
+		}
+	}
+	return files, nil
+}
+
+// pprofTops writes go tool pprof -top, by flat and by cumulative time,
+// beside each profile harness/vm copied out (it names them after their
+// guest path).
+func pprofTops(ctx context.Context, dir string, profiles []string) error {
+	for _, f := range profiles {
+		host := filepath.Join(dir, strings.TrimPrefix(strings.ReplaceAll(f, "/", "_"), "_"))
+		for _, v := range []struct{ suffix, flag string }{{".top.txt", "-flat"}, {".cum.txt", "-cum"}} {
+			out, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", v.flag, "-nodecount=40", host).Output()
+			if err != nil {
+				return fmt.Errorf("go tool pprof -top %s %s: %w", v.flag, host, err)
+			}
+			if err := os.WriteFile(host+v.suffix, out, 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -58,6 +59,28 @@ func TestWriteTable(t *testing.T) {
 		"the relay floor adds 200.0 ms/MB", "afalg-64k 250.0 ms/MB (1.25x the floor's own)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestProfileFiles(t *testing.T) {
+	got, err := profileFiles("afalg-64k,cryptodev-64k", "", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{guestProfileDir + "/afalg-64k-server.prof", guestProfileDir + "/afalg-64k-client.prof",
+		guestProfileDir + "/cryptodev-64k-server.prof", guestProfileDir + "/cryptodev-64k-client.prof"}
+	if !slices.Equal(got, want) {
+		t.Errorf("profileFiles = %q, want %q", got, want)
+	}
+	for _, c := range []struct{ profile, paths string }{
+		{"ssh", ""},                              // not an offload path
+		{"nope-64k", ""},                         // no such path
+		{"afalg-64k", "plaintext,cryptodev-64k"}, // not measured
+		{"cryptodev-64k", ""},                    // no module (below)
+	} {
+		if _, err := profileFiles(c.profile, c.paths, false); err == nil {
+			t.Errorf("profileFiles(%q, %q) = nil error", c.profile, c.paths)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"os"
@@ -290,6 +291,21 @@ func TestKernelRouterAnchor(t *testing.T) {
 	if v := os.Getenv("OFFLOAD_ANCHOR_PATHS"); v != "" {
 		only = strings.Split(v, ",")
 	}
+	// OFFLOAD_ANCHOR_PROFILE names the offload paths whose two ends write
+	// CPU profiles into OFFLOAD_ANCHOR_PROFILE_DIR (harness/anchor -profile).
+	var profiled []string
+	if v := os.Getenv("OFFLOAD_ANCHOR_PROFILE"); v != "" {
+		profiled = strings.Split(v, ",")
+	}
+	profileDir := os.Getenv("OFFLOAD_ANCHOR_PROFILE_DIR")
+	if len(profiled) > 0 {
+		if profileDir == "" {
+			t.Fatal("OFFLOAD_ANCHOR_PROFILE without OFFLOAD_ANCHOR_PROFILE_DIR")
+		}
+		if err := os.MkdirAll(profileDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ip := iproute2(t)
 	vmID := os.Getenv("OFFLOAD_VM_ID")
 	t.Logf("%d MiB per run, %d rounds, %d CPU(s), /dev/crypto %v, vm id %q", mib, rounds, runtime.NumCPU(), haveCryptodev, vmID)
@@ -371,8 +387,15 @@ func TestKernelRouterAnchor(t *testing.T) {
 			for _, c := range []string{srv, cli} {
 				run(t, offload, "validate", "-c", c)
 			}
-			server := start(t, p.Name+" server (A)", a.cmd(offload, "server", "-c", srv))
-			client := start(t, p.Name+" client (B)", b.cmd(offload, "client", "-c", cli))
+			var srvProf, cliProf []string
+			// The last round's run of a profiled path writes each end's
+			// profile where harness/anchor's -pprof fetches it.
+			if profileDir != "" && slices.Contains(profiled, p.Name) && runs[p.Name] == rounds-1 {
+				srvProf = []string{"-cpuprofile", filepath.Join(profileDir, p.Name+"-server.prof")}
+				cliProf = []string{"-cpuprofile", filepath.Join(profileDir, p.Name+"-client.prof")}
+			}
+			server := start(t, p.Name+" server (A)", a.cmd(append([]string{offload, "server", "-c", srv}, srvProf...)...))
+			client := start(t, p.Name+" client (B)", b.cmd(append([]string{offload, "client", "-c", cli}, cliProf...)...))
 			stops = []*proc{client, server}
 			waitUp(forward)
 		}
@@ -427,6 +450,16 @@ func TestKernelRouterAnchor(t *testing.T) {
 		// each completes with an interrupt unless the driver batched them.
 		if p.Device && irqs < payload/(64<<10) {
 			t.Fatalf("%s: the device raised %d interrupts for %d bytes: it did not do the work", p.Label, irqs, payload)
+		}
+		if p.Kind == "offload" {
+			// Bytes per frame say how large the engine's requests were
+			// (device interrupts per MB follow from them).
+			for _, e := range []struct {
+				name string
+				n    *netns
+			}{{"server", a}, {"client", b}} {
+				t.Logf("%s %s frames: %s", p.Name, e.name, frameSizes(t, testutil.DialIn(e.n.file)))
+			}
 		}
 		for _, s := range stops {
 			s.stop(t)
@@ -504,7 +537,8 @@ func b2i(b bool) int {
 // user would run it.
 func writeConfigs(t *testing.T, dir string, p Path) (string, string) {
 	t.Helper()
-	common := fmt.Sprintf("key_file: offload.key\nsuite: %s\nengine: %s\nmax_frame: %s\ndrain_timeout: 2s\nlog:\n  level: warn\n", p.Suite, p.Eng, p.Frame)
+	common := fmt.Sprintf("key_file: offload.key\nsuite: %s\nengine: %s\nmax_frame: %s\ndrain_timeout: 2s\nmetrics: %s\nlog:\n  level: warn\n",
+		p.Suite, p.Eng, p.Frame, metricsAddr)
 	srv := filepath.Join(dir, p.Name+"-server.yaml")
 	cli := filepath.Join(dir, p.Name+"-client.yaml")
 	files := map[string]string{
@@ -518,4 +552,61 @@ func writeConfigs(t *testing.T, dir string, p Path) (string, string) {
 		}
 	}
 	return srv, cli
+}
+
+// metricsAddr is each offload end's /metrics, on loopback in its own
+// namespace; an idle listener costs the run nothing.
+const metricsAddr = "127.0.0.1:9100"
+
+var frameMetric = regexp.MustCompile(`^offload_(frames|bytes)_total\{engine="([^"]*)",dir="([^"]*)"\} (\d+)$`)
+
+// frameSizes reads an end's /metrics and says, per engine and direction,
+// how many frames it sealed or opened and their mean ciphertext size.
+func frameSizes(t *testing.T, dial func(context.Context, string, string) (net.Conn, error)) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := dial(ctx, "tcp", metricsAddr)
+	if err != nil {
+		return fmt.Sprintf("no /metrics: %v", err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := fmt.Fprintf(c, "GET /metrics HTTP/1.0\r\nHost: %s\r\n\r\n", metricsAddr); err != nil {
+		return fmt.Sprintf("/metrics: %v", err)
+	}
+	body, err := io.ReadAll(c)
+	if err != nil {
+		return fmt.Sprintf("/metrics: %v", err)
+	}
+	type key struct{ engine, dir string }
+	frames, bytes := map[key]int64{}, map[key]int64{}
+	var keys []key
+	for _, l := range strings.Split(string(body), "\n") {
+		m := frameMetric.FindStringSubmatch(strings.TrimSpace(l))
+		if m == nil {
+			continue
+		}
+		k := key{m[2], m[3]}
+		v, _ := strconv.ParseInt(m[4], 10, 64)
+		if m[1] == "frames" {
+			if _, ok := frames[k]; !ok {
+				keys = append(keys, k)
+			}
+			frames[k] = v
+		} else {
+			bytes[k] = v
+		}
+	}
+	var parts []string
+	for _, k := range keys {
+		if frames[k] == 0 {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %s %d frames, %d bytes, %d bytes/frame", k.engine, k.dir, frames[k], bytes[k], bytes[k]/frames[k]))
+	}
+	if len(parts) == 0 {
+		return "no frames counted"
+	}
+	return strings.Join(parts, "; ")
 }
