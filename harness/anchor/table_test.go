@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/offload-dev/offload/harness/wgcompare"
 )
 
 // TestWriteTable checks the pooled table's arithmetic on made-up runs of
@@ -12,10 +14,11 @@ import (
 // added beyond plaintext and the ratios to the anchors.
 func TestWriteTable(t *testing.T) {
 	const mb = 10_000_000
+	settle := wgcompare.MarkerSettle.Seconds()
 	var runs []sample
 	add := func(boot int, name string, qemuS ...float64) {
 		for _, q := range qemuS {
-			runs = append(runs, sample{Boot: boot, Name: name, Bytes: mb, QemuS: q, HostS: q, IRQ: 50})
+			runs = append(runs, sample{Boot: boot, Name: name, Bytes: mb, QemuS: q, HostS: q + settle, IRQ: 50})
 		}
 	}
 	// Boot 0: plaintext 20 MB/s-CPU, WireGuard 5, relay 4, ssh 1.
@@ -82,5 +85,24 @@ func TestProfileFiles(t *testing.T) {
 		if _, err := profileFiles(c.profile, c.paths, false); err == nil {
 			t.Errorf("profileFiles(%q, %q) = nil error", c.profile, c.paths)
 		}
+	}
+}
+
+// TestStallExcludesSettle: the guest's idle settle after the begin marker
+// is in every span's wall time; a short run is not a stall for it, a run
+// that waited is.
+func TestStallExcludesSettle(t *testing.T) {
+	settle := wgcompare.MarkerSettle.Seconds()
+	runs := []sample{{Name: "plaintext", Bytes: 32e6, QemuS: 0.3, HostS: 0.3 + settle}}
+	for range 4 {
+		runs = append(runs, sample{Name: "wireguard", Bytes: 32e6, QemuS: 3, HostS: 3 + settle})
+	}
+	runs = append(runs, sample{Name: "afalg-64k", Bytes: 32e6, QemuS: 8, HostS: 30 + settle})
+	stalled := map[string]int{}
+	for _, r := range pool(runs) {
+		stalled[r.path.Name] = r.stalled
+	}
+	if stalled["plaintext"] != 0 || stalled["wireguard"] != 0 || stalled["afalg-64k"] != 1 {
+		t.Errorf("stalled runs %v, want only afalg-64k's", stalled)
 	}
 }

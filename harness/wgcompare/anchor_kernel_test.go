@@ -55,9 +55,6 @@ func TestMain(m *testing.M) {
 	logger.Fatal(err)
 }
 
-// markerSettle is how long the guest idles after a span marker.
-const markerSettle = time.Second
-
 // helper starts the test binary as a helper process in namespace n.
 func helper(t *testing.T, n *netns, role, listen, target string) *proc {
 	t.Helper()
@@ -414,7 +411,7 @@ func TestKernelRouterAnchor(t *testing.T) {
 		// console; on a busy host that reader can lag. An idle second after
 		// each marker (idle costs qemu no CPU) lets it catch up before the
 		// work starts, and before the next run's setup.
-		time.Sleep(markerSettle)
+		time.Sleep(MarkerSettle)
 		c0 := readCPUStat(t)
 		res, err := Send(ctx, dial, addrs[p.Kind], pattern, payload)
 		c1 := readCPUStat(t)
@@ -424,7 +421,7 @@ func TestKernelRouterAnchor(t *testing.T) {
 		busy := float64(max(c1.busy-c0.busy, 1)) / userHZ
 		fmt.Printf("@@offload-vm span-end name=%s bytes=%d guest_s=%.3f guest_busy_s=%.2f irq=%d id=%s\n",
 			p.Name, res.Bytes, res.Elapsed.Seconds(), busy, irqs, vmID)
-		time.Sleep(markerSettle)
+		time.Sleep(MarkerSettle)
 		if err != nil {
 			var ends strings.Builder
 			for _, s := range stops {
