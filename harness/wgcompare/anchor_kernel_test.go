@@ -397,6 +397,7 @@ func TestKernelRouterAnchor(t *testing.T) {
 			waitUp(forward)
 		}
 		veth0, irq0 := rxBytes(t, a, "va"), deviceIRQs(t)
+		retrans0, kthread0 := tcpRetrans(t, b), kthreadTicks(t)
 		var wg0, esp0 int64
 		switch p.Kind {
 		case "wireguard":
@@ -416,12 +417,18 @@ func TestKernelRouterAnchor(t *testing.T) {
 		res, err := Send(ctx, dial, addrs[p.Kind], pattern, payload)
 		c1 := readCPUStat(t)
 		irqs := deviceIRQs(t) - irq0
+		kthread := kthreadTicks(t) - kthread0
 		// At least one tick, so that a run the tick missed does not
 		// divide by zero.
 		busy := float64(max(c1.busy-c0.busy, 1)) / userHZ
-		fmt.Printf("@@offload-vm span-end name=%s bytes=%d guest_s=%.3f guest_busy_s=%.2f irq=%d id=%s\n",
-			p.Name, res.Bytes, res.Elapsed.Seconds(), busy, irqs, vmID)
+		fmt.Printf("@@offload-vm span-end name=%s bytes=%d guest_s=%.3f guest_busy_s=%.2f irq=%d softirq_s=%.2f kthread_s=%.2f id=%s\n",
+			p.Name, res.Bytes, res.Elapsed.Seconds(), busy, irqs, float64(c1.softirq-c0.softirq)/userHZ, float64(kthread)/userHZ, vmID)
 		time.Sleep(MarkerSettle)
+		// Retransmissions by B's TCP (every path's sender is in B): a
+		// late device completion that holds an ESP packet past the RTO
+		// shows here. Read after the span: it runs a program.
+		t.Logf("%s: B retransmitted %d TCP segments, guest softirq %.2fs, crypto and virtio kernel threads %.2fs",
+			p.Name, tcpRetrans(t, b)-retrans0, float64(c1.softirq-c0.softirq)/userHZ, float64(kthread)/userHZ)
 		if err != nil {
 			var ends strings.Builder
 			for _, s := range stops {
@@ -606,4 +613,67 @@ func frameSizes(t *testing.T, dial func(context.Context, string, string) (net.Co
 		return "no frames counted"
 	}
 	return strings.Join(parts, "; ")
+}
+
+// tcpRetrans is RetransSegs of n's TCP (/proc/net/snmp is per namespace).
+func tcpRetrans(t *testing.T, n *netns) int64 {
+	t.Helper()
+	var names []string
+	for _, l := range strings.Split(n.run(t, "cat", "/proc/net/snmp"), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 || f[0] != "Tcp:" {
+			continue
+		}
+		if names == nil {
+			names = f
+			continue
+		}
+		for i, name := range names {
+			if name == "RetransSegs" && i < len(f) {
+				v, _ := strconv.ParseInt(f[i], 10, 64)
+				return v
+			}
+		}
+	}
+	t.Fatalf("/proc/net/snmp in %s: no Tcp RetransSegs", n.name)
+	return 0
+}
+
+// kthreadTicks sums utime+stime (USER_HZ ticks) of the kernel threads that
+// serve the device: crypto_engine's worker, which virtio_crypto queues
+// every request to, is named after the device, and cryptd's.
+func kthreadTicks(t *testing.T) int64 {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so cut at the
+		// last ')'; utime and stime are fields 14 and 15.
+		open, end := strings.IndexByte(string(b), '('), strings.LastIndexByte(string(b), ')')
+		if open < 0 || end < open {
+			continue
+		}
+		comm := string(b[open+1 : end])
+		if !strings.Contains(comm, "virtio") && !strings.Contains(comm, "crypt") && !strings.Contains(comm, "engine") {
+			continue
+		}
+		f := strings.Fields(string(b[end+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		sum += u + st
+	}
+	return sum
 }
