@@ -236,6 +236,7 @@ func readSpans(file string, boot int) ([]sample, error) {
 			Bytes int64             `json:"bytes"`
 			HostS float64           `json:"host_s"`
 			QemuS float64           `json:"qemu_s"`
+			VCPUS float64           `json:"vcpu_s"`
 			End   map[string]string `json:"end"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
@@ -245,7 +246,7 @@ func readSpans(file string, boot int) ([]sample, error) {
 			return nil, fmt.Errorf("%s: run %s has no qemu CPU time", file, rec.Name)
 		}
 		irq, _ := strconv.ParseInt(rec.End["irq"], 10, 64)
-		runs = append(runs, sample{Boot: boot, Name: rec.Name, Bytes: rec.Bytes, QemuS: rec.QemuS, HostS: rec.HostS, IRQ: irq})
+		runs = append(runs, sample{Boot: boot, Name: rec.Name, Bytes: rec.Bytes, QemuS: rec.QemuS, VCPUS: rec.VCPUS, HostS: rec.HostS, IRQ: irq})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)

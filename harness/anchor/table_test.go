@@ -106,3 +106,22 @@ func TestStallExcludesSettle(t *testing.T) {
 		t.Errorf("stalled runs %v, want only afalg-64k's", stalled)
 	}
 }
+
+func TestWriteVCPU(t *testing.T) {
+	runs := []sample{
+		{Name: "wireguard", Bytes: 10e6, QemuS: 1, VCPUS: 0.9},
+		{Name: "ipsec-dev", Bytes: 10e6, QemuS: 4, VCPUS: 2},
+	}
+	var b bytes.Buffer
+	writeVCPU(&b, runs)
+	for _, want := range []string{"| wireguard | 1 | 11.11 | 1.00 | 90 % (90–90 %) |", "| ipsec-dev | 1 | 5.00 | 0.45 | 50 % (50–50 %) |"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("lacks %q:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	writeVCPU(&b, []sample{{Name: "wireguard", Bytes: 10e6, QemuS: 1}})
+	if b.Len() != 0 {
+		t.Errorf("printed a vCPU table without vCPU times:\n%s", b.String())
+	}
+}
