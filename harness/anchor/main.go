@@ -57,6 +57,7 @@ type options struct {
 	kernelArgs         string
 	pool               string
 	profile            string
+	kick               time.Duration
 }
 
 func main() {
@@ -85,6 +86,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.pool, "pool", "", "comma-separated spans-N.jsonl files of earlier boots (from -out) to pool and print, without booting")
 	fs.StringVar(&o.profile, "profile", "", "comma-separated offload paths (e.g. afalg-64k,cryptodev-64k) whose two ends write CPU profiles in the last boot's last round; "+
 		"copied to -out as profiles-N/, with go tool pprof -top flat and -cum beside them")
+	fs.DurationVar(&o.kick, "kick", 0, "write a console line this often during every run (the UART's i8259 interrupt releases late virtio completions; 0: never)")
 	fs.StringVar(&o.kernelArgs, "kernel-args", "", "appended to the guest kernel's command line (harness/vm -kernel-args)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -148,6 +150,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if o.paths != "" {
 		vmArgs = append(vmArgs, "-env", "OFFLOAD_ANCHOR_PATHS="+o.paths)
 	}
+	if o.kick > 0 {
+		vmArgs = append(vmArgs, "-env", "OFFLOAD_ANCHOR_KICK="+o.kick.String())
+	}
 	ko, err := cryptodevModule(ctx, o.cryptodev, stderr)
 	if err != nil {
 		return err
@@ -180,6 +185,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "anchor: boot %d of %d: %s %s\n", b+1, o.boots, vm, strings.Join(args, " "))
 		cmd := exec.CommandContext(ctx, vm, args...)
 		cmd.Stdout, cmd.Stderr = stdout, stderr
+		// An interrupt lets harness/vm stop its qemu; a kill would leave
+		// qemu running.
+		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+		cmd.WaitDelay = 30 * time.Second
 		if err := cmd.Run(); err != nil {
 			return fmt.Errorf("boot %d: harness/vm: %w (its output above says why)", b+1, err)
 		}
