@@ -27,10 +27,13 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/offload-dev/offload/harness/wgcompare"
 )
 
 // modules are what the guest needs beyond harness/vm's base set: veth and
@@ -53,6 +56,8 @@ type options struct {
 	quiet              bool
 	kernelArgs         string
 	pool               string
+	profile            string
+	kick               time.Duration
 }
 
 func main() {
@@ -79,6 +84,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.out, "out", "", "folder for each boot's console log and spans (default: a temporary one, removed)")
 	fs.BoolVar(&o.quiet, "quiet", false, "do not stream the guest's console")
 	fs.StringVar(&o.pool, "pool", "", "comma-separated spans-N.jsonl files of earlier boots (from -out) to pool and print, without booting")
+	fs.StringVar(&o.profile, "profile", "", "comma-separated offload paths (e.g. afalg-64k,cryptodev-64k) whose two ends write CPU profiles in the last boot's last round; "+
+		"copied to -out as profiles-N/, with go tool pprof -top flat and -cum beside them")
+	fs.DurationVar(&o.kick, "kick", 0, "write a console line this often during every run (the UART's i8259 interrupt releases late virtio completions; 0: never)")
 	fs.StringVar(&o.kernelArgs, "kernel-args", "", "appended to the guest kernel's command line (harness/vm -kernel-args)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -142,12 +150,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if o.paths != "" {
 		vmArgs = append(vmArgs, "-env", "OFFLOAD_ANCHOR_PATHS="+o.paths)
 	}
+	if o.kick > 0 {
+		vmArgs = append(vmArgs, "-env", "OFFLOAD_ANCHOR_KICK="+o.kick.String())
+	}
 	ko, err := cryptodevModule(ctx, o.cryptodev, stderr)
 	if err != nil {
 		return err
 	}
 	if ko != "" {
 		vmArgs = append(vmArgs, "-ko", ko, "-env", "OFFLOAD_ANCHOR_CRYPTODEV=1")
+	}
+	profiles, err := profileFiles(o.profile, o.paths, ko != "")
+	if err != nil {
+		return err
 	}
 	var runs []sample
 	started := time.Now()
@@ -157,9 +172,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if o.quiet {
 			args = append(args, "-quiet")
 		}
+		profDir := filepath.Join(dir, fmt.Sprintf("profiles-%d", b+1))
+		last := b == o.boots-1 && len(profiles) > 0
+		if last {
+			// Only the last boot profiles, so the other boots' runs
+			// carry no profiler and the two can be set side by side.
+			args = append(args, "-env", "OFFLOAD_ANCHOR_PROFILE="+o.profile, "-env", "OFFLOAD_ANCHOR_PROFILE_DIR="+guestProfileDir, "-out", profDir)
+			for _, f := range profiles {
+				args = append(args, "-pprof", f)
+			}
+		}
 		fmt.Fprintf(stderr, "anchor: boot %d of %d: %s %s\n", b+1, o.boots, vm, strings.Join(args, " "))
 		cmd := exec.CommandContext(ctx, vm, args...)
 		cmd.Stdout, cmd.Stderr = stdout, stderr
+		// An interrupt lets harness/vm stop its qemu; a kill would leave
+		// qemu running.
+		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+		cmd.WaitDelay = 30 * time.Second
 		if err := cmd.Run(); err != nil {
 			return fmt.Errorf("boot %d: harness/vm: %w (its output above says why)", b+1, err)
 		}
@@ -168,6 +197,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		runs = append(runs, got...)
+		if last {
+			if err := pprofTops(ctx, profDir, profiles); err != nil {
+				return err
+			}
+			fmt.Fprintf(stderr, "anchor: profiles and their go tool pprof -top (flat, cum) in %s\n", profDir)
+		}
 	}
 	fmt.Fprintf(stdout, "\nRouter anchor: %d boot(s) × %d round(s), %d MiB per run, mipsel malta 24Kc, 1 CPU, virtio-crypto; %s, %.0f min\n\n",
 		o.boots, o.rounds, o.mib, time.Now().UTC().Format("2006-01-02 15:04 UTC"), time.Since(started).Minutes())
@@ -210,6 +245,7 @@ func readSpans(file string, boot int) ([]sample, error) {
 			Bytes int64             `json:"bytes"`
 			HostS float64           `json:"host_s"`
 			QemuS float64           `json:"qemu_s"`
+			VCPUS float64           `json:"vcpu_s"`
 			End   map[string]string `json:"end"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
@@ -219,7 +255,7 @@ func readSpans(file string, boot int) ([]sample, error) {
 			return nil, fmt.Errorf("%s: run %s has no qemu CPU time", file, rec.Name)
 		}
 		irq, _ := strconv.ParseInt(rec.End["irq"], 10, 64)
-		runs = append(runs, sample{Boot: boot, Name: rec.Name, Bytes: rec.Bytes, QemuS: rec.QemuS, HostS: rec.HostS, IRQ: irq})
+		runs = append(runs, sample{Boot: boot, Name: rec.Name, Bytes: rec.Bytes, QemuS: rec.QemuS, VCPUS: rec.VCPUS, HostS: rec.HostS, IRQ: irq})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
@@ -228,4 +264,52 @@ func readSpans(file string, boot int) ([]sample, error) {
 		return nil, fmt.Errorf("%s: no runs", file)
 	}
 	return runs, nil
+}
+
+// guestProfileDir is where the profiled offload ends write in the guest.
+const guestProfileDir = "/tmp/anchor-prof"
+
+// profileFiles lists the guest files -profile asks for: a server and a
+// client profile per path. A path the boot will not run (left out by
+// -paths, or cryptodev without its module) is refused here rather than
+// missed after the boot.
+func profileFiles(profile, paths string, cryptodev bool) ([]string, error) {
+	if profile == "" {
+		return nil, nil
+	}
+	var files []string
+	for _, p := range strings.Split(profile, ",") {
+		path, ok := wgcompare.PathByName(p)
+		switch {
+		case !ok || path.Kind != "offload":
+			return nil, fmt.Errorf("-profile %q: want offload path names such as afalg-64k", p)
+		case paths != "" && !slices.Contains(strings.Split(paths, ","), p):
+			return nil, fmt.Errorf("-profile %s: not among -paths %s", p, paths)
+		case path.Cryptodev() && !cryptodev:
+			return nil, fmt.Errorf("-profile %s: the cryptodev module is not loaded in this run (-cryptodev)", p)
+		}
+		for _, end := range []string{"server", "client"} {
+			files = append(files, guestProfileDir+"/"+p+"-"+end+".prof")
+		}
+	}
+	return files, nil
+}
+
+// pprofTops writes go tool pprof -top, by flat and by cumulative time,
+// beside each profile harness/vm copied out (it names them after their
+// guest path).
+func pprofTops(ctx context.Context, dir string, profiles []string) error {
+	for _, f := range profiles {
+		host := filepath.Join(dir, strings.TrimPrefix(strings.ReplaceAll(f, "/", "_"), "_"))
+		for _, v := range []struct{ suffix, flag string }{{".top.txt", "-flat"}, {".cum.txt", "-cum"}} {
+			out, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", v.flag, "-nodecount=40", host).Output()
+			if err != nil {
+				return fmt.Errorf("go tool pprof -top %s %s: %w", v.flag, host, err)
+			}
+			if err := os.WriteFile(host+v.suffix, out, 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -2,8 +2,11 @@ package main
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/offload-dev/offload/harness/wgcompare"
 )
 
 // TestWriteTable checks the pooled table's arithmetic on made-up runs of
@@ -11,10 +14,11 @@ import (
 // added beyond plaintext and the ratios to the anchors.
 func TestWriteTable(t *testing.T) {
 	const mb = 10_000_000
+	settle := wgcompare.MarkerSettle.Seconds()
 	var runs []sample
 	add := func(boot int, name string, qemuS ...float64) {
 		for _, q := range qemuS {
-			runs = append(runs, sample{Boot: boot, Name: name, Bytes: mb, QemuS: q, HostS: q, IRQ: 50})
+			runs = append(runs, sample{Boot: boot, Name: name, Bytes: mb, QemuS: q, HostS: q + settle, IRQ: 50})
 		}
 	}
 	// Boot 0: plaintext 20 MB/s-CPU, WireGuard 5, relay 4, ssh 1.
@@ -59,5 +63,65 @@ func TestWriteTable(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+func TestProfileFiles(t *testing.T) {
+	got, err := profileFiles("afalg-64k,cryptodev-64k", "", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{guestProfileDir + "/afalg-64k-server.prof", guestProfileDir + "/afalg-64k-client.prof",
+		guestProfileDir + "/cryptodev-64k-server.prof", guestProfileDir + "/cryptodev-64k-client.prof"}
+	if !slices.Equal(got, want) {
+		t.Errorf("profileFiles = %q, want %q", got, want)
+	}
+	for _, c := range []struct{ profile, paths string }{
+		{"ssh", ""},                              // not an offload path
+		{"nope-64k", ""},                         // no such path
+		{"afalg-64k", "plaintext,cryptodev-64k"}, // not measured
+		{"cryptodev-64k", ""},                    // no module (below)
+	} {
+		if _, err := profileFiles(c.profile, c.paths, false); err == nil {
+			t.Errorf("profileFiles(%q, %q) = nil error", c.profile, c.paths)
+		}
+	}
+}
+
+// TestStallExcludesSettle: the guest's idle settle after the begin marker
+// is in every span's wall time; a short run is not a stall for it, a run
+// that waited is.
+func TestStallExcludesSettle(t *testing.T) {
+	settle := wgcompare.MarkerSettle.Seconds()
+	runs := []sample{{Name: "plaintext", Bytes: 32e6, QemuS: 0.3, HostS: 0.3 + settle}}
+	for range 4 {
+		runs = append(runs, sample{Name: "wireguard", Bytes: 32e6, QemuS: 3, HostS: 3 + settle})
+	}
+	runs = append(runs, sample{Name: "afalg-64k", Bytes: 32e6, QemuS: 8, HostS: 30 + settle})
+	stalled := map[string]int{}
+	for _, r := range pool(runs) {
+		stalled[r.path.Name] = r.stalled
+	}
+	if stalled["plaintext"] != 0 || stalled["wireguard"] != 0 || stalled["afalg-64k"] != 1 {
+		t.Errorf("stalled runs %v, want only afalg-64k's", stalled)
+	}
+}
+
+func TestWriteVCPU(t *testing.T) {
+	runs := []sample{
+		{Name: "wireguard", Bytes: 10e6, QemuS: 1, VCPUS: 0.9},
+		{Name: "ipsec-dev", Bytes: 10e6, QemuS: 4, VCPUS: 2},
+	}
+	var b bytes.Buffer
+	writeVCPU(&b, runs)
+	for _, want := range []string{"| wireguard | 1 | 11.11 | 1.00 | 90 % (90–90 %) |", "| ipsec-dev | 1 | 5.00 | 0.45 | 50 % (50–50 %) |"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("lacks %q:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	writeVCPU(&b, []sample{{Name: "wireguard", Bytes: 10e6, QemuS: 1}})
+	if b.Len() != 0 {
+		t.Errorf("printed a vCPU table without vCPU times:\n%s", b.String())
 	}
 }

@@ -34,7 +34,10 @@ func qemuArgs(c vmConfig) []string {
 	args := append([]string{}, a.Machine...)
 	args = append(args,
 		"-smp", strconv.Itoa(c.SMP), "-m", strconv.Itoa(c.MemMB),
-		"-no-reboot", "-nodefaults", "-display", "none", "-serial", "stdio")
+		"-no-reboot", "-nodefaults", "-display", "none", "-serial", "stdio",
+		// Named threads ("CPU 0/TCG"), so that spans can tell the guest's
+		// CPU from qemu's other threads (device emulation, I/O).
+		"-name", "offload-vm,debug-threads=on")
 	if c.Kernel.Vmlinux != "" {
 		args = append(args, "-bios", qbootROM, "-kernel", c.Kernel.Vmlinux)
 	} else {
@@ -103,6 +106,9 @@ func runQEMU(ctx context.Context, bin string, args []string, timeout time.Durati
 		at := cpuSample{Wall: time.Now()}
 		if c, err := qemuCPU(pid); err == nil {
 			at.CPU, at.CPUOK = c, true
+		}
+		if c, err := vcpuCPU(pid); err == nil {
+			at.VCPU, at.VCPUOK = c, true
 		}
 		return at
 	}

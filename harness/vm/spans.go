@@ -32,6 +32,10 @@ type cpuSample struct {
 	Wall  time.Time
 	CPU   time.Duration
 	CPUOK bool
+	// VCPU is the CPU time of qemu's vCPU threads alone (the guest's
+	// instructions); CPU minus VCPU is device emulation and I/O.
+	VCPU   time.Duration
+	VCPUOK bool
 }
 
 // span is one timed piece of guest work.
@@ -49,6 +53,8 @@ type span struct {
 func (s *span) hostS() float64 { return s.End.Wall.Sub(s.Begin.Wall).Seconds() }
 func (s *span) qemuS() float64 { return (s.End.CPU - s.Begin.CPU).Seconds() }
 func (s *span) cpuOK() bool    { return s.Begin.CPUOK && s.End.CPUOK }
+func (s *span) vcpuS() float64 { return (s.End.VCPU - s.Begin.VCPU).Seconds() }
+func (s *span) vcpuOK() bool   { return s.Begin.VCPUOK && s.End.VCPUOK }
 
 // spanLog collects the spans of one boot.
 type spanLog struct {
@@ -109,7 +115,8 @@ type spanRecord struct {
 	Ref    bool              `json:"ref"`
 	Bytes  int64             `json:"bytes"`
 	HostS  float64           `json:"host_s"`
-	QemuS  float64           `json:"qemu_s"` // 0 when qemu's CPU time could not be read
+	QemuS  float64           `json:"qemu_s"`           // 0 when qemu's CPU time could not be read
+	VCPUS  float64           `json:"vcpu_s,omitempty"` // of it, qemu's vCPU threads
 	GuestS float64           `json:"guest_s,omitempty"`
 	Busy   float64           `json:"guest_busy_s,omitempty"`
 	End    map[string]string `json:"end"` // the span-end line's keys
@@ -123,6 +130,9 @@ func writeSpanFile(file string, spans []*span) error {
 		r := spanRecord{Name: s.Name, Ref: s.Ref, Bytes: s.Bytes, HostS: s.hostS(), GuestS: s.GuestS, Busy: s.GuestBusyS, End: s.EndKV}
 		if s.cpuOK() {
 			r.QemuS = s.qemuS()
+		}
+		if s.vcpuOK() {
+			r.VCPUS = s.vcpuS()
 		}
 		if err := enc.Encode(r); err != nil {
 			return fmt.Errorf("-spans: %w", err)
@@ -274,6 +284,44 @@ func qemuCPU(pid int) (time.Duration, error) {
 		return 0, err
 	}
 	return parseProcStatCPU(string(b))
+}
+
+// vcpuCPU sums utime+stime of qemu's vCPU threads, which -name
+// debug-threads=on names "CPU N/TCG" (or "CPU N/KVM").
+func vcpuCPU(pid int) (time.Duration, error) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	var sum time.Duration
+	found := false
+	for _, e := range ents {
+		b, err := os.ReadFile(dir + "/" + e.Name() + "/stat")
+		if err != nil {
+			continue // the thread exited
+		}
+		if !isVCPUThread(string(b)) {
+			continue
+		}
+		c, err := parseProcStatCPU(string(b))
+		if err != nil {
+			return 0, err
+		}
+		sum += c
+		found = true
+	}
+	if !found {
+		return 0, fmt.Errorf("%s: no vCPU thread (qemu without debug-threads=on?)", dir)
+	}
+	return sum, nil
+}
+
+// isVCPUThread reports whether a /proc/PID/task/TID/stat line is a qemu
+// vCPU thread's.
+func isVCPUThread(stat string) bool {
+	i, j := strings.IndexByte(stat, '('), strings.LastIndexByte(stat, ')')
+	return i >= 0 && j > i && strings.HasPrefix(stat[i+1:j], "CPU ")
 }
 
 // userHZ is the unit of /proc/PID/stat's times; Linux fixes it at 100 for

@@ -327,3 +327,16 @@ func TestSpanFile(t *testing.T) {
 		t.Errorf("record %+v from %s", rec, b)
 	}
 }
+
+func TestIsVCPUThread(t *testing.T) {
+	for stat, want := range map[string]bool{
+		"4177 (CPU 0/TCG) R 1 4177 0 0 -1 4194560 0 0 0 0 1200 30 0 0 20 0 4 0": true,
+		"4177 (qemu-system-mip) S 1 4177":                                       false,
+		"4177 (worker) S 1 4177":                                                false,
+		"4177 CPU 0/TCG S":                                                      false,
+	} {
+		if got := isVCPUThread(stat); got != want {
+			t.Errorf("isVCPUThread(%q) = %v, want %v", stat, got, want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"os"
@@ -53,9 +54,6 @@ func TestMain(m *testing.M) {
 	}
 	logger.Fatal(err)
 }
-
-// markerSettle is how long the guest idles after a span marker.
-const markerSettle = time.Second
 
 // helper starts the test binary as a helper process in namespace n.
 func helper(t *testing.T, n *netns, role, listen, target string) *proc {
@@ -290,6 +288,32 @@ func TestKernelRouterAnchor(t *testing.T) {
 	if v := os.Getenv("OFFLOAD_ANCHOR_PATHS"); v != "" {
 		only = strings.Split(v, ",")
 	}
+	// OFFLOAD_ANCHOR_PROFILE names the offload paths whose two ends write
+	// CPU profiles into OFFLOAD_ANCHOR_PROFILE_DIR (harness/anchor -profile).
+	var profiled []string
+	if v := os.Getenv("OFFLOAD_ANCHOR_PROFILE"); v != "" {
+		profiled = strings.Split(v, ",")
+	}
+	profileDir := os.Getenv("OFFLOAD_ANCHOR_PROFILE_DIR")
+	// OFFLOAD_ANCHOR_KICK (a duration) writes a short console line that
+	// often during every run: the UART's interrupt goes through malta's
+	// i8259 and releases a virtio completion that waits there
+	// (docs/kernel-notes.md), as the hung-task report does for offload's
+	// waits but not for ESP's.
+	var kick time.Duration
+	if v := os.Getenv("OFFLOAD_ANCHOR_KICK"); v != "" {
+		if kick, err = time.ParseDuration(v); err != nil || kick <= 0 {
+			t.Fatalf("OFFLOAD_ANCHOR_KICK=%q: want a positive duration", v)
+		}
+	}
+	if len(profiled) > 0 {
+		if profileDir == "" {
+			t.Fatal("OFFLOAD_ANCHOR_PROFILE without OFFLOAD_ANCHOR_PROFILE_DIR")
+		}
+		if err := os.MkdirAll(profileDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ip := iproute2(t)
 	vmID := os.Getenv("OFFLOAD_VM_ID")
 	t.Logf("%d MiB per run, %d rounds, %d CPU(s), /dev/crypto %v, vm id %q", mib, rounds, runtime.NumCPU(), haveCryptodev, vmID)
@@ -371,12 +395,20 @@ func TestKernelRouterAnchor(t *testing.T) {
 			for _, c := range []string{srv, cli} {
 				run(t, offload, "validate", "-c", c)
 			}
-			server := start(t, p.Name+" server (A)", a.cmd(offload, "server", "-c", srv))
-			client := start(t, p.Name+" client (B)", b.cmd(offload, "client", "-c", cli))
+			var srvProf, cliProf []string
+			// The last round's run of a profiled path writes each end's
+			// profile where harness/anchor's -pprof fetches it.
+			if profileDir != "" && slices.Contains(profiled, p.Name) && runs[p.Name] == rounds-1 {
+				srvProf = []string{"-cpuprofile", filepath.Join(profileDir, p.Name+"-server.prof")}
+				cliProf = []string{"-cpuprofile", filepath.Join(profileDir, p.Name+"-client.prof")}
+			}
+			server := start(t, p.Name+" server (A)", a.cmd(append([]string{offload, "server", "-c", srv}, srvProf...)...))
+			client := start(t, p.Name+" client (B)", b.cmd(append([]string{offload, "client", "-c", cli}, cliProf...)...))
 			stops = []*proc{client, server}
 			waitUp(forward)
 		}
 		veth0, irq0 := rxBytes(t, a, "va"), deviceIRQs(t)
+		retrans0, kthread0 := tcpRetrans(t, b), kthreadTicks(t)
 		var wg0, esp0 int64
 		switch p.Kind {
 		case "wireguard":
@@ -391,17 +423,25 @@ func TestKernelRouterAnchor(t *testing.T) {
 		// console; on a busy host that reader can lag. An idle second after
 		// each marker (idle costs qemu no CPU) lets it catch up before the
 		// work starts, and before the next run's setup.
-		time.Sleep(markerSettle)
+		time.Sleep(MarkerSettle)
+		stopKick := kickConsole(kick)
 		c0 := readCPUStat(t)
 		res, err := Send(ctx, dial, addrs[p.Kind], pattern, payload)
 		c1 := readCPUStat(t)
+		stopKick()
 		irqs := deviceIRQs(t) - irq0
+		kthread := kthreadTicks(t) - kthread0
 		// At least one tick, so that a run the tick missed does not
 		// divide by zero.
 		busy := float64(max(c1.busy-c0.busy, 1)) / userHZ
-		fmt.Printf("@@offload-vm span-end name=%s bytes=%d guest_s=%.3f guest_busy_s=%.2f irq=%d id=%s\n",
-			p.Name, res.Bytes, res.Elapsed.Seconds(), busy, irqs, vmID)
-		time.Sleep(markerSettle)
+		fmt.Printf("@@offload-vm span-end name=%s bytes=%d guest_s=%.3f guest_busy_s=%.2f irq=%d softirq_s=%.2f kthread_s=%.2f id=%s\n",
+			p.Name, res.Bytes, res.Elapsed.Seconds(), busy, irqs, float64(c1.softirq-c0.softirq)/userHZ, float64(kthread)/userHZ, vmID)
+		time.Sleep(MarkerSettle)
+		// Retransmissions by B's TCP (every path's sender is in B): a
+		// late device completion that holds an ESP packet past the RTO
+		// shows here. Read after the span: it runs a program.
+		t.Logf("%s: B retransmitted %d TCP segments, guest softirq %.2fs, crypto and virtio kernel threads %.2fs",
+			p.Name, tcpRetrans(t, b)-retrans0, float64(c1.softirq-c0.softirq)/userHZ, float64(kthread)/userHZ)
 		if err != nil {
 			var ends strings.Builder
 			for _, s := range stops {
@@ -427,6 +467,16 @@ func TestKernelRouterAnchor(t *testing.T) {
 		// each completes with an interrupt unless the driver batched them.
 		if p.Device && irqs < payload/(64<<10) {
 			t.Fatalf("%s: the device raised %d interrupts for %d bytes: it did not do the work", p.Label, irqs, payload)
+		}
+		if p.Kind == "offload" {
+			// Bytes per frame say how large the engine's requests were
+			// (device interrupts per MB follow from them).
+			for _, e := range []struct {
+				name string
+				n    *netns
+			}{{"server", a}, {"client", b}} {
+				t.Logf("%s %s frames: %s", p.Name, e.name, frameSizes(t, testutil.DialIn(e.n.file)))
+			}
 		}
 		for _, s := range stops {
 			s.stop(t)
@@ -504,7 +554,8 @@ func b2i(b bool) int {
 // user would run it.
 func writeConfigs(t *testing.T, dir string, p Path) (string, string) {
 	t.Helper()
-	common := fmt.Sprintf("key_file: offload.key\nsuite: %s\nengine: %s\nmax_frame: %s\ndrain_timeout: 2s\nlog:\n  level: warn\n", p.Suite, p.Eng, p.Frame)
+	common := fmt.Sprintf("key_file: offload.key\nsuite: %s\nengine: %s\nmax_frame: %s\ndrain_timeout: 2s\nmetrics: %s\nlog:\n  level: warn\n",
+		p.Suite, p.Eng, p.Frame, metricsAddr)
 	srv := filepath.Join(dir, p.Name+"-server.yaml")
 	cli := filepath.Join(dir, p.Name+"-client.yaml")
 	files := map[string]string{
@@ -518,4 +569,152 @@ func writeConfigs(t *testing.T, dir string, p Path) (string, string) {
 		}
 	}
 	return srv, cli
+}
+
+// metricsAddr is each offload end's /metrics, on loopback in its own
+// namespace; an idle listener costs the run nothing.
+const metricsAddr = "127.0.0.1:9100"
+
+var frameMetric = regexp.MustCompile(`^offload_(frames|bytes)_total\{engine="([^"]*)",dir="([^"]*)"\} (\d+)$`)
+
+// frameSizes reads an end's /metrics and says, per engine and direction,
+// how many frames it sealed or opened and their mean ciphertext size.
+func frameSizes(t *testing.T, dial func(context.Context, string, string) (net.Conn, error)) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := dial(ctx, "tcp", metricsAddr)
+	if err != nil {
+		return fmt.Sprintf("no /metrics: %v", err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := fmt.Fprintf(c, "GET /metrics HTTP/1.0\r\nHost: %s\r\n\r\n", metricsAddr); err != nil {
+		return fmt.Sprintf("/metrics: %v", err)
+	}
+	body, err := io.ReadAll(c)
+	if err != nil {
+		return fmt.Sprintf("/metrics: %v", err)
+	}
+	type key struct{ engine, dir string }
+	frames, bytes := map[key]int64{}, map[key]int64{}
+	var keys []key
+	for _, l := range strings.Split(string(body), "\n") {
+		m := frameMetric.FindStringSubmatch(strings.TrimSpace(l))
+		if m == nil {
+			continue
+		}
+		k := key{m[2], m[3]}
+		v, _ := strconv.ParseInt(m[4], 10, 64)
+		if m[1] == "frames" {
+			if _, ok := frames[k]; !ok {
+				keys = append(keys, k)
+			}
+			frames[k] = v
+		} else {
+			bytes[k] = v
+		}
+	}
+	var parts []string
+	for _, k := range keys {
+		if frames[k] == 0 {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %s %d frames, %d bytes, %d bytes/frame", k.engine, k.dir, frames[k], bytes[k], bytes[k]/frames[k]))
+	}
+	if len(parts) == 0 {
+		return "no frames counted"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// tcpRetrans is RetransSegs of n's TCP (/proc/net/snmp is per namespace).
+func tcpRetrans(t *testing.T, n *netns) int64 {
+	t.Helper()
+	var names []string
+	for _, l := range strings.Split(n.run(t, "cat", "/proc/net/snmp"), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 || f[0] != "Tcp:" {
+			continue
+		}
+		if names == nil {
+			names = f
+			continue
+		}
+		for i, name := range names {
+			if name == "RetransSegs" && i < len(f) {
+				v, _ := strconv.ParseInt(f[i], 10, 64)
+				return v
+			}
+		}
+	}
+	t.Fatalf("/proc/net/snmp in %s: no Tcp RetransSegs", n.name)
+	return 0
+}
+
+// kthreadTicks sums utime+stime (USER_HZ ticks) of the named kernel threads
+// that serve the device: crypto_engine's worker, which virtio_crypto queues
+// every request to, is named after the device, and cryptd's.
+func kthreadTicks(t *testing.T) int64 {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so cut at the
+		// last ')'; utime and stime are fields 14 and 15.
+		open, end := strings.IndexByte(string(b), '('), strings.LastIndexByte(string(b), ')')
+		if open < 0 || end < open {
+			continue
+		}
+		comm := string(b[open+1 : end])
+		// kworkers rename themselves after the workqueue they serve
+		// (WireGuard's wg-crypt among them), so they would come and go
+		// between two reads: only named kthreads count.
+		if strings.HasPrefix(comm, "kworker") ||
+			!strings.Contains(comm, "virtio") && !strings.Contains(comm, "crypt") && !strings.Contains(comm, "engine") {
+			continue
+		}
+		f := strings.Fields(string(b[end+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		sum += u + st
+	}
+	return sum
+}
+
+// kickConsole writes a line to the console every d until the returned func
+// is called (nothing when d is 0).
+func kickConsole(d time.Duration) func() {
+	if d <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(d)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				_, _ = os.Stdout.WriteString("kick\n")
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
 }

@@ -1,6 +1,14 @@
 package wgcompare
 
-import "strings"
+import (
+	"strings"
+	"time"
+)
+
+// MarkerSettle is how long the guest idles after each span marker, so that
+// the host, reading markers off the console, samples qemu's CPU before the
+// work starts. The span's wall time includes the first of those seconds.
+const MarkerSettle = time.Second
 
 // DeviceDriver is the virtio-crypto device's CBC driver in the guest.
 const DeviceDriver = "virtio_crypto_aes_cbc"

@@ -191,7 +191,7 @@ func (p *proc) stop(t *testing.T) {
 }
 
 // cpuStat is the first line of /proc/stat in USER_HZ ticks.
-type cpuStat struct{ busy, total int64 }
+type cpuStat struct{ busy, total, softirq int64 }
 
 func readCPUStat(t *testing.T) cpuStat {
 	t.Helper()
@@ -216,6 +216,9 @@ func readCPUStat(t *testing.T) cpuStat {
 			break
 		}
 		s.total += n
+		if i == 6 {
+			s.softirq = n
+		}
 		if i != 3 && i != 4 {
 			s.busy += n
 		}
