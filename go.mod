@@ -3,7 +3,6 @@ module github.com/offload-dev/offload
 go 1.26.0
 
 require (
-	github.com/VictoriaMetrics/metrics v1.45.0
 	github.com/flynn/noise v1.1.0
 	github.com/goccy/go-yaml v1.19.2
 	github.com/hashicorp/yamux v0.1.2
@@ -14,8 +13,4 @@ require (
 	golang.org/x/sys v0.50.0
 )
 
-require (
-	github.com/valyala/fastrand v1.1.0 // indirect
-	github.com/valyala/histogram v1.2.0 // indirect
-	go.uber.org/multierr v1.10.0 // indirect
-)
+require go.uber.org/multierr v1.10.0 // indirect

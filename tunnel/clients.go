@@ -12,7 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/VictoriaMetrics/metrics"
+	"github.com/offload-dev/offload/internal/metrics"
 	"github.com/offload-dev/offload/tunnel/mux"
 	"go.uber.org/zap"
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/VictoriaMetrics/metrics"
+	"github.com/offload-dev/offload/internal/metrics"
 
 	"github.com/offload-dev/offload/internal/testutil"
 )

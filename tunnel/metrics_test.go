@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/VictoriaMetrics/metrics"
+	"github.com/offload-dev/offload/internal/metrics"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -170,7 +170,7 @@ func TestBackoff(t *testing.T) {
 func TestMetricsEndpointRequests(t *testing.T) {
 	leakCheck(t)
 	set := metrics.NewSet()
-	set.NewCounter("offload_test_total").Add(3)
+	set.RegisterMetricsWriter(func(w io.Writer) { metrics.WriteCounterUint64(w, "offload_test_total", 3) })
 	ln := listen(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -289,7 +289,7 @@ func httpGet(addr, path, auth string) (int, string, error) {
 func TestMetricsIdleConnections(t *testing.T) {
 	leakCheck(t)
 	set := metrics.NewSet()
-	set.NewCounter("offload_test_total").Add(5)
+	set.RegisterMetricsWriter(func(w io.Writer) { metrics.WriteCounterUint64(w, "offload_test_total", 5) })
 	addr := startMetricsServer(t, set, MetricsOptions{})
 	var idle []net.Conn
 	defer func() {
@@ -320,7 +320,7 @@ func TestMetricsIdleConnections(t *testing.T) {
 func TestMetricsToken(t *testing.T) {
 	leakCheck(t)
 	set := metrics.NewSet()
-	set.NewCounter("offload_test_total").Add(7)
+	set.RegisterMetricsWriter(func(w io.Writer) { metrics.WriteCounterUint64(w, "offload_test_total", 7) })
 	log, logs := testLogger(t)
 	addr := startMetricsServer(t, set, MetricsOptions{Token: []byte("s3cret-token-0123456789"), Logger: log})
 	for _, tc := range []struct {

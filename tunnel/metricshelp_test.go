@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/VictoriaMetrics/metrics"
+	"github.com/offload-dev/offload/internal/metrics"
 )
 
 // TestMetricFamilies holds three lists to each other: the families the

@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/VictoriaMetrics/metrics"
+	"github.com/offload-dev/offload/internal/metrics"
 	"github.com/offload-dev/offload/tunnel/internal/netguard"
 	"go.uber.org/zap"
 )

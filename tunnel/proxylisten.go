@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/VictoriaMetrics/metrics"
+	"github.com/offload-dev/offload/internal/metrics"
 	"github.com/offload-dev/offload/tunnel/internal/netguard"
 	"go.uber.org/zap"
 )

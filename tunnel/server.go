@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/VictoriaMetrics/metrics"
+	"github.com/offload-dev/offload/internal/metrics"
 	"github.com/offload-dev/offload/tunnel/mux"
 	"go.uber.org/zap"
 

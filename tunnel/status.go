@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/VictoriaMetrics/metrics"
+	"github.com/offload-dev/offload/internal/metrics"
 	"go.uber.org/zap"
 
 	"github.com/offload-dev/offload/engine"

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/VictoriaMetrics/metrics"
+	"github.com/offload-dev/offload/internal/metrics"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -27,7 +27,9 @@ func TestStartMetricsToken(t *testing.T) {
 	core, logs := observer.New(zapcore.InfoLevel)
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &config.Common{Metrics: "127.0.0.1:0", MetricsTokenFile: tok}
-	wait, err := startMetrics(ctx, c, func(s *metrics.Set) { s.NewCounter("offload_cmd_test_total").Inc() }, nil, nil, zap.New(core))
+	wait, err := startMetrics(ctx, c, func(s *metrics.Set) {
+		s.RegisterMetricsWriter(func(w io.Writer) { metrics.WriteCounterUint64(w, "offload_cmd_test_total", 1) })
+	}, nil, nil, zap.New(core))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"os"
 	"runtime/debug"
 
-	"github.com/VictoriaMetrics/metrics"
+	"github.com/offload-dev/offload/internal/metrics"
 	"go.uber.org/zap"
 
 	"github.com/offload-dev/offload/config"
