@@ -45,7 +45,7 @@ var importRules = []importRule{
 	{pkg: "tunnel/allow", stdOnly: true},
 	{pkg: "tunnel/mux", project: []string{"tunnel/internal/netguard"}},
 	{pkg: "tunnel/internal/netguard", stdOnly: true},
-	{pkg: "tunnel/internal/socks5", stdOnly: true, awaited: true},
+	{pkg: "tunnel/internal/socks5", stdOnly: true},
 	// The tunnel sees engines only through engine and its own layers
 	// below; policy (selector), settings (config) and the metrics server
 	// are wired above it by cmd.
