@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"net"
 	"sync"
+
+	"github.com/offload-dev/offload/tunnel/internal/netguard"
 )
 
 // metricsSlots caps the metrics endpoint's connections waiting for their
@@ -40,7 +42,7 @@ func newMetricsSlots(max int) *metricsSlots {
 // acquire takes a slot for conn, resetting another pending connection if
 // all are taken. It returns nil if none could be freed: close conn.
 func (s *metricsSlots) acquire(conn net.Conn) *metricsSlot {
-	sl := &metricsSlot{slotEntry: slotEntry{conn: conn, source: sourceOf(conn)}}
+	sl := &metricsSlot{slotEntry: slotEntry{conn: conn, source: netguard.SourceOf(conn)}}
 	s.mu.Lock()
 	var victim *metricsSlot
 	if s.pending.len() >= s.max {

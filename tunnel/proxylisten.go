@@ -163,7 +163,7 @@ func (l *proxyListener) acceptLoop() {
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && !errors.Is(err, net.ErrClosed) {
-				delay = acceptBackoff(delay)
+				delay = netguard.AcceptBackoff(delay)
 				l.log.Warn("accept failed; retrying", zap.Error(err), zap.Duration("in", delay))
 				select {
 				case <-time.After(delay):
@@ -255,7 +255,7 @@ func (l *proxyListener) header(c net.Conn) {
 		}
 		return
 	}
-	src := sourceOf(conn)
+	src := netguard.SourceOf(conn)
 	l.mu.Lock()
 	full := l.perSource > 0 && l.waiting[src] >= l.perSource
 	if !full {

@@ -192,7 +192,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && !errors.Is(err, net.ErrClosed) {
-				delay = acceptBackoff(delay)
+				delay = netguard.AcceptBackoff(delay)
 				s.log.Warn("accept failed; retrying", zap.Error(err), zap.Duration("in", delay))
 				time.Sleep(delay)
 				continue
