@@ -140,7 +140,7 @@ func (c slotReader) Read(p []byte) (int, error) {
 	// Wait for bytes and look at them before taking them: were the head
 	// end taken first and recorded after, a connection would look empty
 	// to complete in between and could be evicted with its head read.
-	if ok, err := waitData(c.Conn); err == nil && ok {
+	if ok, err := netguard.WaitData(c.Conn); err == nil && ok {
 		var buf [metricsPeek]byte
 		c.slots.peeked(c.sl, buf[:peek(c.Conn, buf[:])])
 	}

@@ -46,6 +46,8 @@ var importRules = []importRule{
 	{pkg: "tunnel/mux", project: []string{"tunnel/internal/netguard"}},
 	{pkg: "tunnel/internal/netguard", stdOnly: true},
 	{pkg: "tunnel/internal/socks5", stdOnly: true},
+	// The PROXY reader knows no Server: caps in, drops out by callback.
+	{pkg: "tunnel/proxyproto", project: []string{"tunnel/internal/netguard"}},
 	// The tunnel sees engines only through engine and its own layers
 	// below; policy (selector), settings (config) and the metrics server
 	// are wired above it by cmd.
