@@ -86,9 +86,10 @@ type Policy struct {
 }
 
 var (
-	_ record.Policy   = (*Policy)(nil)
-	_ record.Tracker  = (*Policy)(nil)
-	_ record.Excluder = (*Policy)(nil)
+	_ record.Policy        = (*Policy)(nil)
+	_ record.Tracker       = (*Policy)(nil)
+	_ record.Excluder      = (*Policy)(nil)
+	_ record.HandedCounter = (*Policy)(nil)
 )
 
 // maxQueue caps Threshold: a device more than this many times faster than

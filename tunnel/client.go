@@ -368,7 +368,7 @@ func (c *Client) acceptLoop(ctx context.Context, f *forwardRun, wg *sync.WaitGro
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return
 			}
-			delay = acceptBackoff(delay)
+			delay = netguard.AcceptBackoff(delay)
 			c.log.Warn("accept failed; retrying", zap.Stringer("listen", f.ln.Addr()), zap.Error(err), zap.Duration("in", delay))
 			if !sleep(ctx, delay) {
 				return

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/offload-dev/offload/tunnel/internal/socks5"
 )
 
 // udpEcho sends msg to addr from a fresh socket and wants it back within
@@ -69,7 +71,7 @@ func TestClientReloadDynamic(t *testing.T) {
 		t.Fatalf("UDP forward at start: %v", err)
 	}
 	open, rep := socksDial(t, proxy, "old", "pw", socksRequest("127.0.0.1", port(t, echo.addr())))
-	if rep != repSucceeded {
+	if rep != socks5.ReplySucceeded {
 		t.Fatalf("SOCKS at start: reply %d", rep)
 	}
 	echoThrough(t, open)
@@ -82,7 +84,7 @@ func TestClientReloadDynamic(t *testing.T) {
 	if err := cli.Reload(bad); !errors.Is(err, ErrConfig) {
 		t.Fatalf("reload with a socket twice: %v, want ErrConfig", err)
 	}
-	if c, rep := socksDial(t, proxy, "old", "pw", socksRequest("127.0.0.1", port(t, echo.addr()))); rep != repSucceeded {
+	if c, rep := socksDial(t, proxy, "old", "pw", socksRequest("127.0.0.1", port(t, echo.addr()))); rep != socks5.ReplySucceeded {
 		t.Fatalf("old user after a refused reload: reply %d", rep)
 	} else {
 		c.Close()
@@ -102,7 +104,7 @@ func TestClientReloadDynamic(t *testing.T) {
 		t.Errorf("a removed SOCKS user: reply %d, want the authentication refused", rep)
 	}
 	c, rep := socksDial(t, proxy, "new", "pw2", socksRequest("127.0.0.1", port(t, echo.addr())))
-	if rep != repSucceeded {
+	if rep != socks5.ReplySucceeded {
 		t.Fatalf("the new SOCKS user: reply %d", rep)
 	}
 	echoThrough(t, c)

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/offload-dev/offload/tunnel/internal/socks5"
 )
 
 // Per-client SOCKS destinations and UDP services: alice's key opens what
@@ -47,8 +49,8 @@ func TestClientsDynamicAccess(t *testing.T) {
 		t.Fatalf("alice's SOCKS request to an address in her socks_allow: reply %d, want 0", rep)
 	}
 	echoThrough(t, aliceConn)
-	if _, rep := socksDial(t, bob.socks, "", "", req); rep != repNotAllowed {
-		t.Errorf("bob's SOCKS request (no socks_allow of his own): reply %d, want %d", rep, repNotAllowed)
+	if _, rep := socksDial(t, bob.socks, "", "", req); rep != socks5.ReplyNotAllowed {
+		t.Errorf("bob's SOCKS request (no socks_allow of his own): reply %d, want %d", rep, socks5.ReplyNotAllowed)
 	}
 	if n := tg.accepted(); n != 1 {
 		t.Errorf("the target was dialled %d times, want once (alice's)", n)
@@ -101,8 +103,8 @@ func TestClientsDynamicAccess(t *testing.T) {
 	if n := countLogs(logs, "closing stream", map[string]string{"client": "alice", "reason": "destination no longer in socks_allow"}); n != 1 {
 		t.Errorf("%d closing-stream lines for alice's SOCKS stream, want 1", n)
 	}
-	if _, rep := socksDial(t, alice.socks, "", "", req); rep != repNotAllowed {
-		t.Errorf("alice's SOCKS request after the reload: reply %d, want %d", rep, repNotAllowed)
+	if _, rep := socksDial(t, alice.socks, "", "", req); rep != socks5.ReplyNotAllowed {
+		t.Errorf("alice's SOCKS request after the reload: reply %d, want %d", rep, socks5.ReplyNotAllowed)
 	}
 	if err := udpEcho(alice.udp); err != nil {
 		t.Errorf("alice's UDP service after a reload that kept it: %v", err)

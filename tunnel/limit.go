@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/tunnel/handshake"
+	"github.com/offload-dev/offload/tunnel/internal/netguard"
 	"github.com/offload-dev/offload/tunnel/suite"
 )
 
@@ -100,33 +101,13 @@ func newHSSlots(max, perSource int, s suite.Suite) *hsSlots {
 	return &hsSlots{max: max, perSource: perSource, prefix: prefix, flightLen: n}
 }
 
-// sourceOf is the address a slot is counted under: the IPv4 address, or
-// the IPv6 /64 (one host can have a whole /64).
-func sourceOf(c net.Conn) netip.Prefix {
-	ta, ok := c.RemoteAddr().(*net.TCPAddr)
-	if !ok {
-		return netip.Prefix{}
-	}
-	a, ok := netip.AddrFromSlice(ta.IP)
-	if !ok {
-		return netip.Prefix{}
-	}
-	a = a.Unmap()
-	bits := 32
-	if a.Is6() {
-		bits = 64
-	}
-	p, _ := a.Prefix(bits)
-	return p
-}
-
 // acquire takes a slot for conn, evicting (closing) another pending
 // connection if conn's source or the server is at its cap. It returns nil
 // if no slot could be freed: the caller refuses conn. A returned slot
 // with ready set is queued instead: the caller waits for ready (see
 // await) before the handshake.
 func (s *hsSlots) acquire(conn net.Conn) *hsSlot {
-	sl := &hsSlot{slotEntry: slotEntry{conn: conn, source: sourceOf(conn)}}
+	sl := &hsSlot{slotEntry: slotEntry{conn: conn, source: netguard.SourceOf(conn)}}
 	s.mu.Lock()
 	var victim *hsSlot
 	switch {
@@ -337,7 +318,7 @@ func (c slotConn) Read(p []byte) (int, error) {
 	// as incomplete and could be evicted (a genuine client beside a flood,
 	// 1 in 20 under -race beside a busy core).
 	if c.slots.pendingFlight(c.sl) {
-		if ok, err := waitData(c.Conn); err == nil && ok {
+		if ok, err := netguard.WaitData(c.Conn); err == nil && ok {
 			c.slots.settle(c.sl)
 		}
 	}
@@ -400,13 +381,4 @@ func (t *tracker) wait(d time.Duration) bool {
 	case <-timer.C:
 		return false
 	}
-}
-
-// acceptBackoff is the pause after a failed Accept (out of file
-// descriptors, say), doubling from 5ms to 1s as net/http does.
-func acceptBackoff(prev time.Duration) time.Duration {
-	if prev == 0 {
-		return 5 * time.Millisecond
-	}
-	return min(2*prev, time.Second)
 }

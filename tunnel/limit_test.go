@@ -3,7 +3,6 @@ package tunnel
 import (
 	"context"
 	"net"
-	"net/netip"
 	"testing"
 	"time"
 
@@ -102,32 +101,6 @@ func TestSlotsPolicy(t *testing.T) {
 		t.Fatalf("after release: %d pending, %d sources", s.len(), len(s.pending.bySource))
 	}
 }
-
-func TestSourceOf(t *testing.T) {
-	for addr, want := range map[string]string{
-		"192.0.2.7:1000":            "192.0.2.7/32",
-		"[::ffff:192.0.2.7]:1000":   "192.0.2.7/32",
-		"[2001:db8:1:2:3:4:5:6]:80": "2001:db8:1:2::/64",
-	} {
-		ap := netip.MustParseAddrPort(addr)
-		c := fakeAddrConn{net.TCPAddrFromAddrPort(ap)}
-		if got := sourceOf(c); got.String() != want {
-			t.Errorf("%s: %v, want %s", addr, got, want)
-		}
-	}
-}
-
-type fakeAddrConn struct{ remote net.Addr }
-
-func (c fakeAddrConn) RemoteAddr() net.Addr { return c.remote }
-
-func (fakeAddrConn) Read([]byte) (int, error)         { return 0, nil }
-func (fakeAddrConn) Write(b []byte) (int, error)      { return len(b), nil }
-func (fakeAddrConn) Close() error                     { return nil }
-func (fakeAddrConn) LocalAddr() net.Addr              { return nil }
-func (fakeAddrConn) SetDeadline(time.Time) error      { return nil }
-func (fakeAddrConn) SetReadDeadline(time.Time) error  { return nil }
-func (fakeAddrConn) SetWriteDeadline(time.Time) error { return nil }
 
 // TestSlotsWaitForFreedSlot: when every slot holds a flight the handshake
 // is already trying, a connection from a fresh source waits, and the next

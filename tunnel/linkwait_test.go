@@ -12,6 +12,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/offload-dev/offload/tunnel/internal/socks5"
 )
 
 // failFastOptions has a DialTimeout far longer than any wait the test
@@ -107,8 +109,8 @@ func TestFailFastSocks(t *testing.T) {
 	waitLog(t, clogs, "link failed; redialling")
 	start := time.Now()
 	_, rep := socksDial(t, ln.Addr().String(), "", "", socksRequest("127.0.0.1", 80))
-	if rep != repFailure {
-		t.Fatalf("reply %d, want general failure (%d)", rep, repFailure)
+	if rep != socks5.ReplyFailure {
+		t.Fatalf("reply %d, want general failure (%d)", rep, socks5.ReplyFailure)
 	}
 	if d := time.Since(start); d >= o.DialTimeout/2 {
 		t.Errorf("answered after %v", d)

@@ -73,14 +73,10 @@ var streamResultNames = [numStreamResults]string{"ok", "aborted", "refused"}
 
 // counters are a server's or client's own counters, next to the record
 // layer's Stats; the status line and the metrics read both.
-// handedCounter is the selector's hybrid policy: it counts the frames of
-// a device's band it handed to the CPU.
-type handedCounter interface{ HandedToCPU() uint64 }
-
 type counters struct {
-	hybrid     handedCounter // the policy, if it is hybrid's
-	guard      *engineGuard  // the engine checks; nil in tests of counters alone
-	role       string        // "server" or "client"
+	hybrid     record.HandedCounter // the policy, if it is hybrid's
+	guard      *engineGuard         // the engine checks; nil in tests of counters alone
+	role       string               // "server" or "client"
 	engines    []string
 	stats      *record.Stats
 	handshakes [numHandshakeResults]atomic.Uint64
@@ -120,7 +116,7 @@ func newCounters(role string, engines []engine.Engine, stats *record.Stats, poli
 		stats = new(record.Stats)
 	}
 	c := &counters{role: role, stats: stats, live: newLiveStats()}
-	c.hybrid, _ = policy.(handedCounter)
+	c.hybrid, _ = policy.(record.HandedCounter)
 	for _, e := range engines {
 		c.engines = append(c.engines, e.Name())
 	}

@@ -14,13 +14,18 @@ import (
 )
 
 // TestMetricFamilies holds three lists to each other: the families the
-// tunnel's writers can emit (read from the source, so a family that
-// appears only under some configuration is covered too), metricFamilies
-// (type and help), and the metrics tables in docs/.
+// writers of tunnel and its subpackages can emit (read from the source,
+// so a family that appears only under some configuration is covered too),
+// metricFamilies (type and help), and the metrics tables in docs/.
 func TestMetricFamilies(t *testing.T) {
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
+	// tunnel/proxyproto writes the offload_proxy_headers families.
+	var files []string
+	for _, pattern := range []string{"*.go", "*/*.go"} {
+		m, err := filepath.Glob(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, m...)
 	}
 	write := regexp.MustCompile("metrics\\.Write(Counter|Gauge)Uint64\\(w,\\s*(?:fmt\\.Sprintf\\()?[`\"](offload_[a-z_]+)")
 	written := map[string]string{}

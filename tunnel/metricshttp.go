@@ -96,7 +96,7 @@ func ServeMetrics(ctx context.Context, ln net.Listener, set *metrics.Set, opt Me
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && !errors.Is(err, net.ErrClosed) {
-				backoff = acceptBackoff(backoff)
+				backoff = netguard.AcceptBackoff(backoff)
 				log.Warn("accept", zap.Error(err), zap.Duration("retry_in", backoff))
 				time.Sleep(backoff)
 				continue

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"net"
 	"sync"
+
+	"github.com/offload-dev/offload/tunnel/internal/netguard"
 )
 
 // metricsSlots caps the metrics endpoint's connections waiting for their
@@ -40,7 +42,7 @@ func newMetricsSlots(max int) *metricsSlots {
 // acquire takes a slot for conn, resetting another pending connection if
 // all are taken. It returns nil if none could be freed: close conn.
 func (s *metricsSlots) acquire(conn net.Conn) *metricsSlot {
-	sl := &metricsSlot{slotEntry: slotEntry{conn: conn, source: sourceOf(conn)}}
+	sl := &metricsSlot{slotEntry: slotEntry{conn: conn, source: netguard.SourceOf(conn)}}
 	s.mu.Lock()
 	var victim *metricsSlot
 	if s.pending.len() >= s.max {
@@ -138,7 +140,7 @@ func (c slotReader) Read(p []byte) (int, error) {
 	// Wait for bytes and look at them before taking them: were the head
 	// end taken first and recorded after, a connection would look empty
 	// to complete in between and could be evicted with its head read.
-	if ok, err := waitData(c.Conn); err == nil && ok {
+	if ok, err := netguard.WaitData(c.Conn); err == nil && ok {
 		var buf [metricsPeek]byte
 		c.slots.peeked(c.sl, buf[:peek(c.Conn, buf[:])])
 	}

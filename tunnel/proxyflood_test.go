@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/offload-dev/offload/tunnel/proxyproto"
 )
 
 // TestProxyProtocolFloodOneClient: behind a load balancer, one client
@@ -35,7 +37,7 @@ func TestProxyProtocolFloodOneClient(t *testing.T) {
 		func(int, int) (net.Conn, error) { return net.Dial("tcp", saddr) },
 		func(w, n int) []byte {
 			src := netip.AddrPortFrom(netip.MustParseAddr("203.0.113.5"), uint16(1000+w*10000+n%10000))
-			return append(appendProxyV2(nil, src, dst, nil), "OFLD\x02"...)
+			return append(proxyproto.AppendHeader(nil, src, dst, nil), "OFLD\x02"...)
 		})
 	eventually(t, time.Minute, "the flood to be dropped", func() bool { return srv.ctr.handshakes[hsDropped].Load() > 200 })
 
@@ -46,7 +48,7 @@ func TestProxyProtocolFloodOneClient(t *testing.T) {
 	stop()
 	okN := genuineOK(srv, clients*each, failed)
 	t.Logf("flood: %d connections from one client address, %d dropped, %d header slots busy; genuine: %d of %d ok on the server, %d failed on the client",
-		flooded.Load(), srv.ctr.handshakes[hsDropped].Load(), srv.ppStats.results[ppBusy].Load(), okN, clients*each, failed)
+		flooded.Load(), srv.ctr.handshakes[hsDropped].Load(), srv.ppStats.Results[proxyproto.ResultBusy].Load(), okN, clients*each, failed)
 	if failed != 0 || okN != clients*each {
 		t.Errorf("%d of %d genuine handshakes failed beside one client's flood", clients*each-int(okN), clients*each)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/internal/testutil"
+	"github.com/offload-dev/offload/tunnel/proxyproto"
 )
 
 // sendFrom dials addr from the loopback address local (dialFrom) and
@@ -38,7 +39,7 @@ func proxyDial(src netip.AddrPort) func(ctx context.Context, network, addr strin
 			return nil, err
 		}
 		dst, _ := netip.ParseAddrPort(c.RemoteAddr().String())
-		if _, err := c.Write(appendProxyV2(nil, src, dst, nil)); err != nil {
+		if _, err := c.Write(proxyproto.AppendHeader(nil, src, dst, nil)); err != nil {
 			c.Close()
 			return nil, err
 		}
@@ -46,7 +47,7 @@ func proxyDial(src netip.AddrPort) func(ctx context.Context, network, addr strin
 	}
 }
 
-var localHeader = appendProxyV2(nil, netip.AddrPort{}, netip.AddrPort{}, nil)
+var localHeader = proxyproto.AppendHeader(nil, netip.AddrPort{}, netip.AddrPort{}, nil)
 
 // TestProxyProtocolRealAddress: through a PROXY header the server's logs
 // see the client's address, not the balancer's; streams work.
@@ -64,8 +65,8 @@ func TestProxyProtocolRealAddress(t *testing.T) {
 	if up := logs.FilterMessage("link up").FilterFieldKey("remote").All(); len(up) != 1 || up[0].ContextMap()["remote"] != client.String() {
 		t.Errorf("want the server's 'link up' with remote %v: %v", client, logs.FilterMessage("link up").All())
 	}
-	if srv.ppStats.results[ppOK].Load() != 1 {
-		t.Errorf("ok headers: %d", srv.ppStats.results[ppOK].Load())
+	if srv.ppStats.Results[proxyproto.ResultOK].Load() != 1 {
+		t.Errorf("ok headers: %d", srv.ppStats.Results[proxyproto.ResultOK].Load())
 	}
 }
 
@@ -80,7 +81,7 @@ func TestProxyProtocolPerSource(t *testing.T) {
 		MaxHandshakes: 8, MaxHandshakesPerSource: 1,
 		ProxyProtocol: &ProxyProtocol{From: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}})
 	dst := netip.MustParseAddrPort(saddr)
-	hdr := func(src string) []byte { return appendProxyV2(nil, netip.MustParseAddrPort(src), dst, nil) }
+	hdr := func(src string) []byte { return proxyproto.AppendHeader(nil, netip.MustParseAddrPort(src), dst, nil) }
 	sendFrom(t, "127.0.0.1", saddr, hdr("127.20.0.1:1000"))
 	sendFrom(t, "127.0.0.1", saddr, hdr("127.20.0.2:1000"))
 	eventually(t, 5*time.Second, "two pending handshakes", func() bool { return srv.slots.len() == 2 })
@@ -106,7 +107,7 @@ func TestProxyProtocolRefusals(t *testing.T) {
 		MaxHandshakes: 4,
 		ProxyProtocol: &ProxyProtocol{From: []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}, HeaderTimeout: 300 * time.Millisecond}})
 	dst := netip.MustParseAddrPort(saddr)
-	good := appendProxyV2(nil, netip.MustParseAddrPort("127.30.0.1:1"), dst, nil)
+	good := proxyproto.AppendHeader(nil, netip.MustParseAddrPort("127.30.0.1:1"), dst, nil)
 	// refused dials from local, writes hdr and reads: the error that
 	// ends the connection (a reset may already fail the dial or write).
 	refused := func(local string, hdr []byte) error {
@@ -160,21 +161,21 @@ func TestProxyProtocolRefusals(t *testing.T) {
 		sendFrom(t, "127.0.0.2", saddr, localHeader).Close()
 	}
 	defer func() {
-		for i, n := range ppResultNames {
-			t.Logf("%s: %d", n, srv.ppStats.results[i].Load())
+		for i := range proxyproto.NumResults {
+			t.Logf("%s: %d", i, srv.ppStats.Results[i].Load())
 		}
 	}()
 	eventually(t, 5*time.Second, "the outcomes counted", func() bool {
 		// Refused: 5 and the client's dials; bad: garbage and v1; the
 		// truncated header waits for the rest until the timeout.
-		return srv.ppStats.results[ppRefused].Load() >= 6 && srv.ppStats.results[ppBad].Load() == 2 &&
-			srv.ppStats.results[ppTimeout].Load() == 1 && srv.ppStats.results[ppLocal].Load() == 3
+		return srv.ppStats.Results[proxyproto.ResultRefused].Load() >= 6 && srv.ppStats.Results[proxyproto.ResultBad].Load() == 2 &&
+			srv.ppStats.Results[proxyproto.ResultTimeout].Load() == 1 && srv.ppStats.Results[proxyproto.ResultLocal].Load() == 3
 	})
 	// Silence: timeout.
 	if err := refused("127.0.0.2", nil); err == nil || isTimeout(err) {
 		t.Errorf("silent connection: %v, want it closed after the header timeout", err)
 	}
-	if n := srv.ppStats.results[ppTimeout].Load(); n != 2 {
+	if n := srv.ppStats.Results[proxyproto.ResultTimeout].Load(); n != 2 {
 		t.Errorf("timeouts: %d", n)
 	}
 	if n := logs.FilterMessage("refused a connection that is not from a load balancer in proxy_protocol_from").Len(); n != 1 {
@@ -190,14 +191,14 @@ func TestProxyProtocolRefusals(t *testing.T) {
 	// taken, the listener accepts nothing more: a fifth connection waits
 	// (in the kernel's listen queue, or accepted and counted busy) until
 	// a slot frees, rather than being reset.
-	eventually(t, 5*time.Second, "no header slot taken", func() bool { return srv.ppStats.pending.Load() == 0 })
+	eventually(t, 5*time.Second, "no header slot taken", func() bool { return srv.ppStats.Pending.Load() == 0 })
 	var silent []net.Conn
 	for range 4 {
 		silent = append(silent, sendFrom(t, "127.0.0.2", saddr, good[:3]))
 	}
-	eventually(t, 5*time.Second, "four waiting", func() bool { return srv.ppStats.pending.Load() == 4 })
+	eventually(t, 5*time.Second, "four waiting", func() bool { return srv.ppStats.Pending.Load() == 4 })
 	fifth := sendFrom(t, "127.0.0.2", saddr, good[:3])
-	eventually(t, 5*time.Second, "the fifth counted busy", func() bool { return srv.ppStats.results[ppBusy].Load() == 1 })
+	eventually(t, 5*time.Second, "the fifth counted busy", func() bool { return srv.ppStats.Results[proxyproto.ResultBusy].Load() == 1 })
 	_ = fifth.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
 	if _, err := fifth.Read(make([]byte, 1)); !isTimeout(err) {
 		t.Errorf("fifth connection while the header slots are full: %v, want it to wait", err)
@@ -234,8 +235,8 @@ func TestProxyProtocolLocalServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	up := logs.FilterMessage("link up").FilterFieldKey("remote").All()
-	if len(up) != 1 || !isLoopback127(up[0].ContextMap()["remote"]) || srv.ppStats.results[ppServed].Load() != 1 {
-		t.Errorf("link up %v, local served %d", up, srv.ppStats.results[ppServed].Load())
+	if len(up) != 1 || !isLoopback127(up[0].ContextMap()["remote"]) || srv.ppStats.Results[proxyproto.ResultServed].Load() != 1 {
+		t.Errorf("link up %v, local served %d", up, srv.ppStats.Results[proxyproto.ResultServed].Load())
 	}
 }
 
@@ -263,8 +264,8 @@ func TestProxyProtocolPendingCost(t *testing.T) {
 		ProxyProtocol: &ProxyProtocol{From: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, HeaderTimeout: time.Minute}})
 	dst := netip.MustParseAddrPort(saddr)
 	// The fixed part says 2 KiB follow; 100 bytes of them come.
-	hdr := appendProxyV2(nil, netip.MustParseAddrPort("127.40.0.1:1"), dst, make([]byte, proxyMaxBody-12))
-	hdr = hdr[:proxyFixedLen+100]
+	hdr := proxyproto.AppendHeader(nil, netip.MustParseAddrPort("127.40.0.1:1"), dst, make([]byte, proxyproto.MaxBody-12))
+	hdr = hdr[:proxyproto.FixedLen+100]
 	mem := func() uint64 {
 		runtime.GC()
 		var ms runtime.MemStats
@@ -283,7 +284,7 @@ func TestProxyProtocolPendingCost(t *testing.T) {
 	// The rest wait: one accepted (counted busy) for the next free slot,
 	// the others in the kernel's listen queue.
 	eventually(t, 10*time.Second, "the slots full and the rest waiting", func() bool {
-		return srv.ppStats.pending.Load() == slots && srv.ppStats.results[ppBusy].Load() == 1
+		return srv.ppStats.Pending.Load() == slots && srv.ppStats.Results[proxyproto.ResultBusy].Load() == 1
 	})
 	per := (int64(mem()) - int64(before)) / slots
 	t.Logf("%d connections in their header: %d bytes each (heap and stacks, this process's client ends included)", slots, per)

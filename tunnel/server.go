@@ -17,6 +17,7 @@ import (
 
 	"github.com/offload-dev/offload/tunnel/handshake"
 	"github.com/offload-dev/offload/tunnel/internal/netguard"
+	"github.com/offload-dev/offload/tunnel/proxyproto"
 	"github.com/offload-dev/offload/tunnel/record"
 )
 
@@ -51,7 +52,7 @@ type ServerConfig struct {
 	// have their own in Access.Rules.
 	Rules *Rules
 	// ProxyProtocol, if not nil, reads a PROXY protocol v2 header from
-	// each connection first (proxylisten.go).
+	// each connection first (serverlisten.go, tunnel/proxyproto).
 	ProxyProtocol *ProxyProtocol
 }
 
@@ -73,7 +74,7 @@ type Server struct {
 	// then, so that they do not hold the drain open.
 	stopping chan struct{}
 	proxy    *ProxyProtocol
-	ppStats  proxyStats
+	ppStats  proxyproto.Stats
 	serving  atomic.Bool // Serve is accepting: Healthy
 
 	dropLog, failLog, refuseLog, linkLog netguard.RateLimit
@@ -149,7 +150,7 @@ func (s *Server) RegisterMetrics(set *metrics.Set) {
 	set.RegisterMetricsWriter(s.clientCtr.writePrometheus)
 	set.RegisterMetricsWriter(s.udp.writePrometheus)
 	if s.proxy != nil {
-		set.RegisterMetricsWriter(s.ppStats.writePrometheus)
+		set.RegisterMetricsWriter(s.ppStats.WritePrometheus)
 	}
 }
 
@@ -192,7 +193,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && !errors.Is(err, net.ErrClosed) {
-				delay = acceptBackoff(delay)
+				delay = netguard.AcceptBackoff(delay)
 				s.log.Warn("accept failed; retrying", zap.Error(err), zap.Duration("in", delay))
 				time.Sleep(delay)
 				continue

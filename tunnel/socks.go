@@ -2,7 +2,7 @@ package tunnel
 
 // SOCKS5 dynamic forwarding. The client speaks SOCKS5 to local
 // applications (RFC 1928, CONNECT only; no authentication or RFC 1929
-// username/password) and sends each destination to the server as a
+// username/password; the wire is tunnel/internal/socks5) and sends each destination to the server as a
 // socks-connect request (proto.go): a port and the host as the application
 // gave it, an IP literal or a DNS name. The server resolves names itself,
 // checks every address it would dial against its Rules (deny by default,
@@ -18,51 +18,24 @@ package tunnel
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"strconv"
 	"syscall"
 	"time"
 
-	"github.com/offload-dev/offload/tunnel/mux"
-
 	"github.com/offload-dev/offload/tunnel/allow"
-)
-
-// SOCKS5 constants (RFC 1928, RFC 1929).
-const (
-	socksVersion      = 5
-	socksAuthVersion  = 1
-	socksNoAuth       = 0x00
-	socksUserPass     = 0x02
-	socksNoAcceptable = 0xff
-	socksConnect      = 1
-	socksBind         = 2
-	socksUDPAssociate = 3
-	socksIPv4         = 1
-	socksDomain       = 3
-	socksIPv6         = 4
-
-	repSucceeded        = 0
-	repFailure          = 1
-	repNotAllowed       = 2
-	repNetUnreachable   = 3
-	repHostUnreachable  = 4
-	repConnRefused      = 5
-	repTTLExpired       = 6
-	repCmdNotSupported  = 7
-	repAtypNotSupported = 8
+	"github.com/offload-dev/offload/tunnel/internal/socks5"
+	"github.com/offload-dev/offload/tunnel/mux"
 )
 
 // ErrSocks is wrapped by the reasons the client refuses a SOCKS5 request
 // before anything is sent to the server: a client that is not SOCKS5, a
 // command other than CONNECT, failed authentication, a malformed address.
 // Fix the application or its proxy settings.
-var ErrSocks = errors.New("SOCKS5 request refused")
+var ErrSocks = socks5.ErrRefused
 
 // Socks is the client's SOCKS5 listener.
 type Socks struct {
@@ -70,20 +43,6 @@ type Socks struct {
 	// Users maps user names to passwords (RFC 1929); empty means no
 	// authentication.
 	Users map[string]string
-}
-
-// socksError is a refusal with the reply code to send (0: send none, the
-// greeting already failed or the peer is not SOCKS5).
-type socksError struct {
-	reply byte
-	err   error
-}
-
-func (e *socksError) Error() string { return e.err.Error() }
-func (e *socksError) Unwrap() error { return e.err }
-
-func socksRefuse(reply byte, format string, args ...any) error {
-	return &socksError{reply: reply, err: fmt.Errorf("%w: "+format, append([]any{ErrSocks}, args...)...)}
 }
 
 // socksForward is the Forward that serves the SOCKS listener.
@@ -96,7 +55,7 @@ func socksForward(s *Socks) Forward {
 // serveSocks runs SOCKS5 on conn and carries the connection.
 func (c *Client) serveSocks(ctx context.Context, conn net.Conn, users map[string]string) {
 	_ = conn.SetDeadline(time.Now().Add(c.opt.DialTimeout))
-	host, port, err := socksNegotiate(conn, users)
+	host, port, err := socks5.Negotiate(conn, users, allow.CheckName)
 	if err != nil {
 		c.socksFail(conn, nil, "socks", err)
 		return
@@ -104,23 +63,21 @@ func (c *Client) serveSocks(ctx context.Context, conn net.Conn, users map[string
 	what := "socks " + net.JoinHostPort(host, strconv.Itoa(int(port)))
 	req, err := appendRequest(nil, kindSocks, socksArg(host, port))
 	if err != nil {
-		c.socksFail(conn, nil, what, &socksError{repFailure, err})
+		c.socksFail(conn, nil, what, &socks5.Error{Reply: socks5.ReplyFailure, Err: err})
 		return
 	}
 	st, err := c.openStream(ctx, req)
 	if err != nil {
-		c.socksFail(conn, nil, what, &socksError{repFailure, err})
+		c.socksFail(conn, nil, what, &socks5.Error{Reply: socks5.ReplyFailure, Err: err})
 		return
 	}
 	_ = st.SetReadDeadline(time.Now().Add(2 * c.opt.DialTimeout))
 	if err := readResponse(st); err != nil {
-		c.socksFail(conn, st, what, &socksError{socksReply(err), err})
+		c.socksFail(conn, st, what, &socks5.Error{Reply: socksReply(err), Err: err})
 		return
 	}
 	_ = st.SetReadDeadline(time.Time{})
-	// BND.ADDR and BND.PORT are zero, as in ssh -D: the address the server
-	// dialled from means nothing on this side.
-	if _, err := conn.Write([]byte{socksVersion, repSucceeded, 0, socksIPv4, 0, 0, 0, 0, 0, 0}); err != nil {
+	if err := socks5.WriteReply(conn, socks5.ReplySucceeded); err != nil {
 		resetConn(conn)
 		_ = st.Close()
 		c.streamEnded(what, 0, 0, fmt.Errorf("%w: writing the SOCKS5 reply: %w", ErrAborted, err))
@@ -134,9 +91,9 @@ func (c *Client) serveSocks(ctx context.Context, conn net.Conn, users map[string
 // socksFail sends the refusal's reply code, if it has one, closes conn
 // (and st), and counts and logs the refusal with its reason.
 func (c *Client) socksFail(conn net.Conn, st *mux.Stream, what string, err error) {
-	var se *socksError
-	if errors.As(err, &se) && se.reply != 0 {
-		_, _ = conn.Write([]byte{socksVersion, se.reply, 0, socksIPv4, 0, 0, 0, 0, 0, 0})
+	var se *socks5.Error
+	if errors.As(err, &se) && se.Reply != 0 {
+		_ = socks5.WriteReply(conn, se.Reply)
 	}
 	_ = conn.Close()
 	if st != nil {
@@ -145,141 +102,25 @@ func (c *Client) socksFail(conn net.Conn, st *mux.Stream, what string, err error
 	c.refused(what, err)
 }
 
-// socksNegotiate reads the greeting, authenticates and reads the CONNECT
-// request. It writes the method choice and the authentication status; the
-// caller writes the final reply.
-func socksNegotiate(conn net.Conn, users map[string]string) (host string, port uint16, err error) {
-	var buf [2 + 255]byte
-	if _, err := io.ReadFull(conn, buf[:2]); err != nil {
-		return "", 0, &socksError{0, fmt.Errorf("%w: reading the greeting: %w", ErrSocks, err)}
-	}
-	if buf[0] != socksVersion {
-		return "", 0, socksRefuse(0, "version %d (want 5): not a SOCKS5 client", buf[0])
-	}
-	methods := buf[2 : 2+int(buf[1])]
-	if _, err := io.ReadFull(conn, methods); err != nil {
-		return "", 0, &socksError{0, fmt.Errorf("%w: reading the greeting's methods: %w", ErrSocks, err)}
-	}
-	want := byte(socksNoAuth)
-	if len(users) > 0 {
-		want = socksUserPass
-	}
-	offered := false
-	for _, m := range methods {
-		offered = offered || m == want
-	}
-	if !offered {
-		_, _ = conn.Write([]byte{socksVersion, socksNoAcceptable})
-		return "", 0, socksRefuse(0, "no acceptable authentication method: the client offers % x, this proxy requires %#x", methods, want)
-	}
-	if _, err := conn.Write([]byte{socksVersion, want}); err != nil {
-		return "", 0, fmt.Errorf("%w: writing the method: %w", ErrSocks, err)
-	}
-	if want == socksUserPass {
-		if err := socksAuth(conn, users); err != nil {
-			return "", 0, err
-		}
-	}
-
-	if _, err := io.ReadFull(conn, buf[:4]); err != nil {
-		return "", 0, &socksError{0, fmt.Errorf("%w: reading the request: %w", ErrSocks, err)}
-	}
-	if buf[0] != socksVersion {
-		return "", 0, socksRefuse(repFailure, "request version %d (want 5)", buf[0])
-	}
-	switch buf[1] {
-	case socksConnect:
-	case socksBind:
-		return "", 0, socksRefuse(repCmdNotSupported, "command BIND is not supported (CONNECT only)")
-	case socksUDPAssociate:
-		return "", 0, socksRefuse(repCmdNotSupported, "command UDP ASSOCIATE is not supported (CONNECT only; see udp_forwards)")
-	default:
-		return "", 0, socksRefuse(repCmdNotSupported, "unknown command %d", buf[1])
-	}
-	switch buf[3] {
-	case socksIPv4, socksIPv6:
-		n := 4
-		if buf[3] == socksIPv6 {
-			n = 16
-		}
-		if _, err := io.ReadFull(conn, buf[:n+2]); err != nil {
-			return "", 0, socksRefuse(repFailure, "truncated address: %v", err)
-		}
-		a, _ := netip.AddrFromSlice(buf[:n])
-		host, port = a.Unmap().String(), uint16(buf[n])<<8|uint16(buf[n+1])
-	case socksDomain:
-		if _, err := io.ReadFull(conn, buf[:1]); err != nil {
-			return "", 0, socksRefuse(repFailure, "truncated address: %v", err)
-		}
-		n := int(buf[0])
-		if _, err := io.ReadFull(conn, buf[:n+2]); err != nil {
-			return "", 0, socksRefuse(repFailure, "truncated name of %d bytes: %v", n, err)
-		}
-		host, port = string(buf[:n]), uint16(buf[n])<<8|uint16(buf[n+1])
-		if err := allow.CheckName(host); err != nil {
-			return "", 0, socksRefuse(repHostUnreachable, "bad destination name: %v", err)
-		}
-	default:
-		return "", 0, socksRefuse(repAtypNotSupported, "address type %d", buf[3])
-	}
-	if port == 0 {
-		return "", 0, socksRefuse(repFailure, "destination port 0")
-	}
-	return host, port, nil
-}
-
-// socksAuth runs RFC 1929 username/password authentication.
-func socksAuth(conn net.Conn, users map[string]string) error {
-	var buf [255]byte
-	if _, err := io.ReadFull(conn, buf[:2]); err != nil {
-		return &socksError{0, fmt.Errorf("%w: reading the authentication: %w", ErrSocks, err)}
-	}
-	if buf[0] != socksAuthVersion {
-		_, _ = conn.Write([]byte{socksAuthVersion, 1})
-		return socksRefuse(0, "authentication version %d (want 1)", buf[0])
-	}
-	user := make([]byte, buf[1])
-	if _, err := io.ReadFull(conn, user); err != nil {
-		return &socksError{0, fmt.Errorf("%w: reading the user name: %w", ErrSocks, err)}
-	}
-	if _, err := io.ReadFull(conn, buf[:1]); err != nil {
-		return &socksError{0, fmt.Errorf("%w: reading the password: %w", ErrSocks, err)}
-	}
-	pass := buf[:buf[0]]
-	if _, err := io.ReadFull(conn, pass); err != nil {
-		return &socksError{0, fmt.Errorf("%w: reading the password: %w", ErrSocks, err)}
-	}
-	want, known := users[string(user)]
-	// Compare even for an unknown user, so timing does not tell user
-	// names apart.
-	ok := subtle.ConstantTimeCompare(pass, []byte(want)) == 1 && known
-	if !ok {
-		_, _ = conn.Write([]byte{socksAuthVersion, 1})
-		return socksRefuse(0, "authentication failed for user %q", user)
-	}
-	_, err := conn.Write([]byte{socksAuthVersion, 0})
-	return err
-}
-
 // socksReply is the SOCKS5 reply code for the server's refusal.
 func socksReply(err error) byte {
 	var se *StatusError
 	if !errors.As(err, &se) {
-		return repFailure
+		return socks5.ReplyFailure
 	}
 	switch se.Status {
 	case statusDenied:
-		return repNotAllowed
+		return socks5.ReplyNotAllowed
 	case statusConnRefused:
-		return repConnRefused
+		return socks5.ReplyConnRefused
 	case statusHostUnreach:
-		return repHostUnreachable
+		return socks5.ReplyHostUnreachable
 	case statusNetUnreach:
-		return repNetUnreachable
+		return socks5.ReplyNetUnreachable
 	case statusDialTimeout:
-		return repTTLExpired
+		return socks5.ReplyTTLExpired
 	}
-	return repFailure
+	return socks5.ReplyFailure
 }
 
 // serveSocks serves a socks-connect stream: resolve, check, dial, splice.

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/offload-dev/offload/tunnel/internal/socks5"
 )
 
 // listenOn listens on addr (a loopback address with port 0), or skips if
@@ -90,15 +92,15 @@ func mustRules(t *testing.T, socks []string, udp map[string]string, reverse []st
 
 // socksRequest is a CONNECT request for host (an IP literal or a name).
 func socksRequest(host string, port int) []byte {
-	b := []byte{5, socksConnect, 0}
+	b := []byte{5, socks5.CmdConnect, 0}
 	if a, err := netip.ParseAddr(host); err == nil {
 		if a.Is4() {
-			b = append(append(b, socksIPv4), a.AsSlice()...)
+			b = append(append(b, socks5.AtypIPv4), a.AsSlice()...)
 		} else {
-			b = append(append(b, socksIPv6), a.AsSlice()...)
+			b = append(append(b, socks5.AtypIPv6), a.AsSlice()...)
 		}
 	} else {
-		b = append(append(b, socksDomain, byte(len(host))), host...)
+		b = append(append(b, socks5.AtypDomain, byte(len(host))), host...)
 	}
 	return binary.BigEndian.AppendUint16(b, uint16(port))
 }
@@ -114,9 +116,9 @@ func socksDial(t *testing.T, proxy string, user, pass string, req []byte) (net.C
 	}
 	t.Cleanup(func() { c.Close() })
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	method := byte(socksNoAuth)
+	method := byte(socks5.MethodNoAuth)
 	if user != "" {
-		method = socksUserPass
+		method = socks5.MethodUserPass
 	}
 	if _, err := c.Write([]byte{5, 1, method}); err != nil {
 		t.Fatal(err)
@@ -186,7 +188,7 @@ func TestSocksConnect(t *testing.T) {
 			tg   *target
 		}{{"127.0.0.2", v4}, {"::1", v6}, {"localhost", lo}} {
 			c, rep := socksDial(t, env.socks, user, pass, socksRequest(dest.host, port(t, dest.tg.addr())))
-			if rep != repSucceeded {
+			if rep != socks5.ReplySucceeded {
 				t.Fatalf("users %v, %s: reply %d", users, dest.host, rep)
 			}
 			echoThrough(t, c)
@@ -229,7 +231,7 @@ func TestSocksHostile(t *testing.T) {
 		b, _ := io.ReadAll(c)
 		return b
 	}
-	auth := []byte{5, 1, socksUserPass}
+	auth := []byte{5, 1, socks5.MethodUserPass}
 	login := append(append([]byte{1, 5}, "alice"...), append([]byte{6}, "s3cret"...)...)
 	ok := []byte{5, 2, 1, 0, 1, 0}
 	reply := func(code byte) []byte { return []byte{5, code, 0, 1, 0, 0, 0, 0, 0, 0} }
@@ -243,21 +245,21 @@ func TestSocksHostile(t *testing.T) {
 		server bool   // the request reaches the server (logged there once)
 	}{
 		{"socks4", [][]byte{{4, 1, 0, 80, 127, 0, 0, 2, 0}}, nil, "version 4 (want 5)", false},
-		{"no auth offered", [][]byte{{5, 1, socksNoAuth}}, []byte{5, 0xff}, "no acceptable authentication method", false},
+		{"no auth offered", [][]byte{{5, 1, socks5.MethodNoAuth}}, []byte{5, 0xff}, "no acceptable authentication method", false},
 		{"wrong password", [][]byte{auth, append(append([]byte{1, 5}, "alice"...), append([]byte{5}, "wrong"...)...)}, []byte{5, 2, 1, 1}, `authentication failed for user "alice"`, false},
 		{"unknown user", [][]byte{auth, append(append([]byte{1, 3}, "bob"...), append([]byte{6}, "s3cret"...)...)}, []byte{5, 2, 1, 1}, `authentication failed for user "bob"`, false},
-		{"bind", [][]byte{auth, login, {5, socksBind, 0, 1, 127, 0, 0, 2, 0, 80}}, append(ok[:4:4], reply(repCmdNotSupported)...), "BIND is not supported", false},
-		{"udp associate", [][]byte{auth, login, {5, socksUDPAssociate, 0, 1, 127, 0, 0, 2, 0, 80}}, append(ok[:4:4], reply(repCmdNotSupported)...), "UDP ASSOCIATE is not supported", false},
-		{"truncated", [][]byte{auth, login, {5, 1, 0, 1, 127, 0}}, append(ok[:4:4], reply(repFailure)...), "truncated address", false},
-		{"truncated name", [][]byte{auth, login, {5, 1, 0, 3, 20, 'l', 'o'}}, append(ok[:4:4], reply(repFailure)...), "truncated name of 20 bytes", false},
-		{"oversize name", [][]byte{auth, login, append(append([]byte{5, 1, 0, 3, 255}, long...), 0, 80)}, append(ok[:4:4], reply(repHostUnreachable)...), "name of 255 characters", false},
-		{"bad name", [][]byte{auth, login, socksRequest("a b", 80)}, append(ok[:4:4], reply(repHostUnreachable)...), "has the character", false},
-		{"address type", [][]byte{auth, login, {5, 1, 0, 5, 1, 2, 3, 4, 0, 80}}, append(ok[:4:4], reply(repAtypNotSupported)...), "address type 5", false},
-		{"denied v4", [][]byte{auth, login, socksRequest("127.0.0.3", port(t, denied4.addr()))}, append(ok[:4:4], reply(repNotAllowed)...), "not in the server's socks_allow", true},
-		{"denied v6", [][]byte{auth, login, socksRequest("::1", port(t, denied6.addr()))}, append(ok[:4:4], reply(repNotAllowed)...), "not in the server's socks_allow", true},
-		{"rebinding", [][]byte{auth, login, socksRequest("localhost", port(t, rebind.addr()))}, append(ok[:4:4], reply(repNotAllowed)...), "not in the server's socks_allow", true},
-		{"unspecified", [][]byte{auth, login, socksRequest("0.0.0.0", port(t, rebind.addr()))}, append(ok[:4:4], reply(repNotAllowed)...), "not in the server's socks_allow", true},
-		{"refused", [][]byte{auth, login, socksRequest("127.0.0.1", 1)}, append(ok[:4:4], reply(repConnRefused)...), "connection refused", true},
+		{"bind", [][]byte{auth, login, {5, socks5.CmdBind, 0, 1, 127, 0, 0, 2, 0, 80}}, append(ok[:4:4], reply(socks5.ReplyCmdNotSupported)...), "BIND is not supported", false},
+		{"udp associate", [][]byte{auth, login, {5, socks5.CmdUDPAssociate, 0, 1, 127, 0, 0, 2, 0, 80}}, append(ok[:4:4], reply(socks5.ReplyCmdNotSupported)...), "UDP ASSOCIATE is not supported", false},
+		{"truncated", [][]byte{auth, login, {5, 1, 0, 1, 127, 0}}, append(ok[:4:4], reply(socks5.ReplyFailure)...), "truncated address", false},
+		{"truncated name", [][]byte{auth, login, {5, 1, 0, 3, 20, 'l', 'o'}}, append(ok[:4:4], reply(socks5.ReplyFailure)...), "truncated name of 20 bytes", false},
+		{"oversize name", [][]byte{auth, login, append(append([]byte{5, 1, 0, 3, 255}, long...), 0, 80)}, append(ok[:4:4], reply(socks5.ReplyHostUnreachable)...), "name of 255 characters", false},
+		{"bad name", [][]byte{auth, login, socksRequest("a b", 80)}, append(ok[:4:4], reply(socks5.ReplyHostUnreachable)...), "has the character", false},
+		{"address type", [][]byte{auth, login, {5, 1, 0, 5, 1, 2, 3, 4, 0, 80}}, append(ok[:4:4], reply(socks5.ReplyAtypNotSupported)...), "address type 5", false},
+		{"denied v4", [][]byte{auth, login, socksRequest("127.0.0.3", port(t, denied4.addr()))}, append(ok[:4:4], reply(socks5.ReplyNotAllowed)...), "not in the server's socks_allow", true},
+		{"denied v6", [][]byte{auth, login, socksRequest("::1", port(t, denied6.addr()))}, append(ok[:4:4], reply(socks5.ReplyNotAllowed)...), "not in the server's socks_allow", true},
+		{"rebinding", [][]byte{auth, login, socksRequest("localhost", port(t, rebind.addr()))}, append(ok[:4:4], reply(socks5.ReplyNotAllowed)...), "not in the server's socks_allow", true},
+		{"unspecified", [][]byte{auth, login, socksRequest("0.0.0.0", port(t, rebind.addr()))}, append(ok[:4:4], reply(socks5.ReplyNotAllowed)...), "not in the server's socks_allow", true},
+		{"refused", [][]byte{auth, login, socksRequest("127.0.0.1", 1)}, append(ok[:4:4], reply(socks5.ReplyConnRefused)...), "connection refused", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cBefore := env.clientLogs.FilterMessage("connection refused").Len()
@@ -293,7 +295,7 @@ func TestSocksHostile(t *testing.T) {
 	}
 	// The allowed destination still works after all that.
 	c, rep := socksDial(t, env.socks, "alice", "s3cret", socksRequest("::1", port(t, allowed6.addr())))
-	if rep != repSucceeded {
+	if rep != socks5.ReplySucceeded {
 		t.Fatalf("allowed: reply %d", rep)
 	}
 	echoThrough(t, c)

@@ -25,6 +25,7 @@ import (
 
 	"github.com/offload-dev/offload/engine"
 	"github.com/offload-dev/offload/tunnel/handshake"
+	"github.com/offload-dev/offload/tunnel/internal/netguard"
 	"github.com/offload-dev/offload/tunnel/mux"
 	"github.com/offload-dev/offload/tunnel/record"
 	"github.com/offload-dev/offload/tunnel/suite"
@@ -257,16 +258,5 @@ func (r *muxResets) Load() uint64 { return r.Refused.Load() + r.Overruns.Load() 
 // aLongTimeAgo is a deadline in the past, to interrupt blocked I/O.
 var aLongTimeAgo = time.Unix(1, 0)
 
-// setLinger0 makes Close send a RST, so the application sees an error
-// (connection reset) rather than a clean end of data.
-func setLinger0(c net.Conn) {
-	if tc, ok := c.(interface{ SetLinger(int) error }); ok {
-		_ = tc.SetLinger(0)
-	}
-}
-
-// resetConn closes c with a RST where it can.
-func resetConn(c net.Conn) {
-	setLinger0(c)
-	_ = c.Close()
-}
+// resetConn closes c with a RST where it can (netguard.Reset).
+func resetConn(c net.Conn) { netguard.Reset(c) }

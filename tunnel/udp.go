@@ -30,6 +30,7 @@ package tunnel
 // its socket).
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -144,7 +145,7 @@ func (c *Client) udpLoop(ctx context.Context, r *udpRun, wg *sync.WaitGroup) {
 		mu.Lock()
 		fl := flows[src]
 		if fl == nil {
-			maxFlows := cmpOr(f.MaxFlows, DefaultUDPMaxFlows)
+			maxFlows := cmp.Or(f.MaxFlows, DefaultUDPMaxFlows)
 			if n := len(flows); n >= maxFlows || c.ctr.active.Load() >= int64(c.opt.MaxStreams) {
 				mu.Unlock()
 				c.udp.flowsFull.Add(1)
@@ -161,7 +162,7 @@ func (c *Client) udpLoop(ctx context.Context, r *udpRun, wg *sync.WaitGroup) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				c.runFlow(ctx, f, fl, cmpOr(f.IdleTimeout, DefaultUDPIdleTimeout))
+				c.runFlow(ctx, f, fl, cmp.Or(f.IdleTimeout, DefaultUDPIdleTimeout))
 				mu.Lock()
 				delete(flows, src)
 				mu.Unlock()
@@ -302,14 +303,6 @@ func (c *Client) udpLog(f UDPForward, msg string, err error) {
 	if ok, n := c.refuseLog.Allow(); ok {
 		c.log.Warn(msg, zap.Stringer("listen", f.Conn.LocalAddr()), zap.String("service", f.Service), zap.Error(err), zap.Uint64("not_logged", n))
 	}
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // serveUDP serves a udp stream: a connected socket to the service's

@@ -40,10 +40,6 @@ type benchRunner struct {
 	sinkAddr string // in-process only
 }
 
-// handedCounter is the selector's hybrid policy: it counts the frames it
-// gave the CPU instead of a device.
-type handedCounter interface{ HandedToCPU() uint64 }
-
 // end is one tunnel end whose record counters a run reads.
 type end struct {
 	name  string
@@ -135,7 +131,7 @@ func (b *benchRunner) run(ctx context.Context, spec string, engines []engine.Eng
 	}
 	warmedUp = true
 	before := snapshot(ends)
-	hp, _ := policy.(handedCounter)
+	hp, _ := policy.(record.HandedCounter)
 	var handed0 uint64
 	if hp != nil {
 		handed0 = hp.HandedToCPU()

@@ -105,6 +105,11 @@ type Tracker interface {
 	End(idx, size int, dir engine.Direction)
 }
 
+// HandedCounter is what a Policy implements (the selector's hybrid) to
+// count the frames of a device's band it gave a CPU engine instead; the
+// record layer never asks, the status and bench's report do.
+type HandedCounter interface{ HandedToCPU() uint64 }
+
 // SoftwareOnly is the default Policy: every frame goes to Engines[0].
 type SoftwareOnly struct{}
 

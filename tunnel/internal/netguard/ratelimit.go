@@ -1,6 +1,9 @@
 // Package netguard holds the small mechanisms that keep a misbehaving
-// peer from costing the tunnel more than a bound: for now the rate limit
-// of log lines about peers, shared by tunnel and tunnel/mux.
+// peer from costing the tunnel more than a bound, shared by tunnel,
+// tunnel/mux and tunnel/proxyproto: the rate limit of log lines about
+// peers (ratelimit.go), and, for connections, the reset, the per-source
+// key of the slot caps and the pause after a failed Accept (conn.go). The
+// standard library only.
 package netguard
 
 import (

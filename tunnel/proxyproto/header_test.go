@@ -1,4 +1,4 @@
-package tunnel
+package proxyproto
 
 import (
 	"bytes"
@@ -8,32 +8,6 @@ import (
 	"strings"
 	"testing"
 )
-
-// appendProxyV2 appends a v2 header: PROXY from src to dst (the family
-// from src), or LOCAL when src is the zero AddrPort; tlvs go after the
-// addresses as they are.
-func appendProxyV2(b []byte, src, dst netip.AddrPort, tlvs []byte) []byte {
-	b = append(b, proxySig[:]...)
-	var addrs []byte
-	switch {
-	case !src.IsValid():
-		b = append(b, 0x20, 0x00) // LOCAL, UNSPEC
-	case src.Addr().Is4():
-		b = append(b, 0x21, 0x11) // PROXY, INET STREAM
-		s4, d4 := src.Addr().As4(), dst.Addr().As4()
-		addrs = append(append(addrs, s4[:]...), d4[:]...)
-	default:
-		b = append(b, 0x21, 0x21) // PROXY, INET6 STREAM
-		s16, d16 := src.Addr().As16(), dst.Addr().As16()
-		addrs = append(append(addrs, s16[:]...), d16[:]...)
-	}
-	if src.IsValid() {
-		addrs = binary.BigEndian.AppendUint16(addrs, src.Port())
-		addrs = binary.BigEndian.AppendUint16(addrs, dst.Port())
-	}
-	b = binary.BigEndian.AppendUint16(b, uint16(len(addrs)+len(tlvs)))
-	return append(append(b, addrs...), tlvs...)
-}
 
 func TestParseProxyHeader(t *testing.T) {
 	src4, dst4 := netip.MustParseAddrPort("192.0.2.7:40001"), netip.MustParseAddrPort("127.0.0.1:7000")
@@ -46,36 +20,36 @@ func TestParseProxyHeader(t *testing.T) {
 		local bool
 		src   netip.AddrPort
 	}{
-		{"inet", appendProxyV2(nil, src4, dst4, nil), false, src4},
-		{"inet6", appendProxyV2(nil, src6, dst6, nil), false, src6},
-		{"inet with TLVs", appendProxyV2(nil, src4, dst4, tlvs), false, src4},
-		{"local", appendProxyV2(nil, netip.AddrPort{}, netip.AddrPort{}, nil), true, netip.AddrPort{}},
+		{"inet", AppendHeader(nil, src4, dst4, nil), false, src4},
+		{"inet6", AppendHeader(nil, src6, dst6, nil), false, src6},
+		{"inet with TLVs", AppendHeader(nil, src4, dst4, tlvs), false, src4},
+		{"local", AppendHeader(nil, netip.AddrPort{}, netip.AddrPort{}, nil), true, netip.AddrPort{}},
 		// HAProxy's health checks send LOCAL with the check's INET addresses.
-		{"local inet", func() []byte { b := appendProxyV2(nil, src4, dst4, nil); b[12] = 0x20; return b }(), true, netip.AddrPort{}},
+		{"local inet", func() []byte { b := AppendHeader(nil, src4, dst4, nil); b[12] = 0x20; return b }(), true, netip.AddrPort{}},
 	} {
 		// What follows the header must stay unread.
 		in := append(bytes.Clone(tc.hdr), "first flight"...)
 		r := bytes.NewReader(in)
-		h, err := readProxyHeader(r)
+		h, err := ReadHeader(r)
 		if err != nil {
 			t.Errorf("%s: %v", tc.name, err)
 			continue
 		}
-		if h.local != tc.local || h.src != tc.src {
-			t.Errorf("%s: got local %v src %v, want %v %v", tc.name, h.local, h.src, tc.local, tc.src)
+		if h.Local != tc.local || h.Src != tc.src {
+			t.Errorf("%s: got local %v src %v, want %v %v", tc.name, h.Local, h.Src, tc.local, tc.src)
 		}
 		if r.Len() != len("first flight") {
 			t.Errorf("%s: read %d bytes past the header", tc.name, len("first flight")-r.Len())
 		}
-		if !tc.local && h.addr().String() != tc.src.String() {
-			t.Errorf("%s: addr %v", tc.name, h.addr())
+		if !tc.local && h.Addr().String() != tc.src.String() {
+			t.Errorf("%s: addr %v", tc.name, h.Addr())
 		}
 	}
 }
 
 func TestParseProxyHeaderRefused(t *testing.T) {
 	src, dst := netip.MustParseAddrPort("192.0.2.7:1"), netip.MustParseAddrPort("127.0.0.1:2")
-	good := appendProxyV2(nil, src, dst, nil)
+	good := AppendHeader(nil, src, dst, nil)
 	mod := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(good)) }
 	for _, tc := range []struct {
 		name string
@@ -92,13 +66,13 @@ func TestParseProxyHeaderRefused(t *testing.T) {
 		{"unix", mod(func(b []byte) []byte { b[13] = 0x31; return b }), "address family 3"},
 		{"unspec", mod(func(b []byte) []byte { b[13] = 0x01; return b }), "address family 0"},
 		{"inet6 too short", mod(func(b []byte) []byte { b[13] = 0x21; return b }), "INET6 with 12 bytes"},
-		{"too long", mod(func(b []byte) []byte { binary.BigEndian.PutUint16(b[14:], proxyMaxBody+1); return b }), "more than the 2048 allowed"},
-		{"tlv overrun", appendProxyV2(nil, src, dst, []byte{0x04, 0x00, 0x09, 0}), "overruns"},
-		{"tlv stray", appendProxyV2(nil, src, dst, []byte{0x04, 0x00}), "stray"},
+		{"too long", mod(func(b []byte) []byte { binary.BigEndian.PutUint16(b[14:], MaxBody+1); return b }), "more than the 2048 allowed"},
+		{"tlv overrun", AppendHeader(nil, src, dst, []byte{0x04, 0x00, 0x09, 0}), "overruns"},
+		{"tlv stray", AppendHeader(nil, src, dst, []byte{0x04, 0x00}), "stray"},
 	} {
-		_, err := readProxyHeader(bytes.NewReader(tc.in))
-		if !errors.Is(err, ErrProxyHeader) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: %v, want ErrProxyHeader with %q", tc.name, err, tc.want)
+		_, err := ReadHeader(bytes.NewReader(tc.in))
+		if !errors.Is(err, ErrHeader) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want ErrHeader with %q", tc.name, err, tc.want)
 		}
 	}
 }
@@ -109,17 +83,17 @@ func TestParseProxyHeaderRefused(t *testing.T) {
 // PROXY header encodes back to one that parses the same.
 func FuzzProxyHeader(f *testing.F) {
 	src, dst := netip.MustParseAddrPort("192.0.2.7:40001"), netip.MustParseAddrPort("127.0.0.1:7000")
-	f.Add(appendProxyV2(nil, src, dst, nil))
-	f.Add(appendProxyV2(nil, netip.MustParseAddrPort("[2001:db8::1]:1"), netip.MustParseAddrPort("[::1]:2"), []byte{1, 0, 1, 'h'}))
-	f.Add(appendProxyV2(nil, netip.AddrPort{}, netip.AddrPort{}, nil))
+	f.Add(AppendHeader(nil, src, dst, nil))
+	f.Add(AppendHeader(nil, netip.MustParseAddrPort("[2001:db8::1]:1"), netip.MustParseAddrPort("[::1]:2"), []byte{1, 0, 1, 'h'}))
+	f.Add(AppendHeader(nil, netip.AddrPort{}, netip.AddrPort{}, nil))
 	f.Add([]byte("PROXY TCP4 1.2.3.4 5.6.7.8 1 2\r\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		h, n, err := parseProxyHeader(b)
+		h, n, err := ParseHeader(b)
 		r := bytes.NewReader(b)
-		h2, err2 := readProxyHeader(r)
+		h2, err2 := ReadHeader(r)
 		if err != nil {
-			if !errors.Is(err, ErrProxyHeader) {
-				t.Fatalf("error without ErrProxyHeader: %v", err)
+			if !errors.Is(err, ErrHeader) {
+				t.Fatalf("error without ErrHeader: %v", err)
 			}
 			if err2 == nil {
 				t.Fatalf("parse refused (%v) what read accepted", err)
@@ -129,16 +103,16 @@ func FuzzProxyHeader(f *testing.F) {
 		if err2 != nil || h2 != h || r.Len() != len(b)-n {
 			t.Fatalf("read: %+v, %v, %d left; parse: %+v, %d of %d", h2, err2, r.Len(), h, n, len(b))
 		}
-		if n > len(b) || n > proxyFixedLen+proxyMaxBody || n < proxyFixedLen {
+		if n > len(b) || n > FixedLen+MaxBody || n < FixedLen {
 			t.Fatalf("header length %d of %d bytes", n, len(b))
 		}
-		if h.local {
+		if h.Local {
 			return
 		}
-		if !h.src.Addr().Is4() && !h.src.Addr().Is6() {
-			t.Fatalf("PROXY header with source %v", h.src)
+		if !h.Src.Addr().Is4() && !h.Src.Addr().Is6() {
+			t.Fatalf("PROXY header with source %v", h.Src)
 		}
-		again, m, err := parseProxyHeader(appendProxyV2(nil, h.src, h.dst, nil))
+		again, m, err := ParseHeader(AppendHeader(nil, h.Src, h.Dst, nil))
 		if err != nil || again != h || m == 0 {
 			t.Fatalf("round trip of %+v: %+v, %v", h, again, err)
 		}

@@ -1,4 +1,4 @@
-package tunnel
+package proxyproto
 
 import (
 	"errors"
@@ -12,54 +12,61 @@ import (
 	"syscall"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/offload-dev/offload/internal/metrics"
 	"github.com/offload-dev/offload/tunnel/internal/netguard"
-	"go.uber.org/zap"
 )
 
-// DefaultProxyHeaderTimeout bounds reading a PROXY protocol header. A
+// DefaultHeaderTimeout bounds reading a PROXY protocol header. A
 // balancer writes it as soon as it has connected, so a few seconds is
 // ample; a LOCAL health check may take as long to close.
-const DefaultProxyHeaderTimeout = 5 * time.Second
+const DefaultHeaderTimeout = 5 * time.Second
 
-// ProxyProtocol makes the server read a PROXY protocol v2 header
-// (proxyproto.go) from every connection before its handshake, and treat
-// the connection as coming from the address in it.
+// Config makes the server read a PROXY protocol v2 header (header.go)
+// from every connection before its handshake, and treat the connection as
+// coming from the address in it.
 //
 // Anyone who can reach the listener could write a header naming any
 // address, escaping the per-source handshake caps and falsifying the logs,
 // so the header is believed only from the balancers: a connection whose
 // own source is not in From is reset before a byte is read.
-type ProxyProtocol struct {
+type Config struct {
 	// From holds the balancers' addresses; it must not be empty.
 	From []netip.Prefix
 	// HeaderTimeout bounds reading the header, and a LOCAL connection's
-	// wait for its first byte (0: DefaultProxyHeaderTimeout).
+	// wait for its first byte (0: DefaultHeaderTimeout).
 	HeaderTimeout time.Duration
 }
 
-// Outcomes of a connection on a PROXY protocol listener, the label of
-// offload_proxy_headers_total.
+// Result is the outcome of a connection on a PROXY protocol listener, the
+// label of offload_proxy_headers_total.
+type Result int
+
+// The results, in the order of their labels.
 const (
-	ppOK      = iota // PROXY header: served as the client's address
-	ppLocal          // LOCAL, then closed without a byte: a health check
-	ppServed         // LOCAL, then data: served with the balancer's address
-	ppRefused        // not from a balancer in From
-	ppBad            // missing or malformed header
-	ppTimeout        // no whole header within HeaderTimeout
-	ppBusy           // every header slot taken
-	numPPResults
+	ResultOK      Result = iota // PROXY header: served as the client's address
+	ResultLocal                 // LOCAL, then closed without a byte: a health check
+	ResultServed                // LOCAL, then data: served with the balancer's address
+	ResultRefused               // not from a balancer in From
+	ResultBad                   // missing or malformed header
+	ResultTimeout               // no whole header within HeaderTimeout
+	ResultBusy                  // every header slot taken
+	NumResults
 )
 
-var ppResultNames = [numPPResults]string{"ok", "health_check", "local", "refused", "bad", "timeout", "busy"}
+var resultNames = [NumResults]string{"ok", "health_check", "local", "refused", "bad", "timeout", "busy"}
 
-// proxyStats are a PROXY protocol listener's counters.
-type proxyStats struct {
-	results [numPPResults]atomic.Uint64
-	pending atomic.Int64 // connections in their header now
+// String is the result's label.
+func (r Result) String() string { return resultNames[r] }
+
+// Stats are a PROXY protocol listener's counters; the zero value is ready.
+type Stats struct {
+	Results [NumResults]atomic.Uint64
+	Pending atomic.Int64 // connections in their header now
 }
 
-// proxyListener reads the header of every accepted connection in a
+// Listener reads the header of every accepted connection in a
 // goroutine of its own (a slow one must not hold up the accept loop), at
 // most maxPending at once, and hands on the connections whose header it
 // accepted, wrapped so that RemoteAddr is the client's address.
@@ -73,11 +80,11 @@ type proxyStats struct {
 //
 // Close closes the listener and every connection still in its header, and
 // waits for their goroutines.
-type proxyListener struct {
+type Listener struct {
 	net.Listener
-	cfg       ProxyProtocol
+	cfg       Config
 	log       *zap.Logger
-	stats     *proxyStats
+	stats     *Stats
 	perSource int
 	dropped   func() // a connection was reset: its source had perSource waiting
 
@@ -95,11 +102,16 @@ type proxyListener struct {
 	waiting map[netip.Prefix]int // connections waiting for Accept, by source
 }
 
-func newProxyListener(ln net.Listener, cfg ProxyProtocol, maxPending, perSource int, dropped func(), log *zap.Logger, stats *proxyStats) *proxyListener {
+// NewListener reads the header of every connection ln accepts, at most
+// maxPending at once and perSource (netguard.SourceOf of the address in
+// the header; 0: no cap) waiting for Accept from one source; dropped, if
+// not nil, is called for each connection reset because its source was at
+// perSource. It counts in stats and logs, rate-limited, to log.
+func NewListener(ln net.Listener, cfg Config, maxPending, perSource int, dropped func(), log *zap.Logger, stats *Stats) *Listener {
 	if cfg.HeaderTimeout <= 0 {
-		cfg.HeaderTimeout = DefaultProxyHeaderTimeout
+		cfg.HeaderTimeout = DefaultHeaderTimeout
 	}
-	l := &proxyListener{
+	l := &Listener{
 		Listener:  ln,
 		cfg:       cfg,
 		log:       log,
@@ -121,7 +133,7 @@ func newProxyListener(ln net.Listener, cfg ProxyProtocol, maxPending, perSource 
 }
 
 // Accept returns the next connection whose header was accepted.
-func (l *proxyListener) Accept() (net.Conn, error) {
+func (l *Listener) Accept() (net.Conn, error) {
 	select {
 	case c := <-l.ready:
 		return c, nil
@@ -135,14 +147,14 @@ func (l *proxyListener) Accept() (net.Conn, error) {
 
 // Close stops accepting, resets the connections still in their header and
 // waits for their goroutines.
-func (l *proxyListener) Close() error {
+func (l *Listener) Close() error {
 	var err error
 	l.once.Do(func() {
 		close(l.closed)
 		err = l.Listener.Close()
 		l.mu.Lock()
 		for c := range l.pending {
-			_ = c.SetDeadline(aLongTimeAgo)
+			_ = c.SetDeadline(time.Unix(1, 0)) // long past: fail the read now
 		}
 		l.mu.Unlock()
 	})
@@ -150,7 +162,7 @@ func (l *proxyListener) Close() error {
 	return err
 }
 
-func (l *proxyListener) acceptLoop() {
+func (l *Listener) acceptLoop() {
 	defer l.wg.Done()
 	var delay time.Duration
 	for {
@@ -163,7 +175,7 @@ func (l *proxyListener) acceptLoop() {
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && !errors.Is(err, net.ErrClosed) {
-				delay = acceptBackoff(delay)
+				delay = netguard.AcceptBackoff(delay)
 				l.log.Warn("accept failed; retrying", zap.Error(err), zap.Duration("in", delay))
 				select {
 				case <-time.After(delay):
@@ -177,8 +189,8 @@ func (l *proxyListener) acceptLoop() {
 		}
 		delay = 0
 		if !l.fromBalancer(c.RemoteAddr()) {
-			resetConn(c)
-			l.stats.results[ppRefused].Add(1)
+			netguard.Reset(c)
+			l.stats.Results[ResultRefused].Add(1)
 			if ok, n := l.refuseLog.Allow(); ok {
 				l.log.Warn("refused a connection that is not from a load balancer in proxy_protocol_from",
 					zap.Stringer("remote", c.RemoteAddr()), zap.Uint64("refusals_not_logged", n))
@@ -193,7 +205,7 @@ func (l *proxyListener) acceptLoop() {
 			// the kernel's listen queue in their order. Resetting c
 			// instead reset genuine clients beside a burst that came
 			// faster than the header goroutines ran.
-			l.stats.results[ppBusy].Add(1)
+			l.stats.Results[ResultBusy].Add(1)
 			if ok, n := l.badLog.Allow(); ok {
 				l.log.Warn("PROXY protocol header slots full: waiting for one before accepting more", zap.Int("slots", cap(l.sem)),
 					zap.Uint64("waits_not_logged", n))
@@ -201,21 +213,21 @@ func (l *proxyListener) acceptLoop() {
 			select {
 			case l.sem <- struct{}{}:
 			case <-l.closed:
-				resetConn(c)
+				netguard.Reset(c)
 				return
 			}
 		}
 		l.mu.Lock()
 		l.pending[c] = struct{}{}
 		l.mu.Unlock()
-		l.stats.pending.Add(1)
+		l.stats.Pending.Add(1)
 		l.wg.Add(1)
 		go l.header(c)
 	}
 }
 
 // fromBalancer reports whether a is in cfg.From.
-func (l *proxyListener) fromBalancer(a net.Addr) bool {
+func (l *Listener) fromBalancer(a net.Addr) bool {
 	ta, ok := a.(*net.TCPAddr)
 	if !ok {
 		return false
@@ -234,28 +246,28 @@ func (l *proxyListener) fromBalancer(a net.Addr) bool {
 }
 
 // header reads c's header and hands c on, or closes it.
-func (l *proxyListener) header(c net.Conn) {
+func (l *Listener) header(c net.Conn) {
 	defer l.wg.Done()
 	defer func() {
-		l.stats.pending.Add(-1)
+		l.stats.Pending.Add(-1)
 		<-l.sem
 	}()
 	res, conn, err := l.read(c)
 	l.mu.Lock()
 	delete(l.pending, c)
 	l.mu.Unlock()
-	l.stats.results[res].Add(1)
+	l.stats.Results[res].Add(1)
 	if conn == nil {
-		resetConn(c)
+		netguard.Reset(c)
 		if err != nil {
 			if ok, n := l.badLog.Allow(); ok {
 				l.log.Warn("closed a connection without a valid PROXY protocol header", zap.Stringer("balancer", c.RemoteAddr()),
-					zap.String("reason", ppResultNames[res]), zap.Error(err), zap.Uint64("failures_not_logged", n))
+					zap.Stringer("reason", res), zap.Error(err), zap.Uint64("failures_not_logged", n))
 			}
 		}
 		return
 	}
-	src := sourceOf(conn)
+	src := netguard.SourceOf(conn)
 	l.mu.Lock()
 	full := l.perSource > 0 && l.waiting[src] >= l.perSource
 	if !full {
@@ -263,7 +275,7 @@ func (l *proxyListener) header(c net.Conn) {
 	}
 	l.mu.Unlock()
 	if full {
-		resetConn(c)
+		netguard.Reset(c)
 		if l.dropped != nil {
 			l.dropped()
 		}
@@ -279,49 +291,49 @@ func (l *proxyListener) header(c net.Conn) {
 	select {
 	case l.ready <- conn:
 	case <-l.closed:
-		resetConn(c)
+		netguard.Reset(c)
 	}
 }
 
 // read reads the header within HeaderTimeout and returns the outcome and
 // the connection to serve (nil: close c; err says why, nil for a health
 // check).
-func (l *proxyListener) read(c net.Conn) (int, net.Conn, error) {
+func (l *Listener) read(c net.Conn) (Result, net.Conn, error) {
 	if err := c.SetReadDeadline(time.Now().Add(l.cfg.HeaderTimeout)); err != nil {
-		return ppBad, nil, err
+		return ResultBad, nil, err
 	}
-	h, err := readProxyHeader(c)
+	h, err := ReadHeader(c)
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return ppTimeout, nil, fmt.Errorf("no whole header within %v: %w", l.cfg.HeaderTimeout, err)
+			return ResultTimeout, nil, fmt.Errorf("no whole header within %v: %w", l.cfg.HeaderTimeout, err)
 		}
-		return ppBad, nil, err
+		return ResultBad, nil, err
 	}
-	if h.local {
+	if h.Local {
 		// A balancer's health check: it connects, writes the header and
 		// closes. Serve it only if it goes on to send something.
-		data, err := waitData(c)
+		data, err := netguard.WaitData(c)
 		switch {
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			return ppTimeout, nil, fmt.Errorf("LOCAL connection sent nothing within %v: %w", l.cfg.HeaderTimeout, err)
+			return ResultTimeout, nil, fmt.Errorf("LOCAL connection sent nothing within %v: %w", l.cfg.HeaderTimeout, err)
 		case err != nil || !data:
-			return ppLocal, nil, nil
+			return ResultLocal, nil, nil
 		}
 		if err := c.SetReadDeadline(time.Time{}); err != nil {
-			return ppBad, nil, err
+			return ResultBad, nil, err
 		}
-		return ppServed, c, nil
+		return ResultServed, c, nil
 	}
 	if err := c.SetReadDeadline(time.Time{}); err != nil {
-		return ppBad, nil, err
+		return ResultBad, nil, err
 	}
-	return ppOK, &proxiedConn{Conn: c, remote: h.addr()}, nil
+	return ResultOK, &proxiedConn{Conn: c, remote: h.Addr()}, nil
 }
 
 // proxiedConn is a connection whose RemoteAddr is the client's address
 // from the PROXY header. It passes on what the server uses of the TCP
 // connection beneath: the socket for peeking at a first flight
-// (limit.go) and SO_LINGER for resets.
+// (the tunnel's handshake slots) and SO_LINGER for resets.
 type proxiedConn struct {
 	net.Conn
 	remote net.Addr
@@ -345,11 +357,11 @@ func (c *proxiedConn) SetLinger(sec int) error {
 	return lc.SetLinger(sec)
 }
 
-// writePrometheus writes offload_proxy_headers_total and
+// WritePrometheus writes offload_proxy_headers_total and
 // offload_proxy_headers_pending.
-func (st *proxyStats) writePrometheus(w io.Writer) {
-	for i := range st.results {
-		metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_proxy_headers_total{result=%q}`, ppResultNames[i]), st.results[i].Load())
+func (st *Stats) WritePrometheus(w io.Writer) {
+	for i := range st.Results {
+		metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_proxy_headers_total{result=%q}`, Result(i)), st.Results[i].Load())
 	}
-	metrics.WriteGaugeUint64(w, `offload_proxy_headers_pending`, uint64(max(st.pending.Load(), 0)))
+	metrics.WriteGaugeUint64(w, `offload_proxy_headers_pending`, uint64(max(st.Pending.Load(), 0)))
 }

@@ -1,18 +1,18 @@
 //go:build unix
 
-package tunnel
+package netguard
 
 import (
 	"os"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
-// waitData waits, within c's read deadline, until c has a byte to read
+// WaitData waits, within c's read deadline, until c has a byte to read
 // (true) or its peer has closed it (false), without consuming anything:
-// what a LOCAL connection does next tells a health check from a client.
-func waitData(c any) (bool, error) {
+// what a PROXY LOCAL connection does next tells a health check from a
+// client, and the metrics slots look at a request head before taking it.
+// A c without a socket has data, as far as anyone can tell.
+func WaitData(c any) (bool, error) {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return true, nil
@@ -25,8 +25,8 @@ func waitData(c any) (bool, error) {
 	var rerr error
 	err = rc.Read(func(fd uintptr) bool {
 		var b [1]byte
-		n, _, rerr = unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-		return rerr != unix.EAGAIN && rerr != unix.EINTR
+		n, _, rerr = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		return rerr != syscall.EAGAIN && rerr != syscall.EINTR
 	})
 	if err != nil {
 		return false, err // the deadline, or the connection closed under us
