@@ -196,12 +196,19 @@ func source(n int64, seed uint64) func(net.Conn) {
 	}
 }
 
+// eventuallyFloor is the least time eventually waits for an event.
+const eventuallyFloor = 30 * time.Second
+
 // isAbortive reports an error that is not a clean end of data.
 func isAbortive(err error) bool { return err != nil && !errors.Is(err, io.EOF) }
 
-// eventually polls cond every 10ms up to d.
+// eventually polls cond every 10ms up to d, but never less than
+// eventuallyFloor: d is what a quiet machine needs, and under -race beside
+// a busy core an event came later (TestClientReload's retired link, past
+// 5 s once). A longer bound only delays a failure.
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
+	d = max(d, eventuallyFloor)
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
