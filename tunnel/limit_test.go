@@ -2,11 +2,14 @@ package tunnel
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/offload-dev/offload/tunnel/handshake"
+	"github.com/offload-dev/offload/tunnel/record"
 	"github.com/offload-dev/offload/tunnel/suite"
 )
 
@@ -190,5 +193,39 @@ func TestSlotsWaitForFreedSlot(t *testing.T) {
 	s.release(q3)
 	if s.len() != 0 || s.waiters() != 0 {
 		t.Fatalf("%d pending, %d waiting after release", s.len(), s.waiters())
+	}
+}
+
+// TestLinkDownDuringDrain: a link whose write met a client that had
+// already closed (EPIPE, ECONNRESET) is a hang-up once the drain has begun
+// (bench stops both ends together, and the drain's GoAway found the
+// client gone: TestBenchJSONSoftwareAndUnavailable saw a "link failed"
+// warning); before the drain it stays a failure.
+func TestLinkDownDuringDrain(t *testing.T) {
+	for _, tc := range []struct {
+		drain bool
+		err   error
+		warn  bool
+	}{
+		{false, fmt.Errorf("record: writev: %w", syscall.EPIPE), true},
+		{true, fmt.Errorf("record: writev: %w", syscall.EPIPE), false},
+		{true, fmt.Errorf("record: read: %w", syscall.ECONNRESET), false},
+		{true, record.ErrAuth, true},
+	} {
+		log, logs := testLogger(t)
+		srv, err := NewServer(ServerConfig{Options: testOptions(log), Services: map[string]string{"x": "127.0.0.1:1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.drain {
+			close(srv.stopping)
+		}
+		l := &link{log: log, ctr: srv.clientCounters("default")}
+		srv.linkDown(l, &pingGuard{err: tc.err}, time.Second)
+		warned := logs.FilterMessage("link failed").Len() == 1
+		if warned != tc.warn || (srv.ctr.linkErrors.Load() == 1) != tc.warn {
+			t.Errorf("drain %v, %v: warned %v, link errors %d; want a warning and a count: %v",
+				tc.drain, tc.err, warned, srv.ctr.linkErrors.Load(), tc.warn)
+		}
 	}
 }

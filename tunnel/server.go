@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/offload-dev/offload/internal/metrics"
@@ -422,10 +423,25 @@ func (s *Server) linkDown(l *link, rc *pingGuard, up time.Duration) {
 		l.log.Info("link down", zap.Duration("up", up))
 	case errors.Is(err, record.ErrPeerReset):
 		l.log.Info("link down", zap.Duration("up", up), zap.String("reason", "reset by the client between frames"))
+	case s.draining() && (errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)):
+		// The drain's GoAway (or a last window update) met a client that
+		// had closed its end as both stopped together (bench's two ends
+		// do): nothing of a stream was lost to it.
+		l.log.Info("link down", zap.Duration("up", up), zap.String("reason", "the client hung up during the drain"))
 	default:
 		s.ctr.linkErrors.Add(1)
 		l.ctr.linkErrors.Add(1)
 		l.log.Warn("link failed", zap.Error(err), zap.Duration("up", up))
+	}
+}
+
+// draining reports whether the server's drain has begun.
+func (s *Server) draining() bool {
+	select {
+	case <-s.stopping:
+		return true
+	default:
+		return false
 	}
 }
 
