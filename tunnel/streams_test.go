@@ -119,6 +119,10 @@ func TestBusyAnsweredAtOnce(t *testing.T) {
 	if err := readErr(c); !isAbortive(err) {
 		t.Fatalf("stream 5 of 4: %v, want a reset", err)
 	}
+	// The client resets the connection, then logs why: wait for the line.
+	eventually(t, 5*time.Second, "the client's refusal in its log", func() bool {
+		return logs.FilterMessage("connection refused").Len() >= 1
+	})
 	refusals := logs.FilterMessage("connection refused").All()
 	if len(refusals) != 1 {
 		t.Fatalf("%d refusals logged by the client, want 1", len(refusals))

@@ -102,6 +102,7 @@ type udpFlow struct {
 	queued atomic.Int64 // bytes in queue
 	last   atomic.Int64
 	done   chan struct{}
+	ended  sync.Once // closes done: the flow's goroutines and the forward's shutdown both end it
 }
 
 // startUDP is the begin of the client's UDP forwards (clientreload.go):
@@ -197,21 +198,16 @@ func (c *Client) udpLoop(ctx context.Context, r *udpRun, wg *sync.WaitGroup) {
 	mu.Unlock()
 }
 
-// end stops the flow's writer (once).
-func (fl *udpFlow) end() {
-	select {
-	case <-fl.done:
-	default:
-		close(fl.done)
-	}
-}
+// end stops the flow's writer; any number of callers, at once too (a
+// select before the close let two of them close it: a panic under -race
+// beside a busy core).
+func (fl *udpFlow) end() { fl.ended.Do(func() { close(fl.done) }) }
 
 // runFlow opens the flow's stream and runs it until it is idle, fails or
 // ctx ends: this goroutine writes queued datagrams, another reads answers
 // and sends them to the source.
 func (c *Client) runFlow(ctx context.Context, f UDPForward, fl *udpFlow, idle time.Duration) {
-	var endOnce sync.Once
-	end := func() { endOnce.Do(fl.end) }
+	end := fl.end
 	defer end()
 	req, err := appendRequest(nil, kindUDP, f.Service)
 	if err != nil {

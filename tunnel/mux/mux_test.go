@@ -412,6 +412,11 @@ func TestRefuseBeyondMaxStreams(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, err := st.Write([]byte("hello")); err != nil {
+			// The fifth stream's RST may beat its first write (the
+			// refusal is that quick): the reset it wants, seen early.
+			if i == 4 && errors.Is(err, yamux.ErrConnectionReset) {
+				continue
+			}
 			t.Fatal(err)
 		}
 		if i < 4 {
