@@ -205,26 +205,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		delay = 0
 		sl := s.slots.acquire(conn)
 		if sl == nil {
-			resetConn(conn)
-			s.ctr.handshakes[hsRefused].Add(1)
-			if ok, n := s.dropLog.Allow(); ok {
-				s.log.Warn("handshake slots full of complete first flights: refused a new connection",
-					zap.Int("max_handshakes", s.slots.max), zap.Int("max_handshakes_per_source", s.slots.perSource),
-					zap.Uint64("dropped_since_last_log", n+1))
-			}
+			s.refuseHandshake(conn, "handshake slots full of complete first flights: refused a new connection",
+				zap.Int("max_handshakes_per_source", s.slots.perSource))
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if !s.slots.await(ctx, sl, s.opt.HandshakeTimeout) {
-				resetConn(conn)
-				s.ctr.handshakes[hsRefused].Add(1)
-				if ok, n := s.dropLog.Allow(); ok {
-					s.log.Warn("waited a handshake timeout for a slot: refused a connection",
-						zap.Int("max_handshakes", s.slots.max), zap.Duration("handshake_timeout", s.opt.HandshakeTimeout),
-						zap.Uint64("dropped_since_last_log", n+1))
-				}
+				s.refuseHandshake(conn, "waited a handshake timeout for a slot: refused a connection",
+					zap.Duration("handshake_timeout", s.opt.HandshakeTimeout))
 				return
 			}
 			s.serveConn(ctx, hard, conn, sl, &wg)
@@ -432,6 +422,16 @@ func (s *Server) linkDown(l *link, rc *pingGuard, up time.Duration) {
 		s.ctr.linkErrors.Add(1)
 		l.ctr.linkErrors.Add(1)
 		l.log.Warn("link failed", zap.Error(err), zap.Duration("up", up))
+	}
+}
+
+// refuseHandshake resets conn, which got no handshake slot, counts it
+// refused and logs why (at most once per dropLog period, with a count).
+func (s *Server) refuseHandshake(conn net.Conn, why string, field zap.Field) {
+	resetConn(conn)
+	s.ctr.handshakes[hsRefused].Add(1)
+	if ok, n := s.dropLog.Allow(); ok {
+		s.log.Warn(why, zap.Int("max_handshakes", s.slots.max), field, zap.Uint64("dropped_since_last_log", n+1))
 	}
 }
 
