@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"strings"
 )
 
 // The stream protocol, version 2. Every yamux stream carries one forwarded
@@ -137,10 +138,16 @@ func (e *StatusError) Error() string {
 		// reason.
 		return fmt.Sprintf("%v: the peer gave no reason; an offload from before stream protocol %d (SOCKS, UDP, reverse forwards) answers so: upgrade it", ErrBadRequest, protoVersion)
 	}
+	base := e.Unwrap().Error()
 	if e.Msg == "" {
-		return e.Unwrap().Error()
+		return base
 	}
-	return e.Unwrap().Error() + ": " + e.Msg
+	// The server's reason is often its own error, which already starts
+	// with the status's text: say it once.
+	if e.Msg == base || strings.HasPrefix(e.Msg, base+": ") {
+		return e.Msg
+	}
+	return base + ": " + e.Msg
 }
 
 // Unwrap returns the sentinel for the status.

@@ -95,6 +95,24 @@ func TestOldPeer(t *testing.T) {
 	}
 }
 
+// TestStatusErrorSaysReasonOnce: a server's reason that is its own error,
+// already naming the status, is not prefixed with the status again.
+func TestStatusErrorSaysReasonOnce(t *testing.T) {
+	for _, c := range []struct {
+		e    StatusError
+		want string
+	}{
+		{StatusError{Status: statusBusy, Msg: "too many streams: the link carries 4 streams; raise max_streams"}, "too many streams: the link carries 4 streams; raise max_streams"},
+		{StatusError{Status: statusBusy, Msg: "the link carries 4 streams"}, "too many streams: the link carries 4 streams"},
+		{StatusError{Status: statusBusy, Msg: "too many streamsX"}, "too many streams: too many streamsX"},
+		{StatusError{Status: statusBusy}, "too many streams"},
+	} {
+		if got := c.e.Error(); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.e, got, c.want)
+		}
+	}
+}
+
 func TestResponseWire(t *testing.T) {
 	if err := readResponse(bytes.NewReader(appendResponse(nil, statusOK, ""))); err != nil {
 		t.Fatal(err)

@@ -106,6 +106,17 @@ func readErr(c net.Conn) error {
 	return err
 }
 
+// writeReadErr writes b to c, then reads c to its end, and returns how the
+// connection ended. A reset that arrives before the write is reported to
+// the write (Linux hands a socket's error to the first call that asks),
+// and the read after it sees a plain EOF; so the write's error comes first.
+func writeReadErr(c net.Conn, b []byte) error {
+	if _, err := c.Write(b); err != nil {
+		return err
+	}
+	return readErr(c)
+}
+
 func TestUnknownServiceRefused(t *testing.T) {
 	leakCheck(t)
 	tg := startTarget(t, testutil.Echo)
