@@ -54,6 +54,10 @@ type splicer struct {
 
 	up, down atomic.Int64 // payload bytes each way
 	downW    localWriter  // down's writes to local
+
+	// preDone is closed when pre has returned (at once without one): a
+	// failed write to the stream waits for it (upWriteFailed).
+	preDone chan struct{}
 }
 
 // localWriter writes to the local connection and keeps its error, so that
@@ -76,8 +80,11 @@ func (w *localWriter) Write(p []byte) (int, error) {
 // down side (the client reads the server's response there); its error
 // aborts without a marker.
 func splice(local net.Conn, st *mux.Stream, pool *bufPool, pre func() error) (up, down int64, err error) {
-	s := &splicer{local: local, st: st, upRunning: true, endDone: make(chan struct{})}
+	s := &splicer{local: local, st: st, upRunning: true, endDone: make(chan struct{}), preDone: make(chan struct{})}
 	s.downW.c = local
+	if pre == nil {
+		close(s.preDone)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -127,8 +134,7 @@ func (s *splicer) copyUp(pool *bufPool) {
 			putChunkHeader(buf, uint32(n))
 			w, werr := s.st.Write(buf[:chunkHeader+n])
 			if werr != nil {
-				s.abort(fmt.Errorf("%w: writing to the stream: %w", ErrAborted, werr), false)
-				s.upExit(w > 0, false)
+				s.upWriteFailed("writing to the stream", werr, w > 0)
 				return
 			}
 			s.up.Add(int64(n))
@@ -157,8 +163,7 @@ func (s *splicer) copyUpInPlace(pr *placeReader) {
 		n, werr := s.st.Fill(chunkHeader+1, chunkHeader+maxChunk, pr)
 		if werr != nil {
 			// Fill failed before its read: nothing of a chunk was sent.
-			s.abort(fmt.Errorf("%w: writing to the stream: %w", ErrAborted, werr), false)
-			s.upExit(false, false)
+			s.upWriteFailed("writing to the stream", werr, false)
 			return
 		}
 		if n > 0 {
@@ -189,6 +194,19 @@ func (s *splicer) copyUpInPlace(pr *placeReader) {
 	}
 }
 
+// upWriteFailed ends up after a failed write to the stream (partial:
+// some of it was written). A peer that refuses a stream answers,
+// closes, and resets the stream when our first bytes reach it (mux answers
+// data for a closed stream so), and our write can fail before down has
+// read that answer: down's pre goes first, so that the refusal with its
+// reason, not our failed write, is the cause. pre does not wait long here:
+// a reset reaches it at once, and the answer came before the reset.
+func (s *splicer) upWriteFailed(what string, werr error, partial bool) {
+	<-s.preDone
+	s.abort(fmt.Errorf("%w: %s: %w", ErrAborted, what, werr), false)
+	s.upExit(partial, false)
+}
+
 // sendEnd sends up's end marker after the local connection's EOF.
 func (s *splicer) sendEnd() {
 	s.mu.Lock()
@@ -198,8 +216,7 @@ func (s *splicer) sendEnd() {
 	var end [chunkHeader]byte
 	putChunkHeader(end[:], chunkEnd)
 	if w, werr := s.st.Write(end[:]); werr != nil {
-		s.abort(fmt.Errorf("%w: writing the end marker: %w", ErrAborted, werr), false)
-		s.upExit(w > 0, false)
+		s.upWriteFailed("writing the end marker", werr, w > 0)
 		return
 	}
 	s.upExit(false, true)
@@ -207,8 +224,12 @@ func (s *splicer) sendEnd() {
 
 func (s *splicer) copyDown(pre func() error) {
 	if pre != nil {
-		if err := pre(); err != nil {
+		err := pre()
+		if err != nil {
 			s.abort(err, false)
+		}
+		close(s.preDone)
+		if err != nil {
 			return
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -115,6 +116,23 @@ func writeReadErr(c net.Conn, b []byte) error {
 		return err
 	}
 	return readErr(c)
+}
+
+// connEnd dials addr, writes b and reads to the end, and returns how the
+// connection ended. A reset that answers the connection at once can come
+// before the dial has seen its own connection complete, before the write
+// or after it: each is the end. Any other dial error fails t.
+func connEnd(t *testing.T, addr string, b []byte) error {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if errors.Is(err, syscall.ECONNRESET) {
+		return err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	return writeReadErr(c, b)
 }
 
 func TestUnknownServiceRefused(t *testing.T) {
