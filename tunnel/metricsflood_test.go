@@ -120,8 +120,8 @@ func TestMetricsSlotsKeepWholeHeads(t *testing.T) {
 	if ns == nil {
 		t.Fatal("no slot for a new connection")
 	}
-	if !held[2].evicted || held[0].evicted || held[1].evicted || held[3].evicted {
-		t.Errorf("evicted: %v %v %v %v, want only the third (half a head)", held[0].evicted, held[1].evicted, held[2].evicted, held[3].evicted)
+	if !held[2].Evicted || held[0].Evicted || held[1].Evicted || held[3].Evicted {
+		t.Errorf("evicted: %v %v %v %v, want only the third (half a head)", held[0].Evicted, held[1].Evicted, held[2].Evicted, held[3].Evicted)
 	}
 	if slots.len() != max {
 		t.Errorf("%d pending, want %d", slots.len(), max)

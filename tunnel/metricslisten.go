@@ -3,10 +3,12 @@ package tunnel
 import (
 	"context"
 	"net"
+
+	"github.com/offload-dev/offload/tunnel/internal/netguard"
 )
 
 // ListenMetrics listens on addr (TCP) for ServeMetrics. On Linux it sets
-// TCP_DEFER_ACCEPT for metricsHeadTimeout (deferAccept): the kernel hands
+// TCP_DEFER_ACCEPT for metricsHeadTimeout (netguard.DeferAccept): the kernel hands
 // over a connection only once its first bytes have arrived, so
 // connections that send nothing never take a pending slot, and a
 // scraper's connection arrives with its request head, which protects it
@@ -18,7 +20,7 @@ func ListenMetrics(ctx context.Context, addr string) (net.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := deferAccept(ln, metricsHeadTimeout); err != nil {
+	if err := netguard.DeferAccept(ln, metricsHeadTimeout); err != nil {
 		ln.Close()
 		return nil, err
 	}

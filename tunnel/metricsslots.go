@@ -20,11 +20,11 @@ import (
 type metricsSlots struct {
 	mu      sync.Mutex
 	max     int
-	pending slotList[*metricsSlot]
+	pending netguard.SlotList[*metricsSlot]
 }
 
 type metricsSlot struct {
-	slotEntry
+	netguard.SlotEntry
 	complete bool    // a whole request head has been read
 	tail     [3]byte // the last bytes read, for a head end split across reads
 	ntail    int
@@ -42,20 +42,20 @@ func newMetricsSlots(max int) *metricsSlots {
 // acquire takes a slot for conn, resetting another pending connection if
 // all are taken. It returns nil if none could be freed: close conn.
 func (s *metricsSlots) acquire(conn net.Conn) *metricsSlot {
-	sl := &metricsSlot{slotEntry: slotEntry{conn: conn, source: netguard.SourceOf(conn)}}
+	sl := &metricsSlot{SlotEntry: netguard.SlotEntry{Conn: conn, Source: netguard.SourceOf(conn)}}
 	s.mu.Lock()
 	var victim *metricsSlot
-	if s.pending.len() >= s.max {
-		if victim = s.pending.oldestOfBiggest(s.complete); victim == nil {
+	if s.pending.Len() >= s.max {
+		if victim = s.pending.OldestOfBiggest(s.complete); victim == nil {
 			s.mu.Unlock()
 			return nil
 		}
-		s.pending.evict(victim)
+		s.pending.Evict(victim)
 	}
-	s.pending.push(sl)
+	s.pending.Push(sl)
 	s.mu.Unlock()
 	if victim != nil {
-		resetConn(victim.conn)
+		resetConn(victim.Conn)
 	}
 	return sl
 }
@@ -69,7 +69,7 @@ func (s *metricsSlots) complete(sl *metricsSlot) bool {
 	}
 	var buf [3 + metricsPeek]byte
 	n := copy(buf[:], sl.tail[:sl.ntail])
-	n += peek(sl.conn, buf[n:])
+	n += netguard.Peek(sl.Conn, buf[n:])
 	sl.complete = headEnds(buf[:n])
 	return sl.complete
 }
@@ -119,13 +119,13 @@ func (s *metricsSlots) peeked(sl *metricsSlot, p []byte) {
 func (s *metricsSlots) release(sl *metricsSlot) (evicted bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.pending.release(sl)
+	return s.pending.Release(sl)
 }
 
 func (s *metricsSlots) len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.pending.len()
+	return s.pending.Len()
 }
 
 // slotReader is a connection waiting for its request head: it tells the
@@ -142,7 +142,7 @@ func (c slotReader) Read(p []byte) (int, error) {
 	// to complete in between and could be evicted with its head read.
 	if ok, err := netguard.WaitData(c.Conn); err == nil && ok {
 		var buf [metricsPeek]byte
-		c.slots.peeked(c.sl, buf[:peek(c.Conn, buf[:])])
+		c.slots.peeked(c.sl, buf[:netguard.Peek(c.Conn, buf[:])])
 	}
 	n, err := c.Conn.Read(p)
 	if n > 0 {
