@@ -312,11 +312,12 @@ type slotConn struct {
 }
 
 func (c slotConn) Read(p []byte) (int, error) {
-	// Wait for bytes and look at them before taking them (as slotReader
-	// does for /metrics): read first and recorded after, a whole flight
-	// would be in neither head nor the socket buffer for a moment, count
-	// as incomplete and could be evicted (a genuine client beside a flood,
-	// 1 in 20 under -race beside a busy core).
+	// Wait for bytes and look at them before taking them (as the
+	// metrics slots do, tunnel/metricsserver): read first and recorded
+	// after, a whole flight would be in neither head nor the socket
+	// buffer for a moment, count as incomplete and could be evicted (a
+	// genuine client beside a flood, 1 in 20 under -race beside a busy
+	// core).
 	if c.slots.pendingFlight(c.sl) {
 		if ok, err := netguard.WaitData(c.Conn); err == nil && ok {
 			c.slots.settle(c.sl)

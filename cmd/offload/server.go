@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"runtime/debug"
@@ -16,6 +17,7 @@ import (
 	"github.com/offload-dev/offload/engine"
 	"github.com/offload-dev/offload/selector"
 	"github.com/offload-dev/offload/tunnel"
+	"github.com/offload-dev/offload/tunnel/metricsserver"
 	"github.com/offload-dev/offload/tunnel/record"
 )
 
@@ -171,7 +173,7 @@ func startMetrics(ctx context.Context, c *config.Common, register func(*metrics.
 	if err != nil {
 		return nil, err
 	}
-	ln, err := tunnel.ListenMetrics(ctx, c.Metrics)
+	ln, err := metricsserver.Listen(ctx, c.Metrics)
 	if err != nil {
 		return nil, c.FieldError("metrics", err)
 	}
@@ -188,7 +190,16 @@ func startMetrics(ctx context.Context, c *config.Common, register func(*metrics.
 	mctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	go func() {
 		defer close(done)
-		if err := tunnel.ServeMetrics(mctx, ln, set, tunnel.MetricsOptions{Token: token, Logger: log, Health: health, Status: status}); err != nil {
+		opt := metricsserver.Options{
+			Metrics: func(w io.Writer) { tunnel.WriteExposition(w, set) },
+			Token:   token,
+			Logger:  log,
+			Health:  health,
+		}
+		if status != nil {
+			opt.Status = func() any { return status() }
+		}
+		if err := metricsserver.Serve(mctx, ln, opt); err != nil {
 			log.Error("metrics server failed", zap.Error(err))
 		}
 	}()
