@@ -16,6 +16,7 @@
 package tunnel
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -28,28 +29,40 @@ import (
 	"github.com/offload-dev/offload/tunnel/suite"
 )
 
-// Defaults for the zero values of Options.
+// Defaults for the zero values of Options, and the limits the tunnel
+// checks. config takes them from here (it never copies them), so a
+// setting left out of a config file means what the zero value means here.
 const (
+	// DefaultYamuxWindow is the per-stream receive window. yamux's own
+	// default (256 KiB) caps one stream at window/RTT (hashicorp/yamux#24),
+	// so offload uses a larger one.
 	DefaultYamuxWindow            = 1 << 20
 	DefaultDialTimeout            = 10 * time.Second
 	DefaultHandshakeTimeout       = 10 * time.Second
 	DefaultMaxStreams             = 1024
 	DefaultStatusInterval         = time.Minute
-	DefaultMaxHandshakes          = 64
-	DefaultMaxHandshakesPerSource = 8
-	DefaultMaxLinks               = 4 // with one client; 2 per client with Clients
-	DefaultMaxLinksPerClient      = 2 // one, and one while it redials before the server noticed
-	DefaultLinkBuffer             = 16 << 20
-	DefaultRedialMin              = 500 * time.Millisecond
-	DefaultRedialMax              = 30 * time.Second
+	DefaultMaxHandshakes          = 64 // unauthenticated connections in their handshake
+	DefaultMaxHandshakesPerSource = 8  // of them from one IPv4 address or IPv6 /64
+	DefaultMaxLinks               = 4  // with one client; 2 per client with Clients
+	DefaultMaxLinksPerClient      = 2  // one, and one while it redials before the server noticed
+	// DefaultLinkBuffer is the budget of one link's stream receive
+	// buffers, in bytes: a stream whose data would take the link past it
+	// is reset, and credit beyond a stream's initial window is granted
+	// only within half of it (tunnel/mux, docs/tunnel.md). 16 MiB: with
+	// the 8 MiB a running end takes, one link fits the 24 MiB a 64 MB
+	// router can spare (docs/budgets.md).
+	DefaultLinkBuffer = 16 << 20
+	DefaultRedialMin  = 500 * time.Millisecond
+	DefaultRedialMax  = 30 * time.Second
 	// DefaultLinkWait is how long a client's local connection that finds
 	// no link waits for a dial under way (linkwait.go).
 	DefaultLinkWait = 2 * time.Second
 
-	// minYamuxWindow is yamux's own initial window; it refuses less.
+	// MinYamuxWindow is yamux's own initial window; it refuses less.
 	// It is also what a peer may send on a new stream before it is
-	// accepted.
-	minYamuxWindow = 256 << 10
+	// accepted, so a link buffer holds at least one stream's window and
+	// this much.
+	MinYamuxWindow = 256 << 10
 )
 
 // ErrConfig is wrapped by the errors NewServer and NewClient return for
@@ -69,7 +82,8 @@ type Options struct {
 	// Stats receives the record layer's counters of every link; give the
 	// same Stats to selector.Engines. nil means a new one.
 	Stats *record.Stats
-	// MaxFrame is the record layer's largest frame (0: its default).
+	// MaxFrame is record.Options.MaxFrame, the largest ciphertext of a
+	// frame (0: the record layer's default).
 	MaxFrame int
 	// YamuxWindow is the per-stream receive window (MaxStreamWindowSize).
 	YamuxWindow int
@@ -143,17 +157,15 @@ func (o *Options) setDefaults() error {
 	if !o.Suite.Cipher.Valid() {
 		return fmt.Errorf("%w: no cipher suite", ErrConfig)
 	}
-	if o.MaxFrame == 0 {
-		o.MaxFrame = record.DefaultMaxFrame
-	}
-	if err := record.CheckMaxFrame(o.MaxFrame); err != nil {
+	// 0 goes to the record layer as it is: its default is its own.
+	if err := record.CheckMaxFrame(cmp.Or(o.MaxFrame, record.DefaultMaxFrame)); err != nil {
 		return fmt.Errorf("%w: max frame %w", ErrConfig, err)
 	}
 	if o.YamuxWindow == 0 {
 		o.YamuxWindow = DefaultYamuxWindow
 	}
-	if o.YamuxWindow < minYamuxWindow {
-		return fmt.Errorf("%w: yamux window %d is less than yamux's minimum %d", ErrConfig, o.YamuxWindow, minYamuxWindow)
+	if o.YamuxWindow < MinYamuxWindow {
+		return fmt.Errorf("%w: yamux window %d is less than yamux's minimum %d", ErrConfig, o.YamuxWindow, MinYamuxWindow)
 	}
 	if o.Keepalive > 0 && o.Keepalive < MinKeepalive {
 		return fmt.Errorf("%w: keepalive %v: want 0 (off) or at least %v (a peer cuts a link that pings more often than %d times a second)",
@@ -174,9 +186,9 @@ func (o *Options) setDefaults() error {
 	if o.LinkBuffer == 0 {
 		o.LinkBuffer = DefaultLinkBuffer
 	}
-	if o.LinkBuffer < o.YamuxWindow+minYamuxWindow {
+	if o.LinkBuffer < o.YamuxWindow+MinYamuxWindow {
 		return fmt.Errorf("%w: link buffer %d holds no stream: want at least yamux window + %d (%d)",
-			ErrConfig, o.LinkBuffer, minYamuxWindow, o.YamuxWindow+minYamuxWindow)
+			ErrConfig, o.LinkBuffer, MinYamuxWindow, o.YamuxWindow+MinYamuxWindow)
 	}
 	if o.DrainTimeout < 0 {
 		o.DrainTimeout = 0
