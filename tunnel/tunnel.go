@@ -79,8 +79,10 @@ type Options struct {
 	// from an engine spec. nil means software only.
 	Engines []engine.Engine
 	Policy  record.Policy
-	// Stats receives the record layer's counters of every link; give the
-	// same Stats to selector.Engines. nil means a new one.
+	// Stats receives the record layer's counters of every link. A policy
+	// that watches them (selector's, made with EngineOptions.Stats) must
+	// get this same Stats: cmd/offload makes both in one place. nil means
+	// a new one.
 	Stats *record.Stats
 	// MaxFrame is record.Options.MaxFrame, the largest ciphertext of a
 	// frame (0: the record layer's default).
