@@ -44,7 +44,7 @@ type ServerConfig struct {
 	// the client's oldest, which a client that redials has given up.
 	MaxLinksPerClient int
 	// Clients are the clients the server accepts, each with its own keys
-	// and Access (clients.go). Empty means one client, DefaultClient,
+	// and Access (server_clients.go). Empty means one client, DefaultClient,
 	// with Options.PSK, every service and Rules.
 	Clients []ServerClient
 	// Rules are the server's UDP services, and, for its one client when
