@@ -250,3 +250,30 @@ func TestHealthz(t *testing.T) {
 		t.Errorf("/healthz without Health: %d, want 404", code)
 	}
 }
+
+// /status serves the JSON of what Status returns, under the token of
+// /metrics: without it, or with another, 401 and nothing shown; HEAD has
+// no body; without Status there is no /status. (tunnel's
+// TestStatusEndpoint serves a real Server's.)
+func TestStatus(t *testing.T) {
+	leakCheck(t)
+	const token = "status-token-0123456789"
+	status := func() any { return map[string]any{"role": "server", "links": []int{1}} }
+	addr := startServer(t, Options{Token: []byte(token), Status: status})
+	for _, auth := range []string{"", "Bearer wrong-token-0123456789", "Basic " + token} {
+		code, body, err := httpGet(addr, "/status", auth)
+		if err != nil || code != 401 || strings.Contains(body, "links") {
+			t.Errorf("Authorization %q: %d %q %v, want 401 and no status", auth, code, body, err)
+		}
+	}
+	code, body, err := httpGet(addr, "/status", "Bearer "+token)
+	if err != nil || code != 200 || body != "{\n  \"links\": [\n    1\n  ],\n  \"role\": \"server\"\n}\n" {
+		t.Errorf("with the token: %d %q %v", code, body, err)
+	}
+	if code, _ := get(t, "POST", startServer(t, Options{Status: status}), "/status"); code != 405 {
+		t.Errorf("POST /status: %d, want 405", code)
+	}
+	if code, _, err := httpGet(startServer(t, Options{}), "/status", ""); err != nil || code != 404 {
+		t.Errorf("no Status: %d %v, want 404", code, err)
+	}
+}
