@@ -26,21 +26,29 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/offload-dev/offload/tunnel"
 	"github.com/offload-dev/offload/tunnel/record"
 	"github.com/offload-dev/offload/tunnel/suite"
 )
 
-// Defaults and limits of the tunables.
+// Defaults and limits of the tunables. A default or limit the tunnel or
+// the record layer applies is theirs, named here (never a copy), so that
+// a setting left out means what the tunnel does with its zero value; the
+// rest (caps that keep a typo from asking for gigabytes, the defaults a
+// config file has and the tunnel's zero value does not) are config's.
 const (
-	DefaultMaxFrame = record.DefaultMaxFrame // bytes of plaintext per record frame
-	MinMaxFrame     = 1 << 10
-	MaxMaxFrame     = record.HardMaxFrame
+	// max_frame is record.Options.MaxFrame: the largest ciphertext of a
+	// frame (docs/protocol.md, "Lengths"), in range by record.CheckMaxFrame.
+	DefaultMaxFrame = record.DefaultMaxFrame
+	// MinMaxFrame is config's floor, above the record layer's own
+	// (record.MinMaxFrame, 64: small frames for its tests and for
+	// calibrate's short runs): a link of frames smaller than 1 KiB spends
+	// more on headers and tags than it carries.
+	MinMaxFrame = 1 << 10
+	MaxMaxFrame = record.HardMaxFrame
 
-	// DefaultYamuxWindow is the per-stream receive window. yamux's own
-	// default (256 KiB) caps one stream at window/RTT (hashicorp/yamux#24),
-	// so offload uses a larger one.
-	DefaultYamuxWindow = 1 << 20
-	MinYamuxWindow     = 256 << 10
+	DefaultYamuxWindow = tunnel.DefaultYamuxWindow
+	MinYamuxWindow     = tunnel.MinYamuxWindow
 	MaxYamuxWindow     = 16 << 20
 
 	// DefaultMemoryLimit is the Go runtime's soft memory limit (what
@@ -51,53 +59,45 @@ const (
 	DefaultMemoryLimit = 20 << 20
 	MinMemoryLimit     = 4 << 20
 
+	// DefaultKeepalive and DefaultDrainTimeout are the config's: the
+	// tunnel's zero values turn keepalives and the drain off.
 	DefaultKeepalive        = 15 * time.Second // 0 disables keepalives
-	DefaultDialTimeout      = 10 * time.Second
-	DefaultHandshakeTimeout = 10 * time.Second
+	DefaultDialTimeout      = tunnel.DefaultDialTimeout
+	DefaultHandshakeTimeout = tunnel.DefaultHandshakeTimeout
 	DefaultDrainTimeout     = 10 * time.Second
 	// DefaultRekeyInterval is the longest a direction's keys are used
 	// before the sender moves to the next epoch (docs/protocol.md,
 	// "Rekey"); the frame and byte limits are fixed.
-	DefaultRekeyInterval = time.Hour
+	DefaultRekeyInterval = record.DefaultRekeyInterval
 	MinRekeyInterval     = time.Second
 	MaxRekeyInterval     = 24 * time.Hour
-	DefaultMaxStreams    = 1024
+	DefaultMaxStreams    = tunnel.DefaultMaxStreams
 	MaxMaxStreams        = 65536
 
-	// DefaultLinkBuffer is the budget of one link's stream receive
-	// buffers, in bytes: a stream whose data would take the link past it
-	// is reset, and credit beyond a stream's initial window is granted
-	// only within half of it (tunnel/mux, docs/tunnel.md). 16 MiB: with
-	// the 8 MiB a running end takes, one link fits the 24 MiB a 64 MB
-	// router can spare (docs/budgets.md).
-	DefaultLinkBuffer = 16 << 20
+	DefaultLinkBuffer = tunnel.DefaultLinkBuffer
 	MaxLinkBuffer     = 1 << 30
-	// yamuxNewStream is what a peer may send on a stream before it is
-	// accepted (yamux's initial window): link_buffer must hold one
-	// stream's yamux_window plus this much.
-	yamuxNewStream = 256 << 10
 
 	// Server caps against floods and replays (docs/tunnel.md).
-	DefaultMaxLinks               = 4  // links up at once with key_file; with clients, max_links_per_client per client if more
-	DefaultMaxLinksPerClient      = 2  // one client's links: one, and one while it redials
-	DefaultMaxHandshakes          = 64 // unauthenticated connections in their handshake
-	DefaultMaxHandshakesPerSource = 8  // of them from one IPv4 address or IPv6 /64
+	DefaultMaxLinks               = tunnel.DefaultMaxLinks
+	DefaultMaxLinksPerClient      = tunnel.DefaultMaxLinksPerClient
+	DefaultMaxHandshakes          = tunnel.DefaultMaxHandshakes
+	DefaultMaxHandshakesPerSource = tunnel.DefaultMaxHandshakesPerSource
 	MaxMaxLinks                   = 1024
 	MaxMaxHandshakes              = 4096
 
-	DefaultRedialMin = 500 * time.Millisecond
-	DefaultRedialMax = 30 * time.Second
-	// DefaultLinkWait is how long a client's local connection that finds
-	// no link waits for a dial under way before it is reset (fail fast:
-	// tunnel/linkwait.go); 0 resets it at once. MaxLinkWait bounds it.
-	DefaultLinkWait = 2 * time.Second
+	DefaultRedialMin = tunnel.DefaultRedialMin
+	DefaultRedialMax = tunnel.DefaultRedialMax
+	// DefaultLinkWait: fail fast (tunnel/linkwait.go); 0 resets a local
+	// connection that finds no link at once. MaxLinkWait bounds it.
+	DefaultLinkWait = tunnel.DefaultLinkWait
 	MaxLinkWait     = time.Minute
 
 	DefaultEngine = EngineSoftware
 
 	// DefaultEngineCheckInterval is how often every engine runs its
-	// known-answer test after the one at start; 0 means only at start.
-	DefaultEngineCheckInterval = 5 * time.Minute
+	// known-answer test after the one at start; in a config 0 means only
+	// at start (the tunnel's 0 is this default, its negative only at start).
+	DefaultEngineCheckInterval = tunnel.DefaultEngineCheckInterval
 	// MaxVerify bounds verify (one in N engine frames re-checked).
 	MaxVerify = 1 << 20
 	// MinEngineCheckInterval is the shortest engine_check_interval other
@@ -133,8 +133,8 @@ type Common struct {
 	// specs, auto and hybrid; default EngineSoftware). Only its syntax is
 	// checked here, by selector.CheckSpec, as the tunnel checks it.
 	Engine string
-	// MaxFrame is the largest record frame payload in bytes, for both
-	// sending and the reader's length check.
+	// MaxFrame is record.Options.MaxFrame: the largest ciphertext of a
+	// frame, both ways (DefaultMaxFrame, record.CheckMaxFrame).
 	MaxFrame int
 	// YamuxWindow is yamux's MaxStreamWindowSize in bytes.
 	YamuxWindow int
@@ -477,7 +477,7 @@ func (d *decoder) count(v value, dst *int, hi int) {
 // checkLinkBuffer reports a link_buffer too small for one stream at the
 // configured window.
 func (d *decoder) checkLinkBuffer(c *Common) {
-	if need := c.YamuxWindow + yamuxNewStream; c.LinkBuffer < need {
+	if need := c.YamuxWindow + tunnel.MinYamuxWindow; c.LinkBuffer < need {
 		a, ok := c.fields["link_buffer"]
 		field := "link_buffer"
 		if !ok {
@@ -609,7 +609,7 @@ func (d *decoder) common(c *Common) []fieldSpec {
 			}
 		}),
 		track("max_streams", func(v value) { d.count(v, &c.MaxStreams, MaxMaxStreams) }),
-		track("link_buffer", func(v value) { d.size(v, &c.LinkBuffer, MinYamuxWindow+yamuxNewStream, MaxLinkBuffer) }),
+		track("link_buffer", func(v value) { d.size(v, &c.LinkBuffer, MinYamuxWindow+tunnel.MinYamuxWindow, MaxLinkBuffer) }),
 		track("log", func(v value) {
 			d.object(v, []fieldSpec{
 				track("level", func(v value) {

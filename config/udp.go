@@ -2,17 +2,15 @@ package config
 
 import (
 	"time"
+
+	"github.com/offload-dev/offload/tunnel"
 )
 
-// UDP forward defaults and caps.
+// UDP forward defaults (the tunnel's) and caps.
 const (
-	// DefaultUDPIdleTimeout ends a flow (a client source address) that
-	// carried no datagram either way for this long. 30 s outlives a DNS
-	// retry and a VoIP silence, and frees a stream soon after a game ends.
-	DefaultUDPIdleTimeout = 30 * time.Second
-	// DefaultUDPMaxFlows caps a forward's flows at once; each is a stream.
-	DefaultUDPMaxFlows = 64
-	MaxUDPMaxFlows     = 4096
+	DefaultUDPIdleTimeout = tunnel.DefaultUDPIdleTimeout
+	DefaultUDPMaxFlows    = tunnel.DefaultUDPMaxFlows
+	MaxUDPMaxFlows        = 4096
 )
 
 // UDPForward is one client UDP listener: datagrams to Listen go through

@@ -35,8 +35,8 @@ type Config struct {
 	// engine.Discover. Engines that cannot serve the cipher are recorded
 	// with their reason.
 	Engines func(engine.Cipher) []engine.Engine
-	// MaxFrame is the largest frame size measured; default
-	// record.DefaultMaxFrame.
+	// MaxFrame is the largest frame size measured: a record.Options.MaxFrame
+	// (record.CheckMaxFrame); default record.DefaultMaxFrame.
 	MaxFrame int
 	// Duration is the time of one run at one size; default DefaultDuration.
 	Duration time.Duration
@@ -97,7 +97,6 @@ func (c *Config) defaults() {
 	if c.MaxFrame <= 0 {
 		c.MaxFrame = record.DefaultMaxFrame
 	}
-	c.MaxFrame &^= engine.BlockSize - 1
 	if c.Duration <= 0 {
 		c.Duration = DefaultDuration
 	}
@@ -139,8 +138,9 @@ func (c *Config) defaults() {
 // returns an error only for bad input or a cancelled ctx.
 func Calibrate(ctx context.Context, cfg Config) (*Profile, error) {
 	cfg.defaults()
-	if cfg.MaxFrame < engine.BlockSize {
-		return nil, fmt.Errorf("selector: max frame %d: want at least %d", cfg.MaxFrame, engine.BlockSize)
+	// The record layer's rule: a profile covers frames a link can have.
+	if err := record.CheckMaxFrame(cfg.MaxFrame); err != nil {
+		return nil, fmt.Errorf("selector: max frame %w", err)
 	}
 	for _, c := range cfg.Ciphers {
 		if !c.Valid() {

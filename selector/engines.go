@@ -73,11 +73,7 @@ func Engines(ctx context.Context, spec string, c engine.Cipher, o EngineOptions)
 		return nil, nil, err
 	}
 	if IsPolicy(spec) {
-		maxFrame := o.MaxFrame
-		if maxFrame == 0 {
-			maxFrame = record.DefaultMaxFrame
-		}
-		return Setup(ctx, spec, c, o.Profile, SetupOptions{Logger: log, MaxFrame: maxFrame, Stats: o.Stats})
+		return Setup(ctx, spec, c, o.Profile, SetupOptions{Logger: log, MaxFrame: o.MaxFrame, Stats: o.Stats})
 	}
 	opts := engine.Options{Logger: log}
 	e, err := engine.Open(spec, opts)

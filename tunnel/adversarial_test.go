@@ -223,7 +223,7 @@ func TestTamperedFrames(t *testing.T) {
 			// yamux's smallest window: the server's burst often ends in the
 			// held frame of the reorder (see the second stream below).
 			opt := testOptions(log)
-			opt.YamuxWindow = minYamuxWindow
+			opt.YamuxWindow = MinYamuxWindow
 			saddr, srv, _ := startServer(t, ServerConfig{Options: opt, Services: map[string]string{"src": src.addr()}})
 			tampered := make(chan struct{})
 			px := startProxy(t, saddr, func(n int) func(io.Writer, io.Reader) error {

@@ -378,7 +378,7 @@ func (c *Client) acceptLoop(ctx context.Context, f *forwardRun, wg *sync.WaitGro
 		delay = 0
 		service, socks := *f.service.Load(), f.socks.Load()
 		if n := c.ctr.active.Load(); n >= int64(c.opt.MaxStreams) {
-			resetConn(conn)
+			netguard.Reset(conn)
 			c.refused(service, fmt.Errorf("%w: %d connections open; raise max_streams", ErrBusy, n))
 			continue
 		}
@@ -411,13 +411,13 @@ func (c *Client) refused(service string, err error) {
 func (c *Client) serveLocal(ctx context.Context, conn net.Conn, service string) {
 	req, err := appendRequest(nil, kindService, service)
 	if err != nil {
-		resetConn(conn)
+		netguard.Reset(conn)
 		c.refused(service, err)
 		return
 	}
 	st, err := c.openStream(ctx, req)
 	if err != nil {
-		resetConn(conn)
+		netguard.Reset(conn)
 		c.refused(service, err)
 		return
 	}

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/offload-dev/offload/tunnel/internal/netguard"
 )
 
 // targetEnd is how one target connection ended: bytes read, then err
@@ -153,7 +155,7 @@ func TestLinkCutUnderLoad(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 		for _, c := range conns {
 			if c != nil {
-				resetConn(c)
+				netguard.Reset(c)
 			}
 		}
 		wg.Wait()

@@ -3,7 +3,7 @@ package tunnel
 // Healthy reports whether the server is accepting links: true from the
 // start of Serve until its context ends or its listener fails, false
 // while it drains and after. A load balancer's health check (/healthz,
-// ServeMetrics) uses it to stop sending new clients to a server that is
+// tunnel/metricsserver) uses it to stop sending new clients to a server that is
 // going away, while its open streams finish.
 func (s *Server) Healthy() bool { return s.serving.Load() }
 

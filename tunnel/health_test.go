@@ -7,13 +7,13 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/offload-dev/offload/internal/metrics"
 
 	"github.com/offload-dev/offload/internal/testutil"
+	"github.com/offload-dev/offload/tunnel/metricsserver"
 )
 
 // get requests path on addr with method and no token.
@@ -31,39 +31,6 @@ func get(t *testing.T, method, addr, path string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
-}
-
-// /healthz answers 200 or 503 from Health, without the metrics token;
-// without Health there is no /healthz.
-func TestHealthz(t *testing.T) {
-	leakCheck(t)
-	var healthy atomic.Bool
-	healthy.Store(true)
-	log, _ := testLogger(t)
-	addr := startMetricsServer(t, metrics.NewSet(), MetricsOptions{Token: []byte("s3cret-token-0123456789"), Logger: log, Health: healthy.Load})
-	for _, tc := range []struct {
-		healthy      bool
-		method, path string
-		code         int
-		body         string
-	}{
-		{true, "GET", "/healthz", 200, "ok\n"},
-		{true, "HEAD", "/healthz", 200, ""},
-		{true, "GET", "/healthz?full=1", 200, "ok\n"},
-		{false, "GET", "/healthz", 503, "unavailable\n"},
-		{false, "HEAD", "/healthz", 503, ""},
-		{true, "POST", "/healthz", 405, "GET or HEAD\n"},
-		{true, "GET", "/metrics", 401, "bearer token required\n"}, // the token still guards the metrics
-	} {
-		healthy.Store(tc.healthy)
-		if code, body := get(t, tc.method, addr, tc.path); code != tc.code || body != tc.body {
-			t.Errorf("%s %s (healthy %v): %d %q, want %d %q", tc.method, tc.path, tc.healthy, code, body, tc.code, tc.body)
-		}
-	}
-	plain := startMetricsServer(t, metrics.NewSet(), MetricsOptions{Logger: log})
-	if code, _ := get(t, "GET", plain, "/healthz"); code != 404 {
-		t.Errorf("/healthz without Health: %d, want 404", code)
-	}
 }
 
 // The server is healthy while it serves and not while it drains: a
@@ -146,7 +113,9 @@ func TestIPv6EveryAddress(t *testing.T) {
 	srv.RegisterMetrics(set)
 	mctx, mcancel := context.WithCancel(context.Background())
 	mdone := make(chan error, 1)
-	go func() { mdone <- ServeMetrics(mctx, mln, set, MetricsOptions{Logger: log, Health: srv.Healthy}) }()
+	go func() {
+		mdone <- metricsserver.Serve(mctx, mln, metricsserver.Options{Metrics: exposition(set), Logger: log, Health: srv.Healthy})
+	}()
 	defer func() { mcancel(); <-mdone }()
 
 	if err := testutil.EchoRoundTrip(fwd.Addr().String(), 1<<20, 6); err != nil {

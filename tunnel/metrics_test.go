@@ -2,7 +2,6 @@ package tunnel
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/offload-dev/offload/engine"
 	"github.com/offload-dev/offload/internal/testutil"
+	"github.com/offload-dev/offload/tunnel/metricsserver"
 	"github.com/offload-dev/offload/tunnel/record"
 )
 
@@ -38,7 +38,7 @@ func TestMetricsAndStatus(t *testing.T) {
 	ln := listen(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- ServeMetrics(ctx, ln, set, MetricsOptions{}) }()
+	go func() { done <- metricsserver.Serve(ctx, ln, metricsserver.Options{Metrics: exposition(set)}) }()
 	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	var body string
 	eventually(t, 5*time.Second, "the counters to settle", func() bool {
@@ -165,54 +165,6 @@ func TestBackoff(t *testing.T) {
 	}
 }
 
-// The hand-written endpoint answers what a scraper asks and refuses the
-// rest without hanging or growing.
-func TestMetricsEndpointRequests(t *testing.T) {
-	leakCheck(t)
-	set := metrics.NewSet()
-	set.RegisterMetricsWriter(func(w io.Writer) { metrics.WriteCounterUint64(w, "offload_test_total", 3) })
-	ln := listen(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ServeMetrics(ctx, ln, set, MetricsOptions{}) }()
-	ask := func(req string) string {
-		t.Helper()
-		c, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(15 * time.Second))
-		if _, err := io.WriteString(c, req); err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(c)
-		return string(b)
-	}
-	for _, tc := range []struct{ req, status, body string }{
-		{"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 200 OK", "offload_test_total 3\n"},
-		{"GET /metrics?x=1 HTTP/1.0\r\n\r\n", "HTTP/1.1 200 OK", "offload_test_total 3\n"},
-		{"HEAD /metrics HTTP/1.1\r\n\r\n", "HTTP/1.1 200 OK", ""},
-		{"GET / HTTP/1.1\r\n\r\n", "HTTP/1.1 404 Not Found", "only /metrics is here\n"},
-		{"POST /metrics HTTP/1.1\r\n\r\n", "HTTP/1.1 405 Method Not Allowed", "GET or HEAD\n"},
-		{"garbage\r\n\r\n", "HTTP/1.1 400 Bad Request", "bad request\n"},
-		{"GET /metrics HTTP/1.1\r\n" + strings.Repeat("X-Long: "+strings.Repeat("a", 1000)+"\r\n", 20) + "\r\n", "HTTP/1.1 400 Bad Request", "bad request header\n"},
-	} {
-		got := ask(tc.req)
-		head, body, _ := strings.Cut(got, "\r\n\r\n")
-		if !strings.HasPrefix(head, tc.status+"\r\n") || body != tc.body {
-			t.Errorf("%q: got %q", tc.req[:min(len(tc.req), 30)], got)
-		}
-		if !strings.HasPrefix(tc.req, "HEAD") && !strings.Contains(head, fmt.Sprintf("Content-Length: %d", len(tc.body))) {
-			t.Errorf("%q: no right Content-Length in %q", tc.req[:min(len(tc.req), 30)], head)
-		}
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-}
-
 type handedPolicy struct{ n uint64 }
 
 func (handedPolicy) Pick(int, engine.Direction) int { return 0 }
@@ -241,18 +193,20 @@ func TestMetricsHybridHanded(t *testing.T) {
 	}
 }
 
-// startMetricsServer serves set on a new listener until the test ends.
-func startMetricsServer(t *testing.T, set *metrics.Set, opt MetricsOptions) string {
-	t.Helper()
-	return serveMetricsOn(t, listen(t), set, opt)
+// exposition is the /metrics page of set, as cmd/offload serves it.
+func exposition(set *metrics.Set) func(io.Writer) {
+	return func(w io.Writer) { WriteExposition(w, set) }
 }
 
-// serveMetricsOn serves set on ln until the test ends.
-func serveMetricsOn(t *testing.T, ln net.Listener, set *metrics.Set, opt MetricsOptions) string {
+// startMetricsServer serves set on a new listener until the test ends,
+// as cmd/offload wires it (tunnel/metricsserver).
+func startMetricsServer(t *testing.T, set *metrics.Set, opt metricsserver.Options) string {
 	t.Helper()
+	ln := listen(t)
+	opt.Metrics = exposition(set)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- ServeMetrics(ctx, ln, set, opt) }()
+	go func() { done <- metricsserver.Serve(ctx, ln, opt) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -261,9 +215,6 @@ func serveMetricsOn(t *testing.T, ln net.Listener, set *metrics.Set, opt Metrics
 	})
 	return ln.Addr().String()
 }
-
-// scrape GETs /metrics with an optional Authorization header.
-func scrape(addr, auth string) (int, string, error) { return httpGet(addr, "/metrics", auth) }
 
 // httpGet GETs path with an optional Authorization header.
 func httpGet(addr, path, auth string) (int, string, error) {
@@ -282,73 +233,4 @@ func httpGet(addr, path, auth string) (int, string, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b), err
-}
-
-// Connections that send nothing, or half a request, can not block a
-// scrape: before, 8 idle connections made every scrape fail for 10 s.
-func TestMetricsIdleConnections(t *testing.T) {
-	leakCheck(t)
-	set := metrics.NewSet()
-	set.RegisterMetricsWriter(func(w io.Writer) { metrics.WriteCounterUint64(w, "offload_test_total", 5) })
-	addr := startMetricsServer(t, set, MetricsOptions{})
-	var idle []net.Conn
-	defer func() {
-		for _, c := range idle {
-			c.Close()
-		}
-	}()
-	for i := range 4 * metricsMaxPending {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		idle = append(idle, c)
-		if i%2 == 1 {
-			_, _ = io.WriteString(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n") // and never the end of the head
-		}
-		if i == 8 || i == len(idle)-1 {
-			code, body, err := scrape(addr, "")
-			if err != nil || code != 200 || !strings.Contains(body, "offload_test_total 5\n") {
-				t.Fatalf("scrape with %d idle connections open: %d %q %v", len(idle), code, body, err)
-			}
-		}
-	}
-}
-
-// With a token, a request without it or with another is refused with 401;
-// the right one gets the metrics.
-func TestMetricsToken(t *testing.T) {
-	leakCheck(t)
-	set := metrics.NewSet()
-	set.RegisterMetricsWriter(func(w io.Writer) { metrics.WriteCounterUint64(w, "offload_test_total", 7) })
-	log, logs := testLogger(t)
-	addr := startMetricsServer(t, set, MetricsOptions{Token: []byte("s3cret-token-0123456789"), Logger: log})
-	for _, tc := range []struct {
-		auth string
-		code int
-	}{
-		{"", 401},
-		{"Bearer wrong-token-0123456789", 401},
-		{"Bearer s3cret-token-012345678", 401},
-		{"Bearer s3cret-token-01234567890", 401},
-		{"Basic s3cret-token-0123456789", 401},
-		{"s3cret-token-0123456789", 401},
-		{"Bearer s3cret-token-0123456789", 200},
-		{"bearer s3cret-token-0123456789", 200},
-	} {
-		code, body, err := scrape(addr, tc.auth)
-		if err != nil || code != tc.code {
-			t.Errorf("Authorization %q: %d %v, want %d", tc.auth, code, err, tc.code)
-		}
-		if has := strings.Contains(body, "offload_test_total"); has != (tc.code == 200) {
-			t.Errorf("Authorization %q: body %q", tc.auth, body)
-		}
-	}
-	if n := logs.FilterMessage("refused a request without the right bearer token").Len(); n != 1 {
-		t.Errorf("%d refusal log lines, want 1 (rate limited)", n)
-	}
-	// Without a token configured, none is needed.
-	if code, _, err := scrape(startMetricsServer(t, set, MetricsOptions{}), ""); err != nil || code != 200 {
-		t.Errorf("no token configured: %d %v", code, err)
-	}
 }

@@ -3,6 +3,7 @@ package tunnel
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/offload-dev/offload/internal/metrics"
@@ -58,14 +59,16 @@ var metricFamilies = map[string]metricFamily{
 	"offload_udp_flows_active":             {"gauge", "UDP flows open now."},
 }
 
-// writeExposition writes set in the Prometheus text format, each family's
-// samples together under its # HELP and # TYPE lines. The metrics package
+// WriteExposition writes set in the Prometheus text format, each family's
+// samples together under its # HELP and # TYPE lines: the page /metrics
+// serves (tunnel/metricsserver, whose Options.Metrics cmd/offload points
+// here). The metrics package
 // writes samples only (its own metadata has no help text), and writers
 // registered by several parts of a process can each write samples of one
 // family, so the samples are grouped here, in the order families first
 // appear. A family missing from metricFamilies is written without
 // metadata, which promtool reports and TestMetricFamilies prevents.
-func writeExposition(w *bytes.Buffer, set *metrics.Set) {
+func WriteExposition(w io.Writer, set *metrics.Set) {
 	var raw bytes.Buffer
 	set.WritePrometheus(&raw)
 	var order []string
@@ -88,8 +91,7 @@ func writeExposition(w *bytes.Buffer, set *metrics.Set) {
 			fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", name, f.help, name, f.typ)
 		}
 		for _, l := range samples[name] {
-			w.WriteString(l)
-			w.WriteByte('\n')
+			_, _ = io.WriteString(w, l+"\n")
 		}
 	}
 }

@@ -120,7 +120,7 @@ func TestWriteExposition(t *testing.T) {
 		metrics.WriteCounterUint64(w, `offload_unlisted_total`, 4)
 	})
 	var b bytes.Buffer
-	writeExposition(&b, set)
+	WriteExposition(&b, set)
 	want := "# HELP offload_streams_total " + metricFamilies["offload_streams_total"].help + "\n" +
 		"# TYPE offload_streams_total counter\n" +
 		`offload_streams_total{role="server",result="ok"} 1` + "\n" +

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/offload-dev/offload/tunnel/internal/netguard"
 	"github.com/offload-dev/offload/tunnel/record"
 )
 
@@ -53,7 +54,7 @@ func (p *proxy) sever() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, c := range p.conns {
-		resetConn(c)
+		netguard.Reset(c)
 	}
 	p.conns = nil
 }
@@ -85,14 +86,14 @@ func (p *proxy) run() {
 		go func() {
 			defer p.wg.Done()
 			_, _ = io.Copy(s, c)
-			resetConn(s)
-			resetConn(c)
+			netguard.Reset(s)
+			netguard.Reset(c)
 		}()
 		go func() {
 			defer p.wg.Done()
 			_ = down(c, s)
-			resetConn(s)
-			resetConn(c)
+			netguard.Reset(s)
+			netguard.Reset(c)
 		}()
 	}
 }

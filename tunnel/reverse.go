@@ -29,6 +29,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/offload-dev/offload/tunnel/internal/netguard"
 	"github.com/offload-dev/offload/tunnel/mux"
 	"go.uber.org/zap"
 )
@@ -335,7 +336,7 @@ func (s *Server) serveReverse(ctx context.Context, st *mux.Stream, arg string, l
 		select {
 		case l.units <- struct{}{}:
 		default:
-			resetConn(conn)
+			netguard.Reset(conn)
 			s.ctr.streams[streamRefused].Add(1)
 			if ok, n := s.refuseLog.Allow(); ok {
 				log.Warn("reverse connection refused", zap.Error(fmt.Errorf("%w: the link carries %d streams; raise max_streams", ErrBusy, cap(l.units))), zap.Uint64("refusals_not_logged", n))
@@ -367,7 +368,7 @@ func (s *Server) reverseConn(sess *mux.Session, conn net.Conn, listen string, lo
 		_, err = st.Write(req)
 	}
 	if err != nil {
-		resetConn(conn)
+		netguard.Reset(conn)
 		s.ctr.streams[streamAborted].Add(1)
 		if st != nil {
 			_ = st.Close()

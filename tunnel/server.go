@@ -44,7 +44,7 @@ type ServerConfig struct {
 	// the client's oldest, which a client that redials has given up.
 	MaxLinksPerClient int
 	// Clients are the clients the server accepts, each with its own keys
-	// and Access (clients.go). Empty means one client, DefaultClient,
+	// and Access (server_clients.go). Empty means one client, DefaultClient,
 	// with Options.PSK, every service and Rules.
 	Clients []ServerClient
 	// Rules are the server's UDP services, and, for its one client when
@@ -428,7 +428,7 @@ func (s *Server) linkDown(l *link, rc *pingGuard, up time.Duration) {
 // refuseHandshake resets conn, which got no handshake slot, counts it
 // refused and logs why (at most once per dropLog period, with a count).
 func (s *Server) refuseHandshake(conn net.Conn, why string, field zap.Field) {
-	resetConn(conn)
+	netguard.Reset(conn)
 	s.ctr.handshakes[hsRefused].Add(1)
 	if ok, n := s.dropLog.Allow(); ok {
 		s.log.Warn(why, zap.Int("max_handshakes", s.slots.max), field, zap.Uint64("dropped_since_last_log", n+1))
@@ -499,7 +499,7 @@ func (s *Server) serveStream(ctx context.Context, st *mux.Stream, l *link) {
 // dialled for it, until both directions end or ctx does (a reload took
 // the permission away: conn is reset); what names it in the log.
 func (s *Server) serveDialled(ctx context.Context, st *mux.Stream, conn net.Conn, what string, l *link) {
-	stop := context.AfterFunc(ctx, func() { resetConn(conn) })
+	stop := context.AfterFunc(ctx, func() { netguard.Reset(conn) })
 	defer stop()
 	l.ctr.active.Add(1)
 	up, down, err := answerSplice(st, conn, s.ctr, s.pool)

@@ -2,7 +2,7 @@ package tunnel
 
 // The server's listener, as Serve wraps it: the PROXY protocol reader
 // (tunnel/proxyproto) in front when it is configured, else the kernel's
-// deferred accept (deferaccept_*.go).
+// deferred accept (netguard.DeferAccept).
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/offload-dev/offload/tunnel/internal/netguard"
 	"github.com/offload-dev/offload/tunnel/proxyproto"
 )
 
@@ -39,11 +40,11 @@ func checkProxyProtocol(p *ProxyProtocol) error {
 // wrapListener puts the PROXY protocol reader in front of ln if it is
 // configured. Header slots: as many as handshake slots, which they come
 // before. Without it, the kernel hands over a connection only once it has
-// sent something (deferAccept); a balancer writes its header as soon as
+// sent something (netguard.DeferAccept); a balancer writes its header as soon as
 // it connects, so behind one that would change nothing.
 func (s *Server) wrapListener(ln net.Listener) net.Listener {
 	if s.proxy == nil {
-		if err := deferAccept(ln, s.opt.HandshakeTimeout); err != nil {
+		if err := netguard.DeferAccept(ln, s.opt.HandshakeTimeout); err != nil {
 			s.log.Warn("can't defer accepting connections until they send (TCP_DEFER_ACCEPT); silent connections take handshake slots", zap.Error(err))
 		}
 		return ln

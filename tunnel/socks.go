@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/tunnel/allow"
+	"github.com/offload-dev/offload/tunnel/internal/netguard"
 	"github.com/offload-dev/offload/tunnel/internal/socks5"
 	"github.com/offload-dev/offload/tunnel/mux"
 )
@@ -78,7 +79,7 @@ func (c *Client) serveSocks(ctx context.Context, conn net.Conn, users map[string
 	}
 	_ = st.SetReadDeadline(time.Time{})
 	if err := socks5.WriteReply(conn, socks5.ReplySucceeded); err != nil {
-		resetConn(conn)
+		netguard.Reset(conn)
 		_ = st.Close()
 		c.streamEnded(what, 0, 0, fmt.Errorf("%w: writing the SOCKS5 reply: %w", ErrAborted, err))
 		return

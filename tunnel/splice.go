@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/offload-dev/offload/tunnel/internal/netguard"
 	"github.com/offload-dev/offload/tunnel/mux"
 )
 
@@ -326,7 +327,7 @@ func (s *splicer) abort(err error, marker bool) {
 	upRunning := s.upRunning
 	s.mu.Unlock()
 
-	resetConn(s.local)
+	netguard.Reset(s.local)
 	_ = s.st.SetReadDeadline(aLongTimeAgo)
 	if upRunning {
 		// up owns the write side: bound a Write blocked on the window;
@@ -409,7 +410,7 @@ func answerSplice(st *mux.Stream, conn net.Conn, ctr *counters, pool *bufPool) (
 	if _, err := st.Write(appendResponse(nil, statusOK, "")); err != nil {
 		// The link died while we dialled: the target must see a reset, as
 		// on every other cut, not a clean end after 0 bytes.
-		resetConn(conn)
+		netguard.Reset(conn)
 		_ = st.Close()
 		return 0, 0, fmt.Errorf("%w: answering the stream: %w", ErrAborted, err)
 	}

@@ -19,7 +19,7 @@ import (
 )
 
 // The live view: what `offload status` prints and /status serves
-// (metricshttp.go), and the byte counters of /metrics that move while a
+// (tunnel/metricsserver), and the byte counters of /metrics that move while a
 // transfer runs.
 //
 //	record.Conn Write/Read ──atomic add──> link's record.Traffic ──Parent──> client's (server) ──Parent──> end's

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/offload-dev/offload/internal/testutil"
+	"github.com/offload-dev/offload/tunnel/metricsserver"
 )
 
 // metricValue is the value of the one series line in body, or -1.
@@ -144,7 +145,7 @@ func TestStatusEndpoint(t *testing.T) {
 	addrs, srv, _, _, _ := pair(t, map[string]string{"held": target}, "held")
 	held.Send(t, addrs["held"])
 	const token = "status-token-0123456789"
-	addr := startMetricsServer(t, metrics.NewSet(), MetricsOptions{Token: []byte(token), Status: srv.Status})
+	addr := startMetricsServer(t, metrics.NewSet(), metricsserver.Options{Token: []byte(token), Status: func() any { return srv.Status() }})
 	for _, auth := range []string{"", "Bearer wrong-token-0123456789", "Basic " + token} {
 		code, body := statusGET(t, addr, auth)
 		if code != 401 || strings.Contains(body, "links") {
@@ -172,7 +173,7 @@ func TestStatusEndpoint(t *testing.T) {
 		}
 	}
 	// Without Status in the options, /status is not there.
-	if code, _ := statusGET(t, startMetricsServer(t, metrics.NewSet(), MetricsOptions{}), ""); code != 404 {
+	if code, _ := statusGET(t, startMetricsServer(t, metrics.NewSet(), metricsserver.Options{}), ""); code != 404 {
 		t.Errorf("no Status: %d, want 404", code)
 	}
 }

@@ -16,43 +16,53 @@
 package tunnel
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
-	"net"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/offload-dev/offload/engine"
 	"github.com/offload-dev/offload/tunnel/handshake"
-	"github.com/offload-dev/offload/tunnel/internal/netguard"
-	"github.com/offload-dev/offload/tunnel/mux"
 	"github.com/offload-dev/offload/tunnel/record"
 	"github.com/offload-dev/offload/tunnel/suite"
 )
 
-// Defaults for the zero values of Options.
+// Defaults for the zero values of Options, and the limits the tunnel
+// checks. config takes them from here (it never copies them), so a
+// setting left out of a config file means what the zero value means here.
 const (
+	// DefaultYamuxWindow is the per-stream receive window. yamux's own
+	// default (256 KiB) caps one stream at window/RTT (hashicorp/yamux#24),
+	// so offload uses a larger one.
 	DefaultYamuxWindow            = 1 << 20
 	DefaultDialTimeout            = 10 * time.Second
 	DefaultHandshakeTimeout       = 10 * time.Second
 	DefaultMaxStreams             = 1024
 	DefaultStatusInterval         = time.Minute
-	DefaultMaxHandshakes          = 64
-	DefaultMaxHandshakesPerSource = 8
-	DefaultMaxLinks               = 4 // with one client; 2 per client with Clients
-	DefaultMaxLinksPerClient      = 2 // one, and one while it redials before the server noticed
-	DefaultLinkBuffer             = 16 << 20
-	DefaultRedialMin              = 500 * time.Millisecond
-	DefaultRedialMax              = 30 * time.Second
+	DefaultMaxHandshakes          = 64 // unauthenticated connections in their handshake
+	DefaultMaxHandshakesPerSource = 8  // of them from one IPv4 address or IPv6 /64
+	DefaultMaxLinks               = 4  // with one client; 2 per client with Clients
+	DefaultMaxLinksPerClient      = 2  // one, and one while it redials before the server noticed
+	// DefaultLinkBuffer is the budget of one link's stream receive
+	// buffers, in bytes: a stream whose data would take the link past it
+	// is reset, and credit beyond a stream's initial window is granted
+	// only within half of it (tunnel/mux, docs/tunnel.md). 16 MiB: with
+	// the 8 MiB a running end takes, one link fits the 24 MiB a 64 MB
+	// router can spare (docs/budgets.md).
+	DefaultLinkBuffer = 16 << 20
+	DefaultRedialMin  = 500 * time.Millisecond
+	DefaultRedialMax  = 30 * time.Second
 	// DefaultLinkWait is how long a client's local connection that finds
 	// no link waits for a dial under way (linkwait.go).
 	DefaultLinkWait = 2 * time.Second
 
-	// minYamuxWindow is yamux's own initial window; it refuses less.
+	// MinYamuxWindow is yamux's own initial window; it refuses less.
 	// It is also what a peer may send on a new stream before it is
-	// accepted.
-	minYamuxWindow = 256 << 10
+	// accepted, so a link buffer holds at least one stream's window and
+	// this much.
+	MinYamuxWindow = 256 << 10
 )
 
 // ErrConfig is wrapped by the errors NewServer and NewClient return for
@@ -69,10 +79,13 @@ type Options struct {
 	// from an engine spec. nil means software only.
 	Engines []engine.Engine
 	Policy  record.Policy
-	// Stats receives the record layer's counters of every link; give the
-	// same Stats to selector.Engines. nil means a new one.
+	// Stats receives the record layer's counters of every link. A policy
+	// that watches them (selector's, made with EngineOptions.Stats) must
+	// get this same Stats: cmd/offload makes both in one place. nil means
+	// a new one.
 	Stats *record.Stats
-	// MaxFrame is the record layer's largest frame (0: its default).
+	// MaxFrame is record.Options.MaxFrame, the largest ciphertext of a
+	// frame (0: the record layer's default).
 	MaxFrame int
 	// YamuxWindow is the per-stream receive window (MaxStreamWindowSize).
 	YamuxWindow int
@@ -146,17 +159,15 @@ func (o *Options) setDefaults() error {
 	if !o.Suite.Cipher.Valid() {
 		return fmt.Errorf("%w: no cipher suite", ErrConfig)
 	}
-	if o.MaxFrame == 0 {
-		o.MaxFrame = record.DefaultMaxFrame
-	}
-	if err := record.CheckMaxFrame(o.MaxFrame); err != nil {
+	// 0 goes to the record layer as it is: its default is its own.
+	if err := record.CheckMaxFrame(cmp.Or(o.MaxFrame, record.DefaultMaxFrame)); err != nil {
 		return fmt.Errorf("%w: max frame %w", ErrConfig, err)
 	}
 	if o.YamuxWindow == 0 {
 		o.YamuxWindow = DefaultYamuxWindow
 	}
-	if o.YamuxWindow < minYamuxWindow {
-		return fmt.Errorf("%w: yamux window %d is less than yamux's minimum %d", ErrConfig, o.YamuxWindow, minYamuxWindow)
+	if o.YamuxWindow < MinYamuxWindow {
+		return fmt.Errorf("%w: yamux window %d is less than yamux's minimum %d", ErrConfig, o.YamuxWindow, MinYamuxWindow)
 	}
 	if o.Keepalive > 0 && o.Keepalive < MinKeepalive {
 		return fmt.Errorf("%w: keepalive %v: want 0 (off) or at least %v (a peer cuts a link that pings more often than %d times a second)",
@@ -177,9 +188,9 @@ func (o *Options) setDefaults() error {
 	if o.LinkBuffer == 0 {
 		o.LinkBuffer = DefaultLinkBuffer
 	}
-	if o.LinkBuffer < o.YamuxWindow+minYamuxWindow {
+	if o.LinkBuffer < o.YamuxWindow+MinYamuxWindow {
 		return fmt.Errorf("%w: link buffer %d holds no stream: want at least yamux window + %d (%d)",
-			ErrConfig, o.LinkBuffer, minYamuxWindow, o.YamuxWindow+minYamuxWindow)
+			ErrConfig, o.LinkBuffer, MinYamuxWindow, o.YamuxWindow+MinYamuxWindow)
 	}
 	if o.DrainTimeout < 0 {
 		o.DrainTimeout = 0
@@ -224,39 +235,5 @@ func (o *Options) recordOptions(stats *record.Stats) record.Options {
 	}
 }
 
-// muxConfig is the session configuration (tunnel/mux): window,
-// keepalive and the receive budget from the options, the session's
-// warnings to our logger as "yamux". ctr, if not nil, counts the streams
-// the session refused or reset (offload_streams_reset_total).
-//
-// The session holds up to twice MaxStreams streams: the tunnel answers a
-// stream past MaxStreams itself, with statusBusy and the reason
-// (server.go), and such a stream is in the session until both ends closed
-// it; only a peer that opens twice MaxStreams at once meets the session's
-// own RST.
-func (o *Options) muxConfig(ctr *mux.Counters) *mux.Config {
-	return &mux.Config{
-		AcceptBacklog:     o.MaxStreams,
-		MaxStreams:        2 * o.MaxStreams,
-		MaxStreamWindow:   uint32(o.YamuxWindow),
-		ReceiveBudget:     o.LinkBuffer,
-		KeepAliveInterval: o.Keepalive,
-		Logger:            o.Logger.Named("yamux"),
-		MaxStreamsName:    "max_streams",
-		ReceiveBudgetName: "link_buffer",
-		Counters:          ctr,
-	}
-}
-
-// muxResets are the streams the sessions of a server or client refused
-// or reset for a peer's excess (mux.Counters).
-type muxResets struct{ mux.Counters }
-
-// Load is how many, refused and reset together.
-func (r *muxResets) Load() uint64 { return r.Refused.Load() + r.Overruns.Load() }
-
 // aLongTimeAgo is a deadline in the past, to interrupt blocked I/O.
 var aLongTimeAgo = time.Unix(1, 0)
-
-// resetConn closes c with a RST where it can (netguard.Reset).
-func resetConn(c net.Conn) { netguard.Reset(c) }

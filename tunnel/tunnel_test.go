@@ -15,6 +15,7 @@ import (
 
 	"github.com/offload-dev/offload/engine"
 	"github.com/offload-dev/offload/internal/testutil"
+	"github.com/offload-dev/offload/tunnel/internal/netguard"
 )
 
 // pair starts a server with services and a client forwarding to them.
@@ -197,7 +198,7 @@ func TestTargetResetPropagates(t *testing.T) {
 	leakCheck(t)
 	tg := startTarget(t, func(c net.Conn) {
 		_, _ = c.Write(make([]byte, 50000))
-		resetConn(c)
+		netguard.Reset(c)
 	})
 	gotErr := make(chan error, 1)
 	sink := startTarget(t, func(c net.Conn) { gotErr <- readErr(c) })
@@ -215,7 +216,7 @@ func TestTargetResetPropagates(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(50 * time.Millisecond)
-	resetConn(c2)
+	netguard.Reset(c2)
 	select {
 	case err := <-gotErr:
 		if !isAbortive(err) {

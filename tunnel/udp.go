@@ -60,8 +60,12 @@ const (
 	udpQueue      = 32
 	udpQueueBytes = 64 << 10
 
+	// DefaultUDPIdleTimeout ends a flow (a client source address) that
+	// carried no datagram either way for this long. 30 s outlives a DNS
+	// retry and a VoIP silence, and frees a stream soon after a game ends.
 	DefaultUDPIdleTimeout = 30 * time.Second
-	DefaultUDPMaxFlows    = 64
+	// DefaultUDPMaxFlows caps a forward's flows at once; each is a stream.
+	DefaultUDPMaxFlows = 64
 )
 
 // UDPForward is one client UDP listener: datagrams to Conn go to the

@@ -224,7 +224,7 @@ func runBench(ctx context.Context, env *runEnv, o benchOpts) (int, error) {
 	// and stream count runs before round i+1 of any, so a warming or busy
 	// machine does not favour the policies measured last, and the ratios
 	// between policies pair runs made close together in time.
-	setups := map[string]policySetup{}
+	setups := map[string]engineSet{}
 	sess := &benchmethod.Session[benchRun]{Measure: func(ctx context.Context, c *benchCell, t benchmethod.Turn) (benchRun, error) {
 		return b.measure(ctx, c, setups[c.Name], t), nil
 	}}
@@ -234,7 +234,7 @@ func runBench(ctx context.Context, env *runEnv, o benchOpts) (int, error) {
 		if selector.IsPolicy(p) {
 			before = stampProfile(profile)
 		}
-		engines, policy, err := selector.Engines(ctx, p, st.Cipher, selector.EngineOptions{
+		set, err := openEngineSet(ctx, p, st.Cipher, selector.EngineOptions{
 			Logger: log.Named("engine"), MaxFrame: maxFrame, Profile: profile,
 		})
 		if selector.IsPolicy(p) && err == nil {
@@ -250,7 +250,7 @@ func runBench(ctx context.Context, env *runEnv, o benchOpts) (int, error) {
 			rep.Skipped = append(rep.Skipped, benchmethod.Skipped{Policy: p, Reason: err.Error()})
 			continue
 		}
-		setups[p] = policySetup{engines, policy}
+		setups[p] = set
 		for _, n := range streams {
 			sess.Cells = append(sess.Cells, &benchCell{Name: p, Streams: n})
 		}

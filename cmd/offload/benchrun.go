@@ -40,10 +40,12 @@ type benchRunner struct {
 	sinkAddr string // in-process only
 }
 
-// end is one tunnel end whose record counters a run reads.
+// end is one tunnel end whose record counters a run reads; fallbacks0
+// are its Fallbacks when the run began (the client's Stats outlive a run).
 type end struct {
-	name  string
-	stats *record.Stats
+	name       string
+	stats      *record.Stats
+	fallbacks0 [record.MaxEngines]uint64
 }
 
 // run measures one policy with n streams on a fresh link: the tunnel is
@@ -51,7 +53,8 @@ type end struct {
 // up are not part of the figure), measured, and stopped.
 //
 // r is a named result so that the deferred stop can still set its Error.
-func (b *benchRunner) run(ctx context.Context, spec string, engines []engine.Engine, policy record.Policy, n int) (r benchRun) {
+func (b *benchRunner) run(ctx context.Context, spec string, set engineSet, n int) (r benchRun) {
+	engines, policy := set.engines, set.policy
 	r = benchRun{Policy: spec, Streams: n}
 	var refusals *refusalRecorder // remote only: the server's answers to refused streams
 	opt := tunnel.Options{
@@ -99,7 +102,7 @@ func (b *benchRunner) run(ctx context.Context, spec string, engines []engine.Eng
 		w := make(chan error, 1)
 		go func() { w <- srv.Serve(tctx, ln) }()
 		waits = append(waits, w)
-		ends = append(ends, end{"server", srv.Stats()})
+		ends = append(ends, end{name: "server", stats: srv.Stats()})
 	}
 	fwd, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -113,6 +116,12 @@ func (b *benchRunner) run(ctx context.Context, spec string, engines []engine.Eng
 		refusals = new(refusalRecorder)
 		copt.Logger = zap.New(zapcore.NewTee(b.log.Core(), refusals))
 	}
+	// The client counts into the Stats the policy watches, so that an
+	// engine whose frames keep failing is taken out here as in a start;
+	// it is the end a bench runs in both modes (the in-process server,
+	// which shares the policy, keeps counters of its own, so the report
+	// still tells the ends apart).
+	set.apply(&copt)
 	cli, err := tunnel.NewClient(tunnel.ClientConfig{Options: copt, Server: server, Forwards: []tunnel.Forward{{Listener: fwd, Service: service}}})
 	if err != nil {
 		_ = fwd.Close()
@@ -122,7 +131,11 @@ func (b *benchRunner) run(ctx context.Context, spec string, engines []engine.Eng
 	w := make(chan error, 1)
 	go func() { w <- cli.Run(tctx) }()
 	waits = append(waits, w)
-	ends = append(ends, end{"client", cli.Stats()})
+	ce := end{name: "client", stats: cli.Stats()}
+	for k := range ce.fallbacks0 {
+		ce.fallbacks0[k] = ce.stats.Fallbacks[k].Load()
+	}
+	ends = append(ends, ce)
 
 	load := bench.Load{Addr: fwd.Addr().String(), Streams: 1, Bytes: 1, WriteSize: b.write, AllowUnverified: b.o.unverified}
 	if _, err := bench.Run(tctx, load); err != nil {
@@ -230,24 +243,18 @@ func engineCounts(engines []engine.Engine, c engine.Cipher, ends []end, before, 
 				be.Bytes += by
 				be.By[en.name+"/"+engine.Direction(d).String()] = frameCount{f, by}
 			}
-			be.Fallbacks += en.stats.Fallbacks[k].Load()
+			be.Fallbacks += en.stats.Fallbacks[k].Load() - en.fallbacks0[k]
 		}
 		out = append(out, be)
 	}
 	return out
 }
 
-// policySetup is a policy's engines and record policy, set up once for
-// all its runs.
-type policySetup struct {
-	engines []engine.Engine
-	policy  record.Policy
-}
-
 // measure runs a cell once, with its progress line on stderr.
-func (b *benchRunner) measure(ctx context.Context, c *benchCell, p policySetup, t benchmethod.Turn) benchRun {
+// p is set up once for all the policy's runs.
+func (b *benchRunner) measure(ctx context.Context, c *benchCell, p engineSet, t benchmethod.Turn) benchRun {
 	fmt.Fprintf(b.env.Stderr, "bench: %s, %s%s: ", c.Name, plural(c.Streams, "stream"), repeatNote(t.N, t.Of))
-	r := b.run(ctx, c.Name, p.engines, p.policy, c.Streams)
+	r := b.run(ctx, c.Name, p, c.Streams)
 	if r.Error != "" {
 		fmt.Fprintf(b.env.Stderr, "failed: %s\n", r.Error)
 	} else {

@@ -44,8 +44,7 @@ func calibrateFlags(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (
 	fs.StringVar(&o.out, "o", selector.DefaultPath(), "write the profile here")
 	fs.BoolVar(&o.json, "json", false, "print the profile (JSON) instead of the summary")
 	return func(ctx context.Context, env *runEnv, args []string) (int, error) {
-		if len(args) != 0 || o.seconds <= 0 || o.maxFrame < record.MinMaxFrame || o.maxFrame > record.HardMaxFrame ||
-			o.maxFrame%engine.BlockSize != 0 || (o.decrypt && o.both) || o.out == "" {
+		if len(args) != 0 || o.seconds <= 0 || record.CheckMaxFrame(o.maxFrame) != nil || (o.decrypt && o.both) || o.out == "" {
 			return 2, errUsage
 		}
 		return runCalibrate(ctx, env, o)

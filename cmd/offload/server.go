@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"runtime/debug"
@@ -16,6 +17,7 @@ import (
 	"github.com/offload-dev/offload/engine"
 	"github.com/offload-dev/offload/selector"
 	"github.com/offload-dev/offload/tunnel"
+	"github.com/offload-dev/offload/tunnel/metricsserver"
 	"github.com/offload-dev/offload/tunnel/record"
 )
 
@@ -110,27 +112,52 @@ func configFlags(usage string, run func(context.Context, *runEnv, string) (int, 
 // start with its reason.
 func tunnelOptions(ctx context.Context, c *config.Common, key []byte, log *zap.Logger) (tunnel.Options, error) {
 	applyMemoryLimit(c.MemoryLimit, log)
-	stats := new(record.Stats)
-	engines, policy, err := openEngines(ctx, c, log, stats)
+	set, err := openEngines(ctx, c, log)
 	if err != nil {
 		return tunnel.Options{}, err
 	}
 	opt := configOptions(c, key, log)
-	opt.Engines, opt.Policy, opt.Stats = engines, policy, stats
+	set.apply(&opt)
 	return opt, nil
+}
+
+// engineSet is what an engine spec becomes (selector.Engines) with the
+// record.Stats its policy watches: the links that use the engines must
+// count into that Stats, or the rule that takes out an engine whose
+// frames keep failing sees nothing. It is made in one place (openEngineSet)
+// and handed to the tunnel whole (apply), by a start and by bench.
+type engineSet struct {
+	engines []engine.Engine
+	policy  record.Policy
+	stats   *record.Stats
+}
+
+// openEngineSet sets up spec for cipher with o (its Stats made here).
+func openEngineSet(ctx context.Context, spec string, cipher engine.Cipher, o selector.EngineOptions) (engineSet, error) {
+	o.Stats = new(record.Stats)
+	engines, policy, err := selector.Engines(ctx, spec, cipher, o)
+	if err != nil {
+		return engineSet{}, err
+	}
+	return engineSet{engines: engines, policy: policy, stats: o.Stats}, nil
+}
+
+// apply gives the set to the tunnel's options.
+func (s engineSet) apply(o *tunnel.Options) {
+	o.Engines, o.Policy, o.Stats = s.engines, s.policy, s.stats
 }
 
 // openEngines sets up the config's engine for its suite, as a start does
 // and offload validate checks it: a named engine that is missing on this
 // machine, or fails its known answers, is an error at the engine field.
-func openEngines(ctx context.Context, c *config.Common, log *zap.Logger, stats *record.Stats) ([]engine.Engine, record.Policy, error) {
-	engines, policy, err := selector.Engines(ctx, c.Engine, c.Suite.Cipher, selector.EngineOptions{
-		Logger: log.Named("engine"), MaxFrame: c.MaxFrame, Profile: c.Profile, Stats: stats,
+func openEngines(ctx context.Context, c *config.Common, log *zap.Logger) (engineSet, error) {
+	set, err := openEngineSet(ctx, c.Engine, c.Suite.Cipher, selector.EngineOptions{
+		Logger: log.Named("engine"), MaxFrame: c.MaxFrame, Profile: c.Profile,
 	})
 	if err != nil {
-		return nil, nil, c.FieldError("engine", err)
+		return engineSet{}, c.FieldError("engine", err)
 	}
-	return engines, policy, nil
+	return set, nil
 }
 
 // configOptions maps the config's common part to tunnel.Options, all but
@@ -171,7 +198,7 @@ func startMetrics(ctx context.Context, c *config.Common, register func(*metrics.
 	if err != nil {
 		return nil, err
 	}
-	ln, err := tunnel.ListenMetrics(ctx, c.Metrics)
+	ln, err := metricsserver.Listen(ctx, c.Metrics)
 	if err != nil {
 		return nil, c.FieldError("metrics", err)
 	}
@@ -188,7 +215,16 @@ func startMetrics(ctx context.Context, c *config.Common, register func(*metrics.
 	mctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	go func() {
 		defer close(done)
-		if err := tunnel.ServeMetrics(mctx, ln, set, tunnel.MetricsOptions{Token: token, Logger: log, Health: health, Status: status}); err != nil {
+		opt := metricsserver.Options{
+			Metrics: func(w io.Writer) { tunnel.WriteExposition(w, set) },
+			Token:   token,
+			Logger:  log,
+			Health:  health,
+		}
+		if status != nil {
+			opt.Status = func() any { return status() }
+		}
+		if err := metricsserver.Serve(mctx, ln, opt); err != nil {
 			log.Error("metrics server failed", zap.Error(err))
 		}
 	}()

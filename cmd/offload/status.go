@@ -19,7 +19,7 @@ import (
 )
 
 // offload status asks a running server or client for its live view
-// through its metrics listener (GET /status, tunnel/statushttp.go), the
+// through its metrics listener (GET /status, tunnel/metricsserver/status.go), the
 // way `wg show` asks the kernel. The metrics listener, not a control
 // socket of its own: it is there already with its access rules (loopback,
 // or a bearer token) and its defences against connection floods, a

@@ -12,7 +12,6 @@ import (
 	"github.com/offload-dev/offload/config"
 	"github.com/offload-dev/offload/selector"
 	"github.com/offload-dev/offload/tunnel"
-	"github.com/offload-dev/offload/tunnel/record"
 )
 
 func init() {
@@ -119,7 +118,7 @@ func validateFile(ctx context.Context, stdout, stderr io.Writer, path string) bo
 	// whatever this machine has; they measure it at start, which
 	// validate does not wait for.
 	if !selector.IsPolicy(common.Engine) {
-		if _, _, err := openEngines(ctx, common, zap.NewNop(), new(record.Stats)); err != nil {
+		if _, err := openEngines(ctx, common, zap.NewNop()); err != nil {
 			fmt.Fprintln(stderr, err)
 			return false
 		}

@@ -48,6 +48,10 @@ var importRules = []importRule{
 	{pkg: "tunnel/internal/socks5", stdOnly: true},
 	// The PROXY reader knows no Server: caps in, drops out by callback.
 	{pkg: "tunnel/proxyproto", project: []string{"tunnel/internal/netguard", "internal/metrics"}},
+	// The metrics listener serves pages others write (Options.Metrics,
+	// Status, Health): it knows no Server, so tunnel's tests can serve
+	// a real one through it, and cmd wires the two.
+	{pkg: "tunnel/metricsserver", project: []string{"tunnel/internal/netguard"}},
 	// The sample writers /metrics is made of, for every layer that counts.
 	{pkg: "internal/metrics", stdOnly: true},
 	// The tunnel sees engines only through engine and its own layers
@@ -59,7 +63,10 @@ var importRules = []importRule{
 		never:   []string{"selector/...", "config/...", "tunnel/metricsserver/...", "cmd/...", "harness/..."},
 	},
 	{pkg: "selector", never: []string{"tunnel", "config/...", "cmd/..."}},
-	{pkg: "config", never: []string{"tunnel", "cmd/..."}},
+	// config names the tunnel's and the record layer's defaults and
+	// limits (their exported constants, never copies) and checks an
+	// engine spec with the selector; it is wired into the ends by cmd.
+	{pkg: "config", never: []string{"cmd/...", "harness/..."}},
 	{pkg: "internal/benchmethod", project: []string{"internal/ratio"}},
 	{pkg: "harness/...", never: []string{"cmd/..."}},
 }

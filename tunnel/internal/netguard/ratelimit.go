@@ -1,9 +1,12 @@
 // Package netguard holds the small mechanisms that keep a misbehaving
 // peer from costing the tunnel more than a bound, shared by tunnel,
-// tunnel/mux and tunnel/proxyproto: the rate limit of log lines about
-// peers (ratelimit.go), and, for connections, the reset, the per-source
-// key of the slot caps and the pause after a failed Accept (conn.go). The
-// standard library only.
+// tunnel/mux, tunnel/proxyproto and tunnel/metricsserver: the rate limit
+// of log lines about peers (ratelimit.go); for connections, the reset,
+// the per-source key of the slot caps and the pause after a failed Accept
+// (conn.go); the list of connections waiting for a slot, with its victim
+// choice (slotlist.go); looking into a socket buffer without taking from
+// it (Peek, WaitData) and the kernel holding silent connections before
+// Accept (DeferAccept). The standard library only.
 package netguard
 
 import (

@@ -1,4 +1,4 @@
-package tunnel
+package metricsserver
 
 import (
 	"encoding/json"
@@ -7,16 +7,17 @@ import (
 	"net/textproto"
 )
 
-// /status on the metrics endpoint: the JSON of a Status (status.go), for
-// `offload status`. It is behind the same access rules as /metrics
-// (metricshttp.go): loopback only unless a bearer token is set, and then
-// every request carries it or gets 401. It shows more than the metrics
+// /status on the metrics endpoint: the JSON of what Options.Status
+// returns (tunnel.Status, which tunnel/status.go builds), for `offload
+// status`. It is behind the same access rules as /metrics (server.go):
+// loopback only unless a bearer token is set, and then every request
+// carries it or gets 401. It shows more than the metrics
 // (the peers' addresses), so it is never open where /metrics is not.
 // One GET builds one Status: a few atomic loads per link and engine and
 // a lock per link's stream tally; nothing is kept between requests.
 
 // answerStatus answers GET or HEAD /status.
-func answerStatus(conn net.Conn, req *metricsRequest, status func() *Status, authorized func(textproto.MIMEHeader) bool) error {
+func answerStatus(conn net.Conn, req *request, status func() any, authorized func(textproto.MIMEHeader) bool) error {
 	method := req.method
 	if !authorized(req.header) {
 		return answerUnauthorized(conn, method)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/tunnel/handshake"
+	"github.com/offload-dev/offload/tunnel/internal/netguard"
 	"github.com/offload-dev/offload/tunnel/record"
 	"github.com/offload-dev/offload/tunnel/suite"
 )
@@ -35,7 +36,7 @@ func accepted(t *testing.T, ln net.Listener, src string, what []byte) net.Conn {
 	if len(what) > 0 {
 		// Wait for the bytes to reach the server's socket buffer.
 		deadline := time.Now().Add(2 * time.Second)
-		for peek(s, make([]byte, len(what))) < len(what) && time.Now().Before(deadline) {
+		for netguard.Peek(s, make([]byte, len(what))) < len(what) && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond)
 		}
 	}
@@ -61,15 +62,15 @@ func TestSlotsPolicy(t *testing.T) {
 	a1 := take(accepted(t, ln, "127.0.0.2", flight)) // complete: never evicted
 	a2 := take(accepted(t, ln, "127.0.0.2", partial))
 	a3 := take(accepted(t, ln, "127.0.0.2", nil)) // source at its cap: takes a2, not a1
-	if a1.evicted || !a2.evicted || a3 == nil {
-		t.Fatalf("per source: a1 evicted %v, a2 evicted %v, a3 %v", a1.evicted, a2.evicted, a3)
+	if a1.Evicted || !a2.Evicted || a3 == nil {
+		t.Fatalf("per source: a1 evicted %v, a2 evicted %v, a3 %v", a1.Evicted, a2.Evicted, a3)
 	}
 	a4 := take(accepted(t, ln, "127.0.0.2", nil))
-	if !a3.evicted || a4 == nil {
+	if !a3.Evicted || a4 == nil {
 		t.Fatal("per source: a4 did not take a3's slot")
 	}
 	s.flightRead(a4) // the handshake read a4's flight: complete too
-	if a5 := take(accepted(t, ln, "127.0.0.2", nil)); a5 != nil || a1.evicted || a4.evicted {
+	if a5 := take(accepted(t, ln, "127.0.0.2", nil)); a5 != nil || a1.Evicted || a4.Evicted {
 		t.Fatal("a source with only complete flights pending lost one, or took a slot")
 	}
 
@@ -86,22 +87,22 @@ func TestSlotsPolicy(t *testing.T) {
 	y2 := take(accepted(t, ln, "127.0.0.4", partial))
 	z1 := take(accepted(t, ln, "127.0.0.5", flight))
 	w1 := take(accepted(t, ln, "127.0.0.6", nil))
-	if w1 == nil || !y1.evicted || x1.evicted || y2.evicted || z1.evicted {
-		t.Fatalf("global: w1 %v; evicted x1 %v, y1 %v (want), y2 %v, z1 %v", w1, x1.evicted, y1.evicted, y2.evicted, z1.evicted)
+	if w1 == nil || !y1.Evicted || x1.Evicted || y2.Evicted || z1.Evicted {
+		t.Fatalf("global: w1 %v; evicted x1 %v, y1 %v (want), y2 %v, z1 %v", w1, x1.Evicted, y1.Evicted, y2.Evicted, z1.Evicted)
 	}
 	// Now every source has one: the oldest incomplete goes (x1), never the
 	// complete z1.
 	v1 := take(accepted(t, ln, "127.0.0.7", nil))
-	if v1 == nil || !x1.evicted || z1.evicted {
-		t.Fatalf("global: v1 %v; evicted x1 %v (want), z1 %v", v1, x1.evicted, z1.evicted)
+	if v1 == nil || !x1.Evicted || z1.Evicted {
+		t.Fatalf("global: v1 %v; evicted x1 %v (want), z1 %v", v1, x1.Evicted, z1.Evicted)
 	}
 	for _, sl := range []*hsSlot{y2, z1, w1, v1} {
 		if s.release(sl) {
 			t.Fatal("a kept slot says evicted")
 		}
 	}
-	if s.len() != 0 || len(s.pending.bySource) != 0 {
-		t.Fatalf("after release: %d pending, %d sources", s.len(), len(s.pending.bySource))
+	if s.len() != 0 || s.pending.Sources() != 0 {
+		t.Fatalf("after release: %d pending, %d sources", s.len(), s.pending.Sources())
 	}
 }
 
@@ -135,7 +136,7 @@ func TestSlotsWaitForFreedSlot(t *testing.T) {
 	if w3 := s.acquire(accepted(t, ln, "127.0.0.6", flight)); w3 != nil {
 		t.Fatal("a third connection queued beside max 2 waiting")
 	}
-	if f1.evicted || f2.evicted {
+	if f1.Evicted || f2.Evicted {
 		t.Fatal("a flight being tried was evicted")
 	}
 

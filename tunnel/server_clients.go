@@ -20,7 +20,10 @@ import (
 	"github.com/offload-dev/offload/tunnel/record"
 )
 
-// Clients of a server, and what reload changes.
+// The server's clients and links, and what reload changes: the client
+// table (Access, ServerClient, serverState), the links it accepted with
+// their caps (addLinkLocked), the check of every stream against it (open,
+// hold) and Server.Reload. The client end's reload is clientreload.go.
 //
 // A server knows its clients by their keys: the handshake tells which key
 // a client holds (handshake.KeySet), and the link made with it belongs to

@@ -1,4 +1,4 @@
-package tunnel
+package netguard
 
 import (
 	"net/netip"
@@ -6,7 +6,7 @@ import (
 )
 
 type testSlot struct {
-	slotEntry
+	SlotEntry
 	name     string
 	complete bool
 }
@@ -15,10 +15,10 @@ type testSlot struct {
 // most waiting; a complete one is never chosen; counts follow removal.
 func TestSlotList(t *testing.T) {
 	a, b := netip.MustParsePrefix("10.0.0.1/32"), netip.MustParsePrefix("10.0.0.2/32")
-	var l slotList[*testSlot]
+	var l SlotList[*testSlot]
 	add := func(name string, src netip.Prefix, complete bool) *testSlot {
-		sl := &testSlot{slotEntry: slotEntry{source: src}, name: name, complete: complete}
-		l.push(sl)
+		sl := &testSlot{SlotEntry: SlotEntry{Source: src}, name: name, complete: complete}
+		l.Push(sl)
 		return sl
 	}
 	b1 := add("b1", b, false)
@@ -32,35 +32,35 @@ func TestSlotList(t *testing.T) {
 		}
 		return sl.name
 	}
-	if v := l.oldestOfBiggest(complete); v != a2 {
+	if v := l.OldestOfBiggest(complete); v != a2 {
 		t.Fatalf("victim %s, want a2 (a has 3 waiting, a1 is complete)", name(v))
 	}
-	l.evict(a2)
-	if !a2.evicted || l.of(a) != 2 || l.len() != 3 {
-		t.Fatalf("after evicting a2: evicted %v, a has %d, %d waiting", a2.evicted, l.of(a), l.len())
+	l.Evict(a2)
+	if !a2.Evicted || l.Of(a) != 2 || l.Len() != 3 {
+		t.Fatalf("after evicting a2: evicted %v, a has %d, %d waiting", a2.Evicted, l.Of(a), l.Len())
 	}
-	if l.release(a2) != true || l.len() != 3 {
+	if l.Release(a2) != true || l.Len() != 3 {
 		t.Fatal("releasing an evicted slot must report it and change nothing")
 	}
-	if v := l.oldestOfBiggest(complete); v != a3 {
+	if v := l.OldestOfBiggest(complete); v != a3 {
 		t.Fatalf("victim %s, want a3", name(v))
 	}
-	if l.release(a3) {
+	if l.Release(a3) {
 		t.Fatal("a3 was not evicted")
 	}
 	// a has only a1 left, complete: b1 goes.
-	if v := l.oldestOfBiggest(complete); v != b1 {
+	if v := l.OldestOfBiggest(complete); v != b1 {
 		t.Fatalf("victim %s, want b1", name(v))
 	}
-	l.release(b1)
-	if v := l.oldestOfBiggest(complete); v != nil {
+	l.Release(b1)
+	if v := l.OldestOfBiggest(complete); v != nil {
 		t.Fatalf("victim %s, want none: only a complete slot waits", name(v))
 	}
-	if got := l.find(func(sl *testSlot) bool { return sl.source == a }); got != a1 {
+	if got := l.Find(func(sl *testSlot) bool { return sl.Source == a }); got != a1 {
 		t.Fatalf("find: %s, want a1", name(got))
 	}
-	l.release(a1)
-	if l.len() != 0 || len(l.bySource) != 0 {
-		t.Fatalf("after releasing all: %d waiting, %d sources", l.len(), len(l.bySource))
+	l.Release(a1)
+	if l.Len() != 0 || l.Sources() != 0 {
+		t.Fatalf("after releasing all: %d waiting, %d sources", l.Len(), l.Sources())
 	}
 }

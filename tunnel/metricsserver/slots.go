@@ -1,4 +1,4 @@
-package tunnel
+package metricsserver
 
 import (
 	"bytes"
@@ -8,8 +8,8 @@ import (
 	"github.com/offload-dev/offload/tunnel/internal/netguard"
 )
 
-// metricsSlots caps the metrics endpoint's connections waiting for their
-// request head, as hsSlots caps handshakes: when all max slots are taken,
+// slots caps the metrics endpoint's connections waiting for their
+// request head, as the tunnel's handshake slots cap handshakes: when all max slots are taken,
 // a new connection takes the slot of the oldest connection whose head has
 // not arrived, of the source with the most pending, and that one is reset.
 // A connection whose whole head has arrived (read, or waiting in its
@@ -17,45 +17,45 @@ import (
 // and it is likely the scraper. A flood of connections that send nothing
 // or half a head therefore can't keep a scraper out; if every slot holds
 // a whole head, the new connection is refused instead.
-type metricsSlots struct {
+type slots struct {
 	mu      sync.Mutex
 	max     int
-	pending slotList[*metricsSlot]
+	pending netguard.SlotList[*slot]
 }
 
-type metricsSlot struct {
-	slotEntry
+type slot struct {
+	netguard.SlotEntry
 	complete bool    // a whole request head has been read
 	tail     [3]byte // the last bytes read, for a head end split across reads
 	ntail    int
 }
 
-// metricsPeek is how much of a socket buffer complete looks at: a
+// peekMax is how much of a socket buffer complete looks at: a
 // scraper's request head (Prometheus sends about 250 bytes with a token)
 // fits; a longer one is not protected while it waits in the buffer.
-const metricsPeek = 1024
+const peekMax = 1024
 
-func newMetricsSlots(max int) *metricsSlots {
-	return &metricsSlots{max: max}
+func newSlots(max int) *slots {
+	return &slots{max: max}
 }
 
 // acquire takes a slot for conn, resetting another pending connection if
 // all are taken. It returns nil if none could be freed: close conn.
-func (s *metricsSlots) acquire(conn net.Conn) *metricsSlot {
-	sl := &metricsSlot{slotEntry: slotEntry{conn: conn, source: netguard.SourceOf(conn)}}
+func (s *slots) acquire(conn net.Conn) *slot {
+	sl := &slot{SlotEntry: netguard.SlotEntry{Conn: conn, Source: netguard.SourceOf(conn)}}
 	s.mu.Lock()
-	var victim *metricsSlot
-	if s.pending.len() >= s.max {
-		if victim = s.pending.oldestOfBiggest(s.complete); victim == nil {
+	var victim *slot
+	if s.pending.Len() >= s.max {
+		if victim = s.pending.OldestOfBiggest(s.complete); victim == nil {
 			s.mu.Unlock()
 			return nil
 		}
-		s.pending.evict(victim)
+		s.pending.Evict(victim)
 	}
-	s.pending.push(sl)
+	s.pending.Push(sl)
 	s.mu.Unlock()
 	if victim != nil {
-		resetConn(victim.conn)
+		netguard.Reset(victim.Conn)
 	}
 	return sl
 }
@@ -63,13 +63,13 @@ func (s *metricsSlots) acquire(conn net.Conn) *metricsSlot {
 // complete reports whether sl's whole request head has arrived: read, or
 // read in part with the rest (the blank line that ends it) in the socket
 // buffer. s.mu is held.
-func (s *metricsSlots) complete(sl *metricsSlot) bool {
+func (s *slots) complete(sl *slot) bool {
 	if sl.complete {
 		return true
 	}
-	var buf [3 + metricsPeek]byte
+	var buf [3 + peekMax]byte
 	n := copy(buf[:], sl.tail[:sl.ntail])
-	n += peek(sl.conn, buf[n:])
+	n += netguard.Peek(sl.Conn, buf[n:])
 	sl.complete = headEnds(buf[:n])
 	return sl.complete
 }
@@ -81,7 +81,7 @@ func headEnds(b []byte) bool {
 }
 
 // read records what the request reader took from sl's connection.
-func (s *metricsSlots) read(sl *metricsSlot, p []byte) {
+func (s *slots) read(sl *slot, p []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sl.complete || len(p) == 0 {
@@ -103,37 +103,37 @@ func (s *metricsSlots) read(sl *metricsSlot, p []byte) {
 
 // peeked records what waits unread in sl's socket buffer: if it ends the
 // head, sl is complete.
-func (s *metricsSlots) peeked(sl *metricsSlot, p []byte) {
+func (s *slots) peeked(sl *slot, p []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sl.complete || len(p) == 0 {
 		return
 	}
-	var buf [3 + metricsPeek]byte
+	var buf [3 + peekMax]byte
 	n := copy(buf[:], sl.tail[:sl.ntail])
 	n += copy(buf[n:], p)
 	sl.complete = headEnds(buf[:n])
 }
 
 // release frees sl's slot and reports whether it was evicted.
-func (s *metricsSlots) release(sl *metricsSlot) (evicted bool) {
+func (s *slots) release(sl *slot) (evicted bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.pending.release(sl)
+	return s.pending.Release(sl)
 }
 
-func (s *metricsSlots) len() int {
+func (s *slots) len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.pending.len()
+	return s.pending.Len()
 }
 
 // slotReader is a connection waiting for its request head: it tells the
 // slots what was read.
 type slotReader struct {
 	net.Conn
-	slots *metricsSlots
-	sl    *metricsSlot
+	slots *slots
+	sl    *slot
 }
 
 func (c slotReader) Read(p []byte) (int, error) {
@@ -141,8 +141,8 @@ func (c slotReader) Read(p []byte) (int, error) {
 	// end taken first and recorded after, a connection would look empty
 	// to complete in between and could be evicted with its head read.
 	if ok, err := netguard.WaitData(c.Conn); err == nil && ok {
-		var buf [metricsPeek]byte
-		c.slots.peeked(c.sl, buf[:peek(c.Conn, buf[:])])
+		var buf [peekMax]byte
+		c.slots.peeked(c.sl, buf[:netguard.Peek(c.Conn, buf[:])])
 	}
 	n, err := c.Conn.Read(p)
 	if n > 0 {

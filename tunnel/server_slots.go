@@ -52,7 +52,7 @@ type hsSlots struct {
 	perSource int
 	prefix    []byte // the start of a genuine first flight (handshake.FlightHeader)
 	flightLen int    // its whole length
-	pending   slotList[*hsSlot]
+	pending   netguard.SlotList[*hsSlot]
 	failed    failedRing // sources whose first flight failed the key trial
 	waiting   []*hsSlot  // fresh sources' connections waiting for a slot, oldest first
 }
@@ -86,7 +86,7 @@ func (f *failedRing) add(p netip.Prefix) {
 func (f *failedRing) has(p netip.Prefix) bool { return f.count[p] > 0 }
 
 type hsSlot struct {
-	slotEntry
+	netguard.SlotEntry
 	complete bool   // the whole first flight has arrived
 	read     bool   // the handshake has read it (and is trying it)
 	head     []byte // what the handshake read, up to a first flight
@@ -107,19 +107,19 @@ func newHSSlots(max, perSource int, s suite.Suite) *hsSlots {
 // with ready set is queued instead: the caller waits for ready (see
 // await) before the handshake.
 func (s *hsSlots) acquire(conn net.Conn) *hsSlot {
-	sl := &hsSlot{slotEntry: slotEntry{conn: conn, source: netguard.SourceOf(conn)}}
+	sl := &hsSlot{SlotEntry: netguard.SlotEntry{Conn: conn, Source: netguard.SourceOf(conn)}}
 	s.mu.Lock()
 	var victim *hsSlot
 	switch {
-	case s.pending.of(sl.source) >= s.perSource:
-		victim = s.oldestIncomplete(sl.source)
+	case s.pending.Of(sl.Source) >= s.perSource:
+		victim = s.oldestIncomplete(sl.Source)
 		if victim == nil {
 			s.mu.Unlock()
 			return nil
 		}
-	case s.pending.len() >= s.max:
-		victim = s.pending.oldestOfBiggest(s.complete)
-		fresh := sl.source.IsValid() && !s.failed.has(sl.source)
+	case s.pending.Len() >= s.max:
+		victim = s.pending.OldestOfBiggest(s.complete)
+		fresh := sl.Source.IsValid() && !s.failed.has(sl.Source)
 		if victim == nil && fresh {
 			victim = s.unreadFromFailed()
 		}
@@ -129,7 +129,7 @@ func (s *hsSlots) acquire(conn net.Conn) *hsSlot {
 			if i := s.waiterFrom(true); i >= 0 {
 				w := s.waiting[i]
 				s.waiting = append(s.waiting[:i], s.waiting[i+1:]...)
-				w.evicted = true
+				w.Evicted = true
 				close(w.ready)
 			}
 		}
@@ -145,12 +145,12 @@ func (s *hsSlots) acquire(conn net.Conn) *hsSlot {
 		}
 	}
 	if victim != nil {
-		s.pending.evict(victim)
+		s.pending.Evict(victim)
 	}
-	s.pending.push(sl)
+	s.pending.Push(sl)
 	s.mu.Unlock()
 	if victim != nil {
-		resetConn(victim.conn)
+		netguard.Reset(victim.Conn)
 	}
 	return sl
 }
@@ -158,22 +158,22 @@ func (s *hsSlots) acquire(conn net.Conn) *hsSlot {
 // unreadFromFailed returns the oldest connection from a source in
 // s.failed whose flight the handshake has not begun to read, or nil.
 func (s *hsSlots) unreadFromFailed() *hsSlot {
-	return s.pending.find(func(sl *hsSlot) bool { return !sl.read && len(sl.head) == 0 && s.failed.has(sl.source) })
+	return s.pending.Find(func(sl *hsSlot) bool { return !sl.read && len(sl.head) == 0 && s.failed.has(sl.Source) })
 }
 
 // failedTrial remembers sl's source as one whose first flight failed.
 func (s *hsSlots) failedTrial(sl *hsSlot) {
-	if sl == nil || !sl.source.IsValid() {
+	if sl == nil || !sl.Source.IsValid() {
 		return
 	}
 	s.mu.Lock()
-	s.failed.add(sl.source)
+	s.failed.add(sl.Source)
 	s.mu.Unlock()
 }
 
 // oldestIncomplete returns the oldest incomplete connection from src.
 func (s *hsSlots) oldestIncomplete(src netip.Prefix) *hsSlot {
-	return s.pending.find(func(sl *hsSlot) bool { return sl.source == src && !s.complete(sl) })
+	return s.pending.Find(func(sl *hsSlot) bool { return sl.Source == src && !s.complete(sl) })
 }
 
 // complete reports whether sl's whole first flight has arrived: the
@@ -186,7 +186,7 @@ func (s *hsSlots) complete(sl *hsSlot) bool {
 	var buf [256]byte
 	got := append(buf[:0], sl.head...)
 	if need := s.flightLen - len(got); need > 0 && need <= len(buf)-len(got) {
-		got = got[:len(got)+peek(sl.conn, buf[len(got):len(got)+need])]
+		got = got[:len(got)+netguard.Peek(sl.Conn, buf[len(got):len(got)+need])]
 	}
 	if len(got) >= s.flightLen && bytes.HasPrefix(got, s.prefix) {
 		sl.complete = true
@@ -233,18 +233,18 @@ func (s *hsSlots) release(sl *hsSlot) (evicted bool) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	evicted = s.pending.release(sl)
+	evicted = s.pending.Release(sl)
 	// The freed slot goes to the oldest waiting connection, if any (there
 	// are waiting ones only while every slot is taken).
 	// A source that failed since it queued comes last.
-	if len(s.waiting) > 0 && s.pending.len() < s.max {
+	if len(s.waiting) > 0 && s.pending.Len() < s.max {
 		i := s.waiterFrom(false)
 		if i < 0 {
 			i = 0
 		}
 		w := s.waiting[i]
 		s.waiting = append(s.waiting[:i], s.waiting[i+1:]...)
-		s.pending.push(w)
+		s.pending.Push(w)
 		close(w.ready)
 	}
 	return evicted
@@ -255,7 +255,7 @@ func (s *hsSlots) release(sl *hsSlot) (evicted bool) {
 // s.mu is held.
 func (s *hsSlots) waiterFrom(failed bool) int {
 	for i, w := range s.waiting {
-		if s.failed.has(w.source) == failed {
+		if s.failed.has(w.Source) == failed {
 			return i
 		}
 	}
@@ -275,7 +275,7 @@ func (s *hsSlots) await(ctx context.Context, sl *hsSlot, timeout time.Duration) 
 	case <-sl.ready:
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return !sl.evicted
+		return !sl.Evicted
 	case <-t.C:
 	case <-ctx.Done():
 	}
@@ -287,7 +287,7 @@ func (s *hsSlots) await(ctx context.Context, sl *hsSlot, timeout time.Duration) 
 			return false
 		}
 	}
-	return !sl.evicted // passed a slot, or evicted, just now
+	return !sl.Evicted // passed a slot, or evicted, just now
 }
 
 // waiters reports how many connections wait for a slot.
@@ -300,7 +300,7 @@ func (s *hsSlots) waiters() int {
 func (s *hsSlots) len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.pending.len()
+	return s.pending.Len()
 }
 
 // slotConn is a connection in its handshake: it tells the slots what the
@@ -312,11 +312,12 @@ type slotConn struct {
 }
 
 func (c slotConn) Read(p []byte) (int, error) {
-	// Wait for bytes and look at them before taking them (as slotReader
-	// does for /metrics): read first and recorded after, a whole flight
-	// would be in neither head nor the socket buffer for a moment, count
-	// as incomplete and could be evicted (a genuine client beside a flood,
-	// 1 in 20 under -race beside a busy core).
+	// Wait for bytes and look at them before taking them (as the
+	// metrics slots do, tunnel/metricsserver): read first and recorded
+	// after, a whole flight would be in neither head nor the socket
+	// buffer for a moment, count as incomplete and could be evicted (a
+	// genuine client beside a flood, 1 in 20 under -race beside a busy
+	// core).
 	if c.slots.pendingFlight(c.sl) {
 		if ok, err := netguard.WaitData(c.Conn); err == nil && ok {
 			c.slots.settle(c.sl)
@@ -327,58 +328,4 @@ func (c slotConn) Read(p []byte) (int, error) {
 		c.slots.read(c.sl, p[:n])
 	}
 	return n, err
-}
-
-// tracker counts open streams and lets a shutdown wait until none is left.
-type tracker struct {
-	mu   sync.Mutex
-	n    int
-	idle chan struct{} // closed while n == 0
-}
-
-func newTracker() *tracker {
-	t := &tracker{idle: make(chan struct{})}
-	close(t.idle)
-	return t
-}
-
-func (t *tracker) add() {
-	t.mu.Lock()
-	if t.n == 0 {
-		t.idle = make(chan struct{})
-	}
-	t.n++
-	t.mu.Unlock()
-}
-
-func (t *tracker) done() {
-	t.mu.Lock()
-	t.n--
-	if t.n == 0 {
-		close(t.idle)
-	}
-	t.mu.Unlock()
-}
-
-// wait waits up to d for the count to reach zero and reports whether it did.
-func (t *tracker) wait(d time.Duration) bool {
-	t.mu.Lock()
-	idle := t.idle
-	t.mu.Unlock()
-	if d <= 0 {
-		select {
-		case <-idle:
-			return true
-		default:
-			return false
-		}
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-idle:
-		return true
-	case <-timer.C:
-		return false
-	}
 }

@@ -1,4 +1,4 @@
-package tunnel
+package metricsserver
 
 import (
 	"context"
@@ -8,8 +8,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/offload-dev/offload/internal/metrics"
 )
 
 // TestMetricsConnectFlood: a flood of connections that send nothing, as
@@ -22,13 +20,11 @@ import (
 // reset, and the cap counts only connections being answered.
 func TestMetricsConnectFlood(t *testing.T) {
 	leakCheck(t)
-	set := metrics.NewSet()
-	set.RegisterMetricsWriter(func(w io.Writer) { metrics.WriteCounterUint64(w, "offload_test_total", 3) })
-	ln, err := ListenMetrics(context.Background(), "127.0.0.1:0")
+	ln, err := Listen(context.Background(), "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := serveMetricsOn(t, ln, set, MetricsOptions{})
+	addr := serveOn(t, ln, Options{Metrics: page("offload_test_total", 3)})
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -94,9 +90,9 @@ func TestMetricsSlotsKeepWholeHeads(t *testing.T) {
 		return c, s
 	}
 	const max = 4
-	slots := newMetricsSlots(max)
+	slots := newSlots(max)
 	var clients []net.Conn
-	var held []*metricsSlot
+	var held []*slot
 	for range max {
 		c, s := pair()
 		clients = append(clients, c)
@@ -120,8 +116,8 @@ func TestMetricsSlotsKeepWholeHeads(t *testing.T) {
 	if ns == nil {
 		t.Fatal("no slot for a new connection")
 	}
-	if !held[2].evicted || held[0].evicted || held[1].evicted || held[3].evicted {
-		t.Errorf("evicted: %v %v %v %v, want only the third (half a head)", held[0].evicted, held[1].evicted, held[2].evicted, held[3].evicted)
+	if !held[2].Evicted || held[0].Evicted || held[1].Evicted || held[3].Evicted {
+		t.Errorf("evicted: %v %v %v %v, want only the third (half a head)", held[0].Evicted, held[1].Evicted, held[2].Evicted, held[3].Evicted)
 	}
 	if slots.len() != max {
 		t.Errorf("%d pending, want %d", slots.len(), max)

@@ -1,4 +1,10 @@
-package tunnel
+// Package metricsserver serves an end's /metrics, /healthz and /status on
+// the metrics listener: a hand-written HTTP/1.x answerer with its own
+// connection slots, bounds and bearer token. It serves what others
+// compute (the tunnel writes the samples and builds the Status) and knows
+// no Server or Client; cmd/offload wires the two together, and tunnel
+// never imports it.
+package metricsserver
 
 import (
 	"bufio"
@@ -8,26 +14,27 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/textproto"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/offload-dev/offload/internal/metrics"
 	"github.com/offload-dev/offload/tunnel/internal/netguard"
 	"go.uber.org/zap"
 )
 
 // The metrics endpoint answers HTTP/1.x GET and HEAD of /metrics, and of
-// /healthz when MetricsOptions.Health is set, and nothing else, without net/http: net/http's server brings HTTP/2,
+// /healthz when Options.Health is set (and /status when Options.Status
+// is, status.go), and nothing else, without net/http: net/http's server brings HTTP/2,
 // crypto/tls and crypto/x509 into the binary, 2 MB of a router's 8 MiB
 // flash budget on MIPS (docs/budgets.md), for one read-only page a
 // Prometheus scraper fetches with a plain GET. Every connection is closed
 // after one answer, so there is no idle keep-alive connection to time out.
 //
 // Bounds. A connection waiting for its request head holds one of
-// metricsMaxPending slots (metricsSlots), taken in the accept loop; when
+// maxPending slots (slots.go), taken in the accept loop; when
 // all are taken, a new connection takes the slot of the oldest one whose
 // request head has not arrived (of the source with the most pending), and
 // that one is reset. A connection whose whole head has arrived, read or
@@ -35,9 +42,9 @@ import (
 // send nothing or half a request can not keep out a scraper, which sends
 // its request at once, however fast they come; if every slot holds a
 // whole head, the new connection is closed. Reading the head has
-// metricsHeadTimeout, writing the answer metricsWriteTimeout; at most
-// metricsMaxAnswers connections are answered at once, beyond that one
-// with its head read is closed.
+// headTimeout, writing the answer writeTimeout; at most maxAnswers
+// connections are answered at once, beyond that one with its head read
+// is closed.
 //
 // Access. The config serves metrics on loopback unless a bearer token is
 // set (config: metrics, metrics_token_file). With a token every request
@@ -46,15 +53,19 @@ import (
 // /healthz needs no token: a load balancer's check learns only "serving"
 // (200) or "not now" (503), which it could learn from the tunnel port.
 const (
-	metricsHeadTimeout  = 5 * time.Second  // to read a request's head
-	metricsWriteTimeout = 10 * time.Second // to write the answer
-	metricsMaxHead      = 8 << 10          // bytes of request line and headers
-	metricsMaxPending   = 16               // connections waiting for their head
-	metricsMaxAnswers   = 48               // connections being answered at once
+	headTimeout  = 5 * time.Second  // to read a request's head
+	writeTimeout = 10 * time.Second // to write the answer
+	maxHead      = 8 << 10          // bytes of request line and headers
+	maxPending   = 16               // connections waiting for their head
+	maxAnswers   = 48               // connections being answered at once
 )
 
-// MetricsOptions configures ServeMetrics.
-type MetricsOptions struct {
+// Options configures Serve.
+type Options struct {
+	// Metrics writes the page /metrics answers with, in the Prometheus
+	// text format (tunnel.WriteExposition of a metrics.Set); it is called
+	// once per request. nil answers an empty page.
+	Metrics func(w io.Writer)
 	// Token, if not empty, is the bearer token every request must carry.
 	Token []byte
 	// Logger gets refused requests (rate limited) and accept errors;
@@ -63,26 +74,27 @@ type MetricsOptions struct {
 	// Health, if not nil, answers /healthz: 200 while it returns true,
 	// 503 otherwise (Server.Healthy, Client.Healthy).
 	Health func() bool
-	// Status, if not nil, answers /status with its JSON (Server.Status,
-	// Client.Status), under the same token as /metrics (statushttp.go).
-	Status func() *Status
+	// Status, if not nil, answers /status with the JSON of what it
+	// returns (tunnel's Server.Status, Client.Status), under the same
+	// token as /metrics (status.go).
+	Status func() any
 }
 
-// ServeMetrics serves set in the Prometheus text format at /metrics on ln
-// until ctx ends; it closes ln and waits for the answers in progress.
-func ServeMetrics(ctx context.Context, ln net.Listener, set *metrics.Set, opt MetricsOptions) error {
+// Serve answers /metrics (and /healthz, /status) on ln until ctx ends; it
+// closes ln and waits for the answers in progress.
+func Serve(ctx context.Context, ln net.Listener, opt Options) error {
 	log := opt.Logger
 	if log == nil {
 		log = zap.NewNop()
 	}
 	log = log.Named("metrics")
-	m := &metricsServer{set: set, log: log, health: opt.Health, status: opt.Status, refuseLog: netguard.RateLimit{Every: 10 * time.Second}}
+	m := &server{metrics: opt.Metrics, log: log, health: opt.Health, status: opt.Status, refuseLog: netguard.RateLimit{Every: 10 * time.Second}}
 	if len(opt.Token) > 0 {
 		sum := sha256.Sum256(opt.Token)
 		m.tokenSum = &sum
 	}
-	m.pending = newMetricsSlots(metricsMaxPending)
-	m.answers = make(chan struct{}, metricsMaxAnswers)
+	m.pending = newSlots(maxPending)
+	m.answers = make(chan struct{}, maxAnswers)
 	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
 	defer stop()
 	var wg sync.WaitGroup
@@ -122,22 +134,22 @@ func ServeMetrics(ctx context.Context, ln net.Listener, set *metrics.Set, opt Me
 	}
 }
 
-// metricsServer is what the connections of one ServeMetrics share.
-type metricsServer struct {
-	set       *metrics.Set
+// server is what the connections of one Serve share.
+type server struct {
+	metrics   func(io.Writer) // nil: an empty page
 	log       *zap.Logger
 	tokenSum  *[sha256.Size]byte // nil: no token required
-	pending   *metricsSlots      // connections waiting for their head
+	pending   *slots             // connections waiting for their head
 	answers   chan struct{}      // connections being answered
 	health    func() bool        // nil: no /healthz
-	status    func() *Status     // nil: no /status
+	status    func() any         // nil: no /status
 	refuseLog netguard.RateLimit
 }
 
 // answer reads one request head on conn, which holds pending slot sl
 // meanwhile, and writes one answer.
-func (m *metricsServer) answer(conn net.Conn, sl *metricsSlot) error {
-	req, err := readMetricsRequest(slotReader{conn, m.pending, sl})
+func (m *server) answer(conn net.Conn, sl *slot) error {
+	req, err := readRequest(slotReader{conn, m.pending, sl})
 	if m.pending.release(sl) {
 		return errors.New("evicted while waiting for the request head")
 	}
@@ -150,7 +162,7 @@ func (m *metricsServer) answer(conn net.Conn, sl *metricsSlot) error {
 	default:
 		return errors.New("too many answers in progress")
 	}
-	if err := conn.SetDeadline(time.Now().Add(metricsWriteTimeout)); err != nil {
+	if err := conn.SetDeadline(time.Now().Add(writeTimeout)); err != nil {
 		return err
 	}
 	if path, _, _ := strings.Cut(req.target, "?"); req.bad == "" && path == "/healthz" && m.health != nil {
@@ -159,7 +171,7 @@ func (m *metricsServer) answer(conn net.Conn, sl *metricsSlot) error {
 	if path, _, _ := strings.Cut(req.target, "?"); req.bad == "" && path == "/status" && m.status != nil {
 		return answerStatus(conn, req, m.status, m.authorized)
 	}
-	return answerMetrics(conn, req, m.set, m.authorized)
+	return answerMetrics(conn, req, m.metrics, m.authorized)
 }
 
 // answerHealth answers /healthz: 200 while the end is healthy, 503 while
@@ -176,7 +188,7 @@ func answerHealth(conn net.Conn, method string, healthy bool) error {
 
 // authorized reports whether a request's Authorization header carries the
 // token, if one is required.
-func (m *metricsServer) authorized(h textproto.MIMEHeader) bool {
+func (m *server) authorized(h textproto.MIMEHeader) bool {
 	if m.tokenSum == nil {
 		return true
 	}
@@ -191,19 +203,19 @@ func (m *metricsServer) authorized(h textproto.MIMEHeader) bool {
 	return ok
 }
 
-// metricsRequest is a request head, or the answer to a malformed one.
-type metricsRequest struct {
+// request is a request head, or the answer to a malformed one.
+type request struct {
 	method, target string
 	header         textproto.MIMEHeader
 	bad            string // not empty: answer 400 with this body
 }
 
-// readMetricsRequest reads one request head within metricsHeadTimeout.
-func readMetricsRequest(conn net.Conn) (*metricsRequest, error) {
-	if err := conn.SetDeadline(time.Now().Add(metricsHeadTimeout)); err != nil {
+// readRequest reads one request head within headTimeout.
+func readRequest(conn net.Conn) (*request, error) {
+	if err := conn.SetDeadline(time.Now().Add(headTimeout)); err != nil {
 		return nil, err
 	}
-	tp := textproto.NewReader(bufio.NewReader(&limitedConn{conn, metricsMaxHead}))
+	tp := textproto.NewReader(bufio.NewReader(&limitedConn{conn, maxHead}))
 	line, err := tp.ReadLine()
 	if err != nil {
 		return nil, fmt.Errorf("request line: %w", err)
@@ -211,17 +223,17 @@ func readMetricsRequest(conn net.Conn) (*metricsRequest, error) {
 	method, rest, ok1 := strings.Cut(line, " ")
 	target, proto, ok2 := strings.Cut(rest, " ")
 	if !ok1 || !ok2 || !strings.HasPrefix(proto, "HTTP/1.") {
-		return &metricsRequest{bad: "bad request\n"}, nil
+		return &request{bad: "bad request\n"}, nil
 	}
 	h, err := tp.ReadMIMEHeader()
 	if err != nil {
-		return &metricsRequest{bad: "bad request header\n"}, nil
+		return &request{bad: "bad request header\n"}, nil
 	}
-	return &metricsRequest{method: method, target: target, header: h}, nil
+	return &request{method: method, target: target, header: h}, nil
 }
 
 // answerMetrics writes the answer to req.
-func answerMetrics(conn net.Conn, req *metricsRequest, set *metrics.Set, authorized func(textproto.MIMEHeader) bool) error {
+func answerMetrics(conn net.Conn, req *request, page func(io.Writer), authorized func(textproto.MIMEHeader) bool) error {
 	if req.bad != "" {
 		return writeAnswer(conn, 400, "Bad Request", "text/plain", []byte(req.bad), true, "")
 	}
@@ -236,7 +248,9 @@ func answerMetrics(conn net.Conn, req *metricsRequest, set *metrics.Set, authori
 		return writeAnswer(conn, 405, "Method Not Allowed", "text/plain", []byte("GET or HEAD\n"), true, "")
 	}
 	var body bytes.Buffer
-	writeExposition(&body, set)
+	if page != nil {
+		page(&body)
+	}
 	return writeAnswer(conn, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", body.Bytes(), method == "GET", "")
 }
 

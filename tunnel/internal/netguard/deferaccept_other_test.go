@@ -1,0 +1,5 @@
+//go:build !linux
+
+package netguard
+
+func getDeferAccept(int) (int, error) { return 0, nil }
