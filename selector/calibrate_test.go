@@ -319,17 +319,6 @@ func TestWinnerHysteresis(t *testing.T) {
 	}
 }
 
-func TestMedian(t *testing.T) {
-	for _, tc := range []struct {
-		xs   []float64
-		want float64
-	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{9, 1, 5}, 5}, {[]float64{4, 1, 3, 2}, 2.5}} {
-		if got := median(tc.xs); got != tc.want {
-			t.Errorf("median(%v) = %v, want %v", tc.xs, got, tc.want)
-		}
-	}
-}
-
 func TestSmooth(t *testing.T) {
 	for _, tc := range []struct{ in, want []Band }{
 		{[]Band{{1, 65519, "software"}, {65520, 65536, "dev"}}, []Band{{1, 65536, "software"}}},
