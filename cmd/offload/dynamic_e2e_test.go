@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/offload-dev/offload/internal/testutil"
 )
 
 // TestE2EDynamic runs the built binary as server and client with SOCKS5,
@@ -36,7 +38,7 @@ func TestE2EDynamic(t *testing.T) {
 	udpTarget := udpEchoServer(t, net.IPv6loopback, "echo:")
 	canary := startE2ETarget(t, echo)
 	_, canaryPort, _ := net.SplitHostPort(canary.ln.Addr().String())
-	serverAddr, socksAddr, reverseAddr := freePort(t), freePort(t), freePort(t)
+	serverAddr, socksAddr, reverseAddr := testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)
 	udpListen := freeUDP(t)
 	_, socksPort, _ := net.SplitHostPort(socksTarget.ln.Addr().String())
 
@@ -104,7 +106,7 @@ reverse:
 	// UDP over IPv6.
 	waitFor(t, 10*time.Second, "UDP forward", func() error { return udpEchoOnce(udpListen, "echo:dgram") })
 
-	if code := cli.stop(t); code != 0 {
+	if code := stop(t, cli); code != 0 {
 		t.Errorf("client exit %d", code)
 	}
 	// The reverse listener goes with the link.
@@ -115,15 +117,15 @@ reverse:
 		}
 		return nil
 	})
-	if code := srv.stop(t); code != 0 {
+	if code := stop(t, srv); code != 0 {
 		t.Errorf("server exit %d", code)
 	}
-	out := srv.out.String()
+	out := srv.Out.String()
 	if n := strings.Count(out, "stream refused"); n != 1 || !strings.Contains(out, "not in the server's socks_allow") {
 		t.Errorf("server logged %d refusals:\n%s", n, out)
 	}
-	if !strings.Contains(cli.out.String(), "authentication failed for user") {
-		t.Errorf("client did not log the failed authentication:\n%s", cli.out)
+	if !strings.Contains(cli.Out.String(), "authentication failed for user") {
+		t.Errorf("client did not log the failed authentication:\n%s", cli.Out)
 	}
 }
 
