@@ -286,7 +286,7 @@ func httpGet(addr, path, auth string) (int, string, error) {
 
 // Connections that send nothing, or half a request, can not block a
 // scrape: before, 8 idle connections made every scrape fail for 10 s.
-func TestMetricsIdleConnections(t *testing.T) {
+func TestAttackMetricsIdleConnections(t *testing.T) {
 	leakCheck(t)
 	set := metrics.NewSet()
 	set.RegisterMetricsWriter(func(w io.Writer) { metrics.WriteCounterUint64(w, "offload_test_total", 5) })
