@@ -20,6 +20,11 @@ import (
 type decoder struct {
 	file string
 	errs Errors
+	// schema, if set, is told each object's field path and specs as
+	// object meets them, present or not: the settings reference's test
+	// (settings_test.go) walks the decoder this way, so that the specs
+	// stay the one list of settings.
+	schema func(path string, specs []fieldSpec)
 }
 
 // pos returns the line and column of n, or 0, 0.
@@ -304,6 +309,9 @@ type fieldSpec struct {
 // object decodes a mapping with a fixed set of fields: each present field
 // goes to its decode; unknown fields and missing required ones are errors.
 func (d *decoder) object(v value, specs []fieldSpec) {
+	if d.schema != nil {
+		d.schema(v.field, specs)
+	}
 	entries, ok := d.mapping(v)
 	if !ok {
 		return

@@ -99,20 +99,6 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// median of xs (not modified); 0 for none.
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
-
 // grid is the sizes calibration measures first: powers of two from 16 to
 // maxFrame, and the sizes real frames take: maxFrame (a full frame of CTR,
 // or of CBC whose padding fills a block), maxFrame-16 (a full CBC frame of

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/internal/ratio"
 	"github.com/offload-dev/offload/internal/speed"
 	"github.com/offload-dev/offload/tunnel/record"
 )
@@ -274,7 +275,7 @@ func (cal *calibration) table(ctx context.Context, c engine.Cipher, d engine.Dir
 	point := func(size int) Point {
 		pt := Point{Size: size, BPS: map[string]float64{}}
 		for name, xs := range samples[size] {
-			pt.BPS[name] = median(xs)
+			pt.BPS[name] = ratio.Median(xs)
 			pt.Samples = max(pt.Samples, len(xs))
 		}
 		return pt

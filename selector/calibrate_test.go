@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/engine/enginetest"
 )
 
 var cbc256 = engine.Cipher{Mode: engine.CBC, KeyBits: 256}
@@ -239,31 +240,13 @@ func countPoints(tbl *Table, name string) int {
 
 // flaky is a real engine (software underneath) whose Crypters fail from
 // failSize bytes on: calibration runs it through speed.Run like any other.
-type flaky struct{ failSize int }
-
-func (flaky) Name() string { return "flaky" }
-func (flaky) Driver(c engine.Cipher) (engine.Driver, error) {
-	return engine.Driver{Name: "flaky_aes", Algorithm: c.KernelName(), Hardware: true}, nil
-}
-func (f flaky) NewCrypter(c engine.Cipher, key []byte) (engine.Crypter, error) {
-	cr, err := engine.Software{}.NewCrypter(c, key)
-	return &flakyCrypter{Crypter: cr, failSize: f.failSize}, err
-}
-
-type flakyCrypter struct {
-	engine.Crypter
-	failSize int
-}
-
-func (f *flakyCrypter) Encrypt(dst, src, iv []byte) error {
-	if len(src) >= f.failSize {
-		return errFell
-	}
-	return f.Crypter.Encrypt(dst, src, iv)
+func flaky(failSize int) *enginetest.Failing {
+	return &enginetest.Failing{Label: "flaky", Drv: engine.Driver{Name: "flaky_aes", Hardware: true}, Err: errFell,
+		Fail: func(_ uint64, d engine.Direction, size int) bool { return d == engine.Encrypt && size >= failSize }}
 }
 
 func TestCalibrateRealRunsEngineFails(t *testing.T) {
-	engines := []engine.Engine{engine.Software{}, flaky{failSize: 256}}
+	engines := []engine.Engine{engine.Software{}, flaky(256)}
 	p, err := Calibrate(context.Background(), Config{
 		Ciphers: []engine.Cipher{cbc256}, Directions: []engine.Direction{engine.Encrypt},
 		Engines: func(engine.Cipher) []engine.Engine { return engines }, MaxFrame: 1024,
@@ -315,17 +298,6 @@ func TestWinnerHysteresis(t *testing.T) {
 	} {
 		if got := winner(Point{BPS: tc.bps}, u, DefaultMargin); got != tc.want {
 			t.Errorf("winner(%v) = %s, want %s", tc.bps, got, tc.want)
-		}
-	}
-}
-
-func TestMedian(t *testing.T) {
-	for _, tc := range []struct {
-		xs   []float64
-		want float64
-	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{9, 1, 5}, 5}, {[]float64{4, 1, 3, 2}, 2.5}} {
-		if got := median(tc.xs); got != tc.want {
-			t.Errorf("median(%v) = %v, want %v", tc.xs, got, tc.want)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/internal/ratio"
 )
 
 // hybridRounds is how many paired runs of auto and hybrid the check makes.
@@ -85,7 +86,7 @@ func TestKernelHybridVirtioCrypto(t *testing.T) {
 		}
 		ratios = append(ratios, rate[1]/rate[0])
 	}
-	r := median(ratios)
+	r := ratio.Median(ratios)
 	t.Logf("hybrid/auto, median of %d paired rounds: %.2fx (rounds %.2f)", hybridRounds, r, ratios)
 	// The ratio is reported, not asserted: whether hybrid reaches auto is
 	// bench -check's verdict in the same VM run (paired rounds through the

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/internal/ratio"
 	"github.com/offload-dev/offload/internal/speed"
 )
 
@@ -214,9 +215,9 @@ func measureAuto(ctx context.Context, size int, engines []engine.Engine, pick in
 		r.irq += after.Sum("virtio") - before.Sum("virtio")
 		auto = append(auto, bps)
 	}
-	r.single = [2]float64{median(samples[0]), median(samples[1])}
-	r.auto = median(auto)
-	r.picked = median(append(auto, samples[pick]...))
+	r.single = [2]float64{ratio.Median(samples[0]), ratio.Median(samples[1])}
+	r.auto = ratio.Median(auto)
+	r.picked = ratio.Median(append(auto, samples[pick]...))
 	return r, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/internal/ratio"
 	"github.com/offload-dev/offload/tunnel/record"
 )
 
@@ -198,7 +199,7 @@ func (cal *calibration) hybridTrial(ctx context.Context, t *Table, live []run) e
 			}
 		}
 	}
-	h.AutoBPS, h.HybridBPS = median(autos), median(hybrids)
+	h.AutoBPS, h.HybridBPS = ratio.Median(autos), ratio.Median(hybrids)
 	for i := range autos {
 		h.Gains = append(h.Gains, hybrids[i]/autos[i])
 	}
@@ -206,7 +207,7 @@ func (cal *calibration) hybridTrial(ctx context.Context, t *Table, live []run) e
 	// auto does, and whatever it gained is noise: seen in the VM, 1.07x
 	// and 1.22x auto with nothing handed over), beat auto in every round,
 	// and by more than the margin in the median round.
-	h.Keep = h.Handed > 0 && slices.Min(h.Gains) > 1 && median(h.Gains) > 1+max(t.Margin, trialMargin)
+	h.Keep = h.Handed > 0 && slices.Min(h.Gains) > 1 && ratio.Median(h.Gains) > 1+max(t.Margin, trialMargin)
 	log.Info("hybrid trial", zap.String("device", dev), zap.String("cpu", cpu), zap.Int("size", size), zap.Int("workers", h.Workers),
 		zap.Float64("auto MB/s", h.AutoBPS/1e6), zap.Float64("hybrid MB/s", h.HybridBPS/1e6), zap.Uint64("handed", h.Handed), zap.Bool("keep", h.Keep))
 	return nil

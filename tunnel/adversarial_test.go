@@ -55,7 +55,7 @@ func (a *advServer) check(t *testing.T) {
 
 func (a *advServer) failures(result int) uint64 { return a.srv.ctr.handshakes[result].Load() }
 
-func TestGarbageHandshake(t *testing.T) {
+func TestAttackGarbageHandshake(t *testing.T) {
 	leakCheck(t)
 	a := startAdvServer(t, nil)
 	c, err := net.Dial("tcp", a.addr)
@@ -121,9 +121,9 @@ func TestOtherSuite(t *testing.T) {
 	a.check(t)
 }
 
-// TestStalledHandshake: a peer that sends a hello and then nothing is
+// TestAttackStalledHandshake: a peer that sends a hello and then nothing is
 // dropped at the handshake timeout and its slot freed.
-func TestStalledHandshake(t *testing.T) {
+func TestAttackStalledHandshake(t *testing.T) {
 	leakCheck(t)
 	a := startAdvServer(t, func(c *ServerConfig) { c.HandshakeTimeout = 300 * time.Millisecond })
 	c, err := net.Dial("tcp", a.addr)
@@ -147,9 +147,9 @@ func TestStalledHandshake(t *testing.T) {
 	a.check(t)
 }
 
-// TestHandshakeFlood: 1,000 unauthenticated connections at once cost
+// TestAttackHandshakeFlood: 1,000 unauthenticated connections at once cost
 // bounded memory, and a new good client still gets in while they are open.
-func TestHandshakeFlood(t *testing.T) {
+func TestAttackHandshakeFlood(t *testing.T) {
 	leakCheck(t)
 	const flood = 1000
 	a := startAdvServer(t, func(c *ServerConfig) { c.HandshakeTimeout = 30 * time.Second })
@@ -205,7 +205,7 @@ func TestHandshakeFlood(t *testing.T) {
 // first link's server → client frames: the link must close with the
 // record error logged, the application must get only a prefix of the true
 // stream and then an error, and the client must redial.
-func TestTamperedFrames(t *testing.T) {
+func TestAttackTamperedFrames(t *testing.T) {
 	leakCheck(t)
 	const size = 4 << 20
 	wantErr := map[tamperMode]error{

@@ -27,7 +27,7 @@ func (c *slowFirstWrite) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-// TestFloodManySourcesSlowClient: a flood of connections that send part
+// TestAttackFloodManySourcesSlowClient: a flood of connections that send part
 // of a hello, or nothing, from many addresses (64: one IPv6 /58 holds as
 // many /64s), each address with at most one connection pending, beside
 // genuine clients whose first flight leaves 30 ms after their TCP
@@ -39,7 +39,7 @@ func (c *slowFirstWrite) Write(p []byte) (int, error) {
 // kernel hold a connection until its first bytes arrive (TCP_DEFER_ACCEPT
 // on Linux), so a genuine client is accepted with its whole first flight
 // (80 bytes, one segment), which no flood may take.
-func TestFloodManySourcesSlowClient(t *testing.T) {
+func TestAttackFloodManySourcesSlowClient(t *testing.T) {
 	leakCheck(t)
 	needSource(t, "127.1.0.1")
 	log, _ := testLogger(t)
@@ -83,7 +83,7 @@ func TestFloodManySourcesSlowClient(t *testing.T) {
 	}
 }
 
-// TestWrongKeyFloodManyKeys: a server with 64 keys (clients:) tries every
+// TestAttackWrongKeyFloodManyKeys: a server with 64 keys (clients:) tries every
 // first flight under each, 64 trials, so a flood of well-formed flights
 // under no key from 32 addresses, faster than the server can try them,
 // fills every handshake slot with complete flights. A new connection then
@@ -93,12 +93,12 @@ func TestFloodManySourcesSlowClient(t *testing.T) {
 // connection from any other source may take the slot of such a source's
 // complete flight that the handshake has not begun to read yet, which
 // costs nothing to give up.
-func TestWrongKeyFloodManyKeys(t *testing.T) {
+func TestAttackWrongKeyFloodManyKeys(t *testing.T) {
 	leakCheck(t)
 	needSource(t, "127.1.0.1")
 	log, _ := testLogger(t)
 	opt := testOptions(log)
-	opt.HandshakeTimeout = 20 * time.Second // as in TestFloodManySourcesSlowClient
+	opt.HandshakeTimeout = 20 * time.Second // as in TestAttackFloodManySourcesSlowClient
 	var clients []ServerClient
 	for i := range handshake.MaxKeys {
 		clients = append(clients, ServerClient{Name: fmt.Sprintf("c%d", i), Keys: [][]byte{testPSK(byte(100 + i))}, Access: Access{AllServices: true}})

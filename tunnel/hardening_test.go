@@ -75,11 +75,11 @@ func heapInuse() int64 {
 	return int64(ms.HeapInuse)
 }
 
-// TestReplayFlood: a first flight recorded from the wire and replayed 300
+// TestAttackReplayFlood: a first flight recorded from the wire and replayed 300
 // times gets no link, costs the server next to no memory, and is logged
 // rate-limited. (Protocol version 1 gave every replay a link: record
 // layer, yamux session and "link up", about 60 KiB each.)
-func TestReplayFlood(t *testing.T) {
+func TestAttackReplayFlood(t *testing.T) {
 	leakCheck(t)
 	const replays = 300
 	echoT := startTarget(t, testutil.Echo)
@@ -212,15 +212,15 @@ func dialFrom(src, addr string) (net.Conn, error) {
 	return d.Dial("tcp", addr)
 }
 
-// TestFloodBesideClients: a fast flood of connections that never finish
+// TestAttackFloodBesideClients: a fast flood of connections that never finish
 // their first flight, from a few addresses, runs while genuine clients
 // handshake: every genuine handshake completes, and the flood is evicted.
-func TestFloodBesideClients(t *testing.T) {
+func TestAttackFloodBesideClients(t *testing.T) {
 	leakCheck(t)
 	needSource(t, "127.0.0.2")
 	log, _ := testLogger(t)
 	opt := testOptions(log)
-	opt.HandshakeTimeout = 20 * time.Second // as in TestFloodManySourcesSlowClient
+	opt.HandshakeTimeout = 20 * time.Second // as in TestAttackFloodManySourcesSlowClient
 	cfg := ServerConfig{Options: opt, Services: map[string]string{"x": "127.0.0.1:1"}, MaxHandshakes: 16, MaxLinks: 100}
 	addr, srv, _ := startServer(t, cfg)
 	opt.setDefaults()
@@ -286,11 +286,11 @@ func neverReads(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// TestLinkBuffer: a client with the PSK opens many more streams than the
+// TestAttackLinkBuffer: a client with the PSK opens many more streams than the
 // link budget holds, each sending to a target that never reads: the
 // server's stream buffers stay within link_buffer, and the excess streams
 // are reset rather than left hanging.
-func TestLinkBuffer(t *testing.T) {
+func TestAttackLinkBuffer(t *testing.T) {
 	leakCheck(t)
 	const streams, perStream = 64, 1 << 20
 	log, _ := testLogger(t)
@@ -436,10 +436,10 @@ func TestMaxLinks(t *testing.T) {
 	eventually(t, 5*time.Second, "the links to go", links(0))
 }
 
-// TestOneClientCannotHoldTheLinks: at the defaults, a client that opens
+// TestAttackOneClientCannotHoldTheLinks: at the defaults, a client that opens
 // link after link (a stolen key, a broken client) keeps
 // max_links_per_client of them and every other client still comes up.
-func TestOneClientCannotHoldTheLinks(t *testing.T) {
+func TestAttackOneClientCannotHoldTheLinks(t *testing.T) {
 	leakCheck(t)
 	log, _ := testLogger(t)
 	opt := testOptions(log)

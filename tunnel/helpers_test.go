@@ -44,7 +44,7 @@ func testOptions(log *zap.Logger) Options {
 		HandshakeTimeout: 2 * time.Second,
 		StatusInterval:   -1,
 		// Room for the 32 streams of TestEchoManyStreams at the default
-		// window; TestLinkBuffer tests the budget itself.
+		// window; TestAttackLinkBuffer tests the budget itself.
 		LinkBuffer: 48 << 20,
 		Logger:     log,
 	}

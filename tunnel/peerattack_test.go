@@ -40,13 +40,13 @@ func rawLink(t *testing.T, addr string, opt Options) (*record.Conn, net.Conn) {
 	return rc, c
 }
 
-// TestPingFlood: a client with the PSK sends yamux pings as fast as it can
+// TestAttackPingFlood: a client with the PSK sends yamux pings as fast as it can
 // and never reads the replies. yamux answers each ping from a goroutine of
 // its own that waits up to 10 s for the send queue, so once the replies
 // back up every ping held a goroutine (and, when it gave up, logged a
 // line): 1.5 s of pings made hundreds of thousands. The server must stay
 // bounded: cut the link, hold a handful of goroutines, log little.
-func TestPingFlood(t *testing.T) {
+func TestAttackPingFlood(t *testing.T) {
 	leakCheck(t)
 	log, logs := testLogger(t)
 	opt := testOptions(log)
@@ -163,13 +163,13 @@ func TestPingGuardFrames(t *testing.T) {
 	}
 }
 
-// TestStrayFrameLogFlood: a client with the PSK sends window updates and
+// TestAttackStrayFrameLogFlood: a client with the PSK sends window updates and
 // data for a stream that does not exist, and ACKs for a stream it opened
 // itself, 20,000 of each. yamux logs a line per frame ("frame for missing
 // stream", "Discarding data for stream", two "established stream without
 // inflight SYN" per ACK); a peer must not be able to write the server's log at that
 // rate (a router's log is RAM or flash), so they are rate-limited.
-func TestStrayFrameLogFlood(t *testing.T) {
+func TestAttackStrayFrameLogFlood(t *testing.T) {
 	leakCheck(t)
 	log, logs := testLogger(t)
 	opt := testOptions(log)
@@ -221,14 +221,14 @@ func TestStrayFrameLogFlood(t *testing.T) {
 	eventually(t, 5*time.Second, "the link to go", func() bool { return srv.ctr.links.Load() == 0 })
 }
 
-// TestReverseLinkBuffer: a client with the PSK and reverse_allow opens
+// TestAttackReverseLinkBuffer: a client with the PSK and reverse_allow opens
 // reverse listeners, connections that never read arrive on each, and the
 // client sends as much as the windows take on every reverse connection.
 // The streams the server opens for reverse connections have receive
 // windows too: they must come out of the link's budget, so the server's
 // stream buffers stay within link_buffer however many listeners the link
 // holds.
-func TestReverseLinkBuffer(t *testing.T) {
+func TestAttackReverseLinkBuffer(t *testing.T) {
 	leakCheck(t)
 	log, _ := testLogger(t)
 	opt := testOptions(log)

@@ -10,7 +10,7 @@ import (
 	"github.com/offload-dev/offload/tunnel/proxyproto"
 )
 
-// TestProxyProtocolFloodOneClient: behind a load balancer, one client
+// TestAttackProxyProtocolFloodOneClient: behind a load balancer, one client
 // address floods connections that send part of a hello, as fast as it
 // can, beside genuine clients with other addresses. The per-source cap
 // must hold through the balancer: the flood costs its own source, not the
@@ -22,7 +22,7 @@ import (
 // genuine handshakes got through). Now a source may have at most
 // max_handshakes_per_source connections waiting to be handed over; a
 // further one from it is reset at once and counted as dropped.
-func TestProxyProtocolFloodOneClient(t *testing.T) {
+func TestAttackProxyProtocolFloodOneClient(t *testing.T) {
 	leakCheck(t)
 	log, _ := testLogger(t)
 	opt := testOptions(log)

@@ -111,7 +111,7 @@ func TestSlotsPolicy(t *testing.T) {
 // slot freed goes to the oldest waiting one; a failed source's connection
 // is refused; at most max wait; one that gives up leaves the queue. (A
 // genuine client beside a wrong-key flood was refused when its turn came
-// while the CPU was trying every flight: TestWrongKeyFloodManyKeys, 1 of
+// while the CPU was trying every flight: TestAttackWrongKeyFloodManyKeys, 1 of
 // 20 under -race beside a busy core.)
 func TestSlotsWaitForFreedSlot(t *testing.T) {
 	ln := listen(t)

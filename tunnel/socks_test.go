@@ -197,10 +197,10 @@ func TestSocksConnect(t *testing.T) {
 	}
 }
 
-// TestSocksHostile: every request the client may not make is refused with
+// TestAttackSocksHostile: every request the client may not make is refused with
 // the right reply and a logged reason; those that reach the server are
 // logged there once; no canary (a denied destination) is ever dialled.
-func TestSocksHostile(t *testing.T) {
+func TestAttackSocksHostile(t *testing.T) {
 	leakCheck(t)
 	denied4 := canary(t, "127.0.0.3:0")
 	allowed6 := echoOn(t, "[::1]:0")

@@ -106,7 +106,7 @@ func TestE2EReplayFlood(t *testing.T) {
 	waitFor(t, 5*time.Second, "the genuine link", func() error { return wantMetric(a.serverMetrics, "offload_links_active", 1) })
 	c.Close()
 	waitFor(t, 5*time.Second, "the genuine link to go", func() error { return wantMetric(a.serverMetrics, "offload_links_active", 0) })
-	before, err := vmRSS(srv.cmd.Process.Pid)
+	before, err := vmRSS(srv.Cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestE2EReplayFlood(t *testing.T) {
 		t.Fatal(err)
 	}
 	peakLinks, _ = metric(m, "offload_links_active")
-	after, err := vmRSS(srv.cmd.Process.Pid)
+	after, err := vmRSS(srv.Cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,14 +169,14 @@ func TestE2EReplayFlood(t *testing.T) {
 	if grew := after - before; grew > 16<<20 {
 		t.Errorf("server RSS grew by %.1f MiB for %d replays", float64(grew)/(1<<20), replays)
 	}
-	out := srv.out.String()
+	out := srv.Out.String()
 	if n := strings.Count(out, "link up"); n != 1 {
 		t.Errorf("%d link up lines, want the genuine one", n)
 	}
 	if n := strings.Count(out, "handshake failed"); n > 3 {
 		t.Errorf("%d handshake failure lines for %d replays, want them rate-limited", n, replays)
 	}
-	if code := srv.stop(t); code != 0 {
+	if code := stop(t, srv); code != 0 {
 		t.Errorf("server exit code %d", code)
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/offload-dev/offload/internal/testutil"
 )
 
 // TestE2EDynamic runs the built binary as server and client with SOCKS5,
@@ -37,7 +39,7 @@ func TestE2EDynamic(t *testing.T) {
 	udpTarget := udpEchoServer(t, net.IPv6loopback, "echo:")
 	canary := startE2ETarget(t, echo)
 	_, canaryPort, _ := net.SplitHostPort(canary.ln.Addr().String())
-	serverAddr, socksAddr, reverseAddr := freePort(t), freePort(t), freePort(t)
+	serverAddr, socksAddr, reverseAddr := testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)
 	udpListen := freeUDP(t)
 	_, socksPort, _ := net.SplitHostPort(socksTarget.ln.Addr().String())
 
@@ -92,7 +94,7 @@ reverse:
 	// the next refusal can take its turn. (It answers the SOCKS client
 	// before it logs, so the answer alone does not say the line is out.)
 	waitFor(t, 30*time.Second, "the client's log of the failed authentication", func() error {
-		if !strings.Contains(cli.out.String(), "authentication failed for user") {
+		if !strings.Contains(cli.Out.String(), "authentication failed for user") {
 			return errors.New("not logged yet")
 		}
 		return nil
@@ -114,7 +116,7 @@ reverse:
 	// UDP over IPv6.
 	waitFor(t, 10*time.Second, "UDP forward", func() error { return udpEchoOnce(udpListen, "echo:dgram") })
 
-	if code := cli.stop(t); code != 0 {
+	if code := stop(t, cli); code != 0 {
 		t.Errorf("client exit %d", code)
 	}
 	// The reverse listener goes with the link.
@@ -125,10 +127,10 @@ reverse:
 		}
 		return nil
 	})
-	if code := srv.stop(t); code != 0 {
+	if code := stop(t, srv); code != 0 {
 		t.Errorf("server exit %d", code)
 	}
-	out := srv.out.String()
+	out := srv.Out.String()
 	if n := strings.Count(out, "stream refused"); n != 1 || !strings.Contains(out, "not in the server's socks_allow") {
 		t.Errorf("server logged %d refusals:\n%s", n, out)
 	}

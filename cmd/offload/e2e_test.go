@@ -13,7 +13,6 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,13 +25,9 @@ import (
 // server and a client, on loopback, with configs made from
 // examples/*.yaml, and targets in this process.
 
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	out  *testutil.SyncBuffer // stdout and stderr
-	done chan struct{}
-	err  error
-}
+// proc is a process of the test (testutil.StartProc): the built binary,
+// or a tool such as haproxy.
+type proc = testutil.Proc
 
 // keygen makes a key file at path with the built binary bin.
 func keygen(t *testing.T, bin, path string) {
@@ -44,70 +39,64 @@ func keygen(t *testing.T, bin, path string) {
 
 func startProc(t *testing.T, name, bin string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, cmd: exec.Command(bin, args...), out: new(testutil.SyncBuffer), done: make(chan struct{})}
-	p.cmd.Stdout = p.out
-	p.cmd.Stderr = p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("%s output:\n%s", p.name, p.out)
-		}
-	})
-	return p
+	return testutil.StartProc(t, name, bin, args...)
 }
 
 // stop sends SIGTERM and returns the exit code.
-func (p *proc) stop(t *testing.T) int {
+func stop(t *testing.T, p *proc) int {
 	t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%s did not exit within 30s of SIGTERM", p.name)
+	if !p.Stop(30 * time.Second) {
+		t.Fatalf("%s did not exit within 30s of SIGTERM", p.Name)
 	}
-	return p.cmd.ProcessState.ExitCode()
+	return p.ExitCode()
 }
 
-func (p *proc) kill() {
-	_ = p.cmd.Process.Kill()
-	<-p.done
+// built is the offload binary the package's tests share: built once per
+// run of the package (buildOffload), removed by TestMain.
+var built struct {
+	once     sync.Once
+	dir, bin string
+	err      error
 }
 
+// TestMain removes the binary the tests shared.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// buildOffload returns the offload binary built from this package, the
+// same for every test of the run: it is built at the first call.
 func buildOffload(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "offload")
-	// go test puts its own GOROOT/bin first in PATH.
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("no go command to build offload with: %v", err)
+	built.once.Do(func() {
+		dir, err := os.MkdirTemp("", "offload-e2e-")
+		if err != nil {
+			built.err = err
+			return
+		}
+		built.dir = dir
+		bin := filepath.Join(dir, "offload")
+		// go test puts its own GOROOT/bin first in PATH.
+		gobin, err := exec.LookPath("go")
+		if err != nil {
+			built.err = fmt.Errorf("no go command to build offload with: %w", err)
+			return
+		}
+		cmd := exec.Command(gobin, "build", "-o", bin, ".")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %w\n%s", err, out)
+			return
+		}
+		built.bin = bin
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	cmd := exec.Command(gobin, "build", "-o", bin, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return built.bin
 }
 
 // edit replaces the one match of re in s, failing if there is not exactly
@@ -130,7 +119,7 @@ type e2eAddrs struct {
 // dir and returns the addresses they use.
 func writeConfigs(t *testing.T, dir string, services map[string]string) e2eAddrs {
 	t.Helper()
-	a := e2eAddrs{server: freePort(t), serverMetrics: freePort(t), clientMetrics: freePort(t), forwards: map[string]string{}}
+	a := e2eAddrs{server: testutil.FreePort(t), serverMetrics: testutil.FreePort(t), clientMetrics: testutil.FreePort(t), forwards: map[string]string{}}
 	read := func(name string) string {
 		b, err := os.ReadFile(filepath.Join("..", "..", "examples", name))
 		if err != nil {
@@ -141,7 +130,7 @@ func writeConfigs(t *testing.T, dir string, services map[string]string) e2eAddrs
 	var svc, fwd strings.Builder
 	for name, target := range services {
 		fmt.Fprintf(&svc, "  %s: %s\n", name, target)
-		a.forwards[name] = freePort(t)
+		a.forwards[name] = testutil.FreePort(t)
 		fmt.Fprintf(&fwd, "  - listen: %s\n    service: %s\n", a.forwards[name], name)
 	}
 
@@ -373,7 +362,7 @@ func TestE2E(t *testing.T) {
 				t.Errorf("offload status: %v, lacks %s:\n%s", err, re, out)
 			}
 		}
-		srv.kill()
+		srv.Kill()
 		for range streams {
 			select {
 			case r := <-results:
@@ -405,15 +394,15 @@ func TestE2E(t *testing.T) {
 	})
 
 	// SIGTERM: both exit 0.
-	if code := cli.stop(t); code != 0 {
+	if code := stop(t, cli); code != 0 {
 		t.Errorf("client exited %d after SIGTERM", code)
 	}
-	if code := srv.stop(t); code != 0 {
+	if code := stop(t, srv); code != 0 {
 		t.Errorf("server exited %d after SIGTERM", code)
 	}
 	for _, p := range []*proc{cli, srv} {
-		if !strings.Contains(p.out.String(), "stopped") {
-			t.Errorf("%s did not log that it stopped", p.name)
+		if !strings.Contains(p.Out.String(), "stopped") {
+			t.Errorf("%s did not log that it stopped", p.Name)
 		}
 	}
 	http.DefaultClient.CloseIdleConnections()

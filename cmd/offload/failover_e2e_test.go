@@ -29,17 +29,6 @@ import (
 // HAProxy (TestE2EHAProxy), and a client failing over on its own on ::1
 // (TestE2EFailoverIPv6). docs/tunnel.md, "More than one server".
 
-// freePortOn is a free TCP port on the loopback address host.
-func freePortOn(t *testing.T, host string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 func readExample(t *testing.T, name string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "..", "examples", name))
@@ -294,12 +283,12 @@ func TestE2EHAProxy(t *testing.T) {
 	var servers [2]*proc
 	var serverCfgs [2]string
 	for i := range 2 {
-		tunnels[i], metricsAddrs[i] = freePort(t), freePort(t)
+		tunnels[i], metricsAddrs[i] = testutil.FreePort(t), testutil.FreePort(t)
 		serverCfgs[i] = writeServerConfig(t, dir, fmt.Sprintf("server%d.yaml", i+1), tunnels[i], metricsAddrs[i], services,
 			"proxy_protocol: true\nproxy_protocol_from: [127.0.0.2]\n")
 		servers[i] = startProc(t, fmt.Sprintf("server s%d", i+1), bin, "server", "-c", serverCfgs[i])
 	}
-	httpBind, l4Bind := freePort(t), freePort(t)
+	httpBind, l4Bind := testutil.FreePort(t), testutil.FreePort(t)
 	hcfg := filepath.Join(dir, "haproxy.cfg")
 	if err := os.WriteFile(hcfg, []byte(haproxyConfig(httpBind, l4Bind, tunnels, metricsAddrs)), 0o644); err != nil {
 		t.Fatal(err)
@@ -323,7 +312,7 @@ func TestE2EHAProxy(t *testing.T) {
 	}
 	var clients []client
 	for i, front := range []string{httpBind, l4Bind} {
-		c := client{forwards: map[string]string{"file": freePort(t), "echo": freePort(t)}, metrics: freePort(t)}
+		c := client{forwards: map[string]string{"file": testutil.FreePort(t), "echo": testutil.FreePort(t)}, metrics: testutil.FreePort(t)}
 		cfg := writeClientConfig(t, dir, fmt.Sprintf("client%d.yaml", i+1), []string{front}, c.forwards, c.metrics)
 		c.proc = startProc(t, fmt.Sprintf("client %d", i+1), bin, "client", "-c", cfg)
 		clients = append(clients, c)
@@ -390,7 +379,7 @@ func TestE2EHAProxy(t *testing.T) {
 		at = append(at, fmt.Sprintf("%.1f", float64(j.progress.Load())/(1<<20)))
 	}
 	killed := time.Now()
-	servers[victim].kill()
+	servers[victim].Kill()
 	wg.Wait()
 	resumed := 0
 	want := wantSum(total)
@@ -430,9 +419,9 @@ func TestE2EHAProxy(t *testing.T) {
 		t.Errorf("%s counted no LOCAL health checks from haproxy's L4 checks:\n%s", sName, m)
 	}
 	// The clients' address, not HAProxy's 127.0.0.2.
-	remote := regexp.MustCompile(`link up\s.*"remote": "([0-9.]+):\d+"`).FindAllStringSubmatch(servers[survivor].out.String(), -1)
+	remote := regexp.MustCompile(`link up\s.*"remote": "([0-9.]+):\d+"`).FindAllStringSubmatch(servers[survivor].Out.String(), -1)
 	if len(remote) < 2 {
-		t.Errorf("%s logged %d 'link up' lines with a remote, want 2:\n%s", sName, len(remote), servers[survivor].out)
+		t.Errorf("%s logged %d 'link up' lines with a remote, want 2:\n%s", sName, len(remote), servers[survivor].Out)
 	}
 	seen := map[string]bool{}
 	for _, r := range remote {
@@ -454,14 +443,14 @@ func TestE2EHAProxy(t *testing.T) {
 		haproxyVersion(haproxy), len(jobs), total>>20, vName, strings.Join(at, "/"), resumed, sName, carried.Seconds(), sName, slices.Sorted(maps.Keys(seen)), checks)
 
 	for _, c := range clients {
-		if code := c.proc.stop(t); code != 0 {
-			t.Errorf("%s exited %d", c.proc.name, code)
+		if code := stop(t, c.proc); code != 0 {
+			t.Errorf("%s exited %d", c.proc.Name, code)
 		}
 	}
-	if code := servers[survivor].stop(t); code != 0 {
+	if code := stop(t, servers[survivor]); code != 0 {
 		t.Errorf("%s exited %d", sName, code)
 	}
-	hap.kill()
+	hap.Kill()
 }
 
 func haproxyVersion(bin string) string {
@@ -503,10 +492,10 @@ func TestE2EFailoverIPv6(t *testing.T) {
 	keygen(t, bin, filepath.Join(dir, "offload.key"))
 	echo := testutil.ServeOn(t, "::1", testutil.Echo)
 
-	dead, live := freePortOn(t, "::1"), freePortOn(t, "::1")
-	smetrics, cmetrics := freePortOn(t, "::1"), freePortOn(t, "::1")
+	dead, live := testutil.FreePortOn(t, "::1"), testutil.FreePortOn(t, "::1")
+	smetrics, cmetrics := testutil.FreePortOn(t, "::1"), testutil.FreePortOn(t, "::1")
 	scfg := writeServerConfig(t, dir, "server.yaml", live, smetrics, map[string]string{"echo": echo}, "")
-	fwd := freePortOn(t, "::1")
+	fwd := testutil.FreePortOn(t, "::1")
 	ccfg := writeClientConfig(t, dir, "client.yaml", []string{dead, live}, map[string]string{"echo": fwd}, cmetrics)
 	if code, out, stderr := runCmd(t, "validate", ccfg, scfg); code != 0 || !strings.Contains(out, "2 servers") {
 		t.Fatalf("validate: exit %d: %s%s", code, out, stderr)
@@ -514,7 +503,7 @@ func TestE2EFailoverIPv6(t *testing.T) {
 	srv := startProc(t, "server", bin, "server", "-c", scfg)
 	cli := startProc(t, "client", bin, "client", "-c", ccfg)
 	waitFor(t, 20*time.Second, "a round trip over ::1", func() error { return testutil.EchoRoundTrip(fwd, 1<<20, 3) })
-	out := cli.out.String()
+	out := cli.Out.String()
 	if !strings.Contains(out, "link failed; redialling") || !strings.Contains(out, dead) ||
 		!regexp.MustCompile(`link up\s.*"server": "`+regexp.QuoteMeta(live)+`"`).MatchString(out) {
 		t.Errorf("client log: want a failed dial of %s, then link up on %s:\n%s", dead, live, out)
@@ -532,10 +521,10 @@ func TestE2EFailoverIPv6(t *testing.T) {
 	if v := metricValue(m, `offload_server{server="`+live+`"}`); v != 1 || metricValue(m, "offload_failovers_total") < 1 {
 		t.Errorf("client metrics: want offload_server 1 for %s and a failover:\n%s", live, m)
 	}
-	if code := cli.stop(t); code != 0 {
+	if code := stop(t, cli); code != 0 {
 		t.Errorf("client exited %d", code)
 	}
-	if code := srv.stop(t); code != 0 {
+	if code := stop(t, srv); code != 0 {
 		t.Errorf("server exited %d", code)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/offload-dev/offload/internal/testutil"
 )
 
 // The README's one-machine quick start with examples/loopback/ as they
@@ -27,8 +29,8 @@ func TestLoopbackQuickStart(t *testing.T) {
 	}
 	bin := buildOffload(t)
 	dir := t.TempDir()
-	tunnelAddr, targetAddr, forwardAddr := freePort(t), freePort(t), freePort(t)
-	serverMetrics, clientMetrics := freePort(t), freePort(t)
+	tunnelAddr, targetAddr, forwardAddr := testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)
+	serverMetrics, clientMetrics := testutil.FreePort(t), testutil.FreePort(t)
 	for name, edits := range map[string][][2]string{
 		"server.yaml": {{`(?m)^listen: 127\.0\.0\.1:7000$`, "listen: " + tunnelAddr}, {`(?m)^  web: 127\.0\.0\.1:8000$`, "  web: " + targetAddr},
 			{`(?m)^metrics: 127\.0\.0\.1:9100$`, "metrics: " + serverMetrics}},
@@ -68,7 +70,7 @@ func TestLoopbackQuickStart(t *testing.T) {
 	srv := startProc(t, "server", bin, "server", "-c", server)
 	cli := startProc(t, "client", bin, "client", "-c", client)
 	waitFor(t, time.Minute, "the client's link", func() error {
-		if !strings.Contains(cli.out.String(), "link up") {
+		if !strings.Contains(cli.Out.String(), "link up") {
 			return errors.New("no 'link up' yet")
 		}
 		return nil
@@ -102,11 +104,11 @@ func TestLoopbackQuickStart(t *testing.T) {
 	})
 	t.Logf("offload status -c client.yaml:\n%s", status)
 
-	if code := srv.stop(t); code != 0 {
+	if code := stop(t, srv); code != 0 {
 		t.Fatalf("server exit %d", code)
 	}
 	waitFor(t, time.Minute, "the client to see the link down", func() error {
-		if !strings.Contains(cli.out.String(), "link failed; redialling") {
+		if !strings.Contains(cli.Out.String(), "link failed; redialling") {
 			return errors.New("no failed redial yet")
 		}
 		return nil
@@ -129,12 +131,12 @@ func TestLoopbackQuickStart(t *testing.T) {
 		t.Errorf("reset after %v, want well within dial_timeout 60s", d)
 	}
 	waitFor(t, time.Minute, "the client to log why", func() error {
-		if !strings.Contains(cli.out.String(), "link to the server is down") {
+		if !strings.Contains(cli.Out.String(), "link to the server is down") {
 			return errors.New("no refusal logged yet")
 		}
 		return nil
 	})
-	if code := cli.stop(t); code != 0 {
+	if code := stop(t, cli); code != 0 {
 		t.Errorf("client exit %d", code)
 	}
 }

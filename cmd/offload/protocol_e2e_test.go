@@ -110,7 +110,7 @@ func TestE2EProtocolFromDocs(t *testing.T) {
 					t.Errorf("%s = %v (found %v), want %v", name, got, ok, want)
 				}
 			}
-			if code := srv.stop(t); code != 0 {
+			if code := stop(t, srv); code != 0 {
 				t.Errorf("server exit %d", code)
 			}
 		})

@@ -36,7 +36,7 @@ func TestE2EClientsReload(t *testing.T) {
 	var dialledA atomic.Int64 // connections a's target accepted
 	tgA := startE2ETarget(t, func(c net.Conn) { dialledA.Add(1); testutil.Echo(c) })
 	tgB := startE2ETarget(t, testutil.Echo)
-	srvAddr, srvMetrics, fA, fB, fC := freePort(t), freePort(t), freePort(t), freePort(t), freePort(t)
+	srvAddr, srvMetrics, fA, fB, fC := testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)
 	serverCfg, clientCfg := filepath.Join(dir, "server.yaml"), filepath.Join(dir, "client.yaml")
 	server := func(alice, extra string) {
 		t.Helper()
@@ -90,12 +90,12 @@ clients:
 	long, viaB := dial(fA), dial(fB)
 	hup := func(p *proc, want string) {
 		t.Helper()
-		before := len(p.out.String())
-		if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		before := len(p.Out.String())
+		if err := p.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 10*time.Second, p.name+" to log "+want, func() error {
-			if !strings.Contains(p.out.String()[before:], want) {
+		waitFor(t, 10*time.Second, p.Name+" to log "+want, func() error {
+			if !strings.Contains(p.Out.String()[before:], want) {
 				return errors.New("not yet")
 			}
 			return nil
@@ -104,7 +104,7 @@ clients:
 
 	t.Run("own keys", func(t *testing.T) {
 		// bob's client, with his key, asks for alice's a and his b.
-		bobA, bobB := freePort(t), freePort(t)
+		bobA, bobB := testutil.FreePort(t), testutil.FreePort(t)
 		bobCfg := filepath.Join(dir, "bob.yaml")
 		body := fmt.Sprintf("server: %s\nkey_file: bob.key\ndrain_timeout: 1s\nforwards:\n  - {listen: '%s', service: a}\n  - {listen: '%s', service: b}\n",
 			srvAddr, bobA, bobB)
@@ -128,15 +128,15 @@ clients:
 			t.Errorf("bob's key opened alice's service: a's target dialled")
 		}
 		waitFor(t, 5*time.Second, "the reasons in both logs", func() error {
-			if !strings.Contains(bob.out.String(), "unknown service: no such service for this client") {
+			if !strings.Contains(bob.Out.String(), "unknown service: no such service for this client") {
 				return errors.New("bob's client does not say why")
 			}
-			if n := strings.Count(srv.out.String(), `stream refused	{"remote": `); n != 1 || !strings.Contains(srv.out.String(), `"client": "bob", "service": "\"a\"", "error": "service not allowed for this client"`) {
+			if n := strings.Count(srv.Out.String(), `stream refused	{"remote": `); n != 1 || !strings.Contains(srv.Out.String(), `"client": "bob", "service": "\"a\"", "error": "service not allowed for this client"`) {
 				return fmt.Errorf("%d stream refused lines on the server, want 1 naming bob", n)
 			}
 			return nil
 		})
-		if code := bob.stop(t); code != 0 {
+		if code := stop(t, bob); code != 0 {
 			t.Errorf("bob's client exit %d", code)
 		}
 	})
@@ -148,7 +148,7 @@ clients:
 		if err := readAll(viaB); !isReset(err) {
 			t.Errorf("alice's stream to b after b was taken from her: %v, want a reset", err)
 		}
-		out := srv.out.String()
+		out := srv.Out.String()
 		for _, want := range []string{`"client": "alice", "service": "b", "reason": "service no longer allowed for this client"`,
 			`setting needs a restart; the running value is kept	{"setting": "max_frame"}`} {
 			if !strings.Contains(out, want) {
@@ -160,7 +160,7 @@ clients:
 	t.Run("bad config", func(t *testing.T) {
 		server("    key_file: alice.key\n    services: [a, c]", "")
 		hup(srv, "reload refused")
-		if !strings.Contains(srv.out.String(), `server.yaml:10: clients.alice.services[1]: \"c\" is not one of the server's services`) {
+		if !strings.Contains(srv.Out.String(), `server.yaml:10: clients.alice.services[1]: \"c\" is not one of the server's services`) {
 			t.Errorf("the refusal does not name file:line and field")
 		}
 		echo(t, long, "still kept")
@@ -179,7 +179,7 @@ clients:
 		defer taken.Close()
 		client("alice.key", map[string]string{fA: "a", fC: "a", taken.Addr().String(): "a"})
 		hup(cli, "reload refused")
-		if !strings.Contains(cli.out.String(), "client.yaml:") || !strings.Contains(cli.out.String(), "address already in use") {
+		if !strings.Contains(cli.Out.String(), "client.yaml:") || !strings.Contains(cli.Out.String(), "address already in use") {
 			t.Errorf("the refusal does not name the file and the cause")
 		}
 		if err := testutil.EchoRoundTrip(fA, 1000, 6); err != nil {
@@ -241,7 +241,7 @@ clients:
 		})
 		server("    key_file: alice2.key\n    services: [a]", "")
 		hup(srv, "reloaded")
-		if strings.Contains(srv.out.String(), "closing link") {
+		if strings.Contains(srv.Out.String(), "closing link") {
 			t.Errorf("dropping the old key closed a link; none was left on it")
 		}
 		if err := testutil.EchoRoundTrip(fA, 100000, 4); err != nil {
@@ -249,10 +249,10 @@ clients:
 		}
 	})
 
-	if code := cli.stop(t); code != 0 {
+	if code := stop(t, cli); code != 0 {
 		t.Errorf("client exit %d", code)
 	}
-	if code := srv.stop(t); code != 0 {
+	if code := stop(t, srv); code != 0 {
 		t.Errorf("server exit %d", code)
 	}
 }
@@ -310,7 +310,7 @@ func TestE2EClientReloadDynamic(t *testing.T) {
 	clientService := startE2ETarget(t, testutil.Echo) // on the client's side, reached in reverse
 	_, socksPort, _ := net.SplitHostPort(socksTarget.ln.Addr().String())
 	udpTarget := udpEchoServer(t, net.IPv4(127, 0, 0, 1), "")
-	srvAddr, socksAddr, rev1, rev2 := freePort(t), freePort(t), freePort(t), freePort(t)
+	srvAddr, socksAddr, rev1, rev2 := testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)
 	udpListen := freeUDPOn(t, "127.0.0.1")
 	serverCfg, clientCfg := filepath.Join(dir, "server.yaml"), filepath.Join(dir, "client.yaml")
 	if err := os.WriteFile(serverCfg, []byte(fmt.Sprintf(`listen: %s
@@ -326,7 +326,7 @@ reverse_allow:
 `, srvAddr, socksPort, udpTarget.LocalAddr(), rev1, rev2)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fwd := freePort(t)
+	fwd := testutil.FreePort(t)
 	// client writes the client config; forward adds a forward to fwd.
 	client := func(socks, usersFile, udp string, forward bool, reverse ...string) {
 		t.Helper()
@@ -361,12 +361,12 @@ reverse_allow:
 
 	hup := func(want string) {
 		t.Helper()
-		before := len(cli.out.String())
-		if err := cli.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		before := len(cli.Out.String())
+		if err := cli.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, 10*time.Second, "the client to log "+want, func() error {
-			if !strings.Contains(cli.out.String()[before:], want) {
+			if !strings.Contains(cli.Out.String()[before:], want) {
 				return errors.New("not yet")
 			}
 			return nil
@@ -401,7 +401,7 @@ reverse_allow:
 			c.Close()
 			t.Errorf("a refused reload left its forward listening")
 		}
-		if out := cli.out.String(); !strings.Contains(out, "client.yaml:5: socks:") || !strings.Contains(out, "address already in use") {
+		if out := cli.Out.String(); !strings.Contains(out, "client.yaml:5: socks:") || !strings.Contains(out, "address already in use") {
 			t.Errorf("the refusal does not name file:line, socks and the cause:\n%s", out)
 		}
 		if !udpFree(udpListen) {
@@ -411,8 +411,8 @@ reverse_allow:
 		users("open.users", "bob:two\n", 0o644)
 		client(socksAddr, "open.users", udpListen, true, rev1)
 		hup("reload refused")
-		if !strings.Contains(cli.out.String(), "open.users") {
-			t.Errorf("the refusal does not name the users file:\n%s", cli.out)
+		if !strings.Contains(cli.Out.String(), "open.users") {
+			t.Errorf("the refusal does not name the users file:\n%s", cli.Out)
 		}
 		if c, err := net.DialTimeout("tcp", fwd, time.Second); err == nil {
 			c.Close()
@@ -447,7 +447,7 @@ reverse_allow:
 			}
 			return nil
 		})
-		if out := cli.out.String(); strings.Contains(out, "needs a restart") {
+		if out := cli.Out.String(); strings.Contains(out, "needs a restart") {
 			t.Errorf("a reload of socks, udp_forwards and reverse reported a restart:\n%s", out)
 		}
 
@@ -459,13 +459,13 @@ reverse_allow:
 		echo(t, long, "the link stays")
 	})
 
-	if code := cli.stop(t); code != 0 {
+	if code := stop(t, cli); code != 0 {
 		t.Errorf("client exit %d", code)
 	}
-	if code := srv.stop(t); code != 0 {
+	if code := stop(t, srv); code != 0 {
 		t.Errorf("server exit %d", code)
 	}
-	if n := strings.Count(cli.out.String(), "link up"); n != 1 {
+	if n := strings.Count(cli.Out.String(), "link up"); n != 1 {
 		t.Errorf("%d links, want 1: the reloads kept the link", n)
 	}
 }

@@ -72,7 +72,7 @@ func TestStatusCommand(t *testing.T) {
 	go func() { done <- srv.Serve(ctx, sln) }()
 	go func() { done <- cli.Run(ctx) }()
 
-	metricsAddr := freePort(t)
+	metricsAddr := testutil.FreePort(t)
 	file := filepath.Join(dir, "server.yaml")
 	yaml := fmt.Sprintf("listen: %s\nkey_file: offload.key\nservices:\n  held: %s\nmetrics: %s\nmetrics_token_file: metrics.token\n",
 		sln.Addr(), target, metricsAddr)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/offload-dev/offload/config"
 	"github.com/offload-dev/offload/internal/benchmethod"
+	"github.com/offload-dev/offload/internal/testutil"
 )
 
 type rssOpts struct {
@@ -379,14 +380,7 @@ func (w countWriter) Write(p []byte) (int, error) {
 const stalledRcvBuf = 4 << 10
 
 // freePort returns a loopback address that was free a moment ago.
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
+func freePort() (string, error) { return testutil.FreeAddr("127.0.0.1") }
 
 // child is a started offload process.
 type child struct {

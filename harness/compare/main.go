@@ -332,7 +332,7 @@ func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
 	defer func() {
 		for _, t := range tuts {
 			for _, p := range slices.Backward(t.procs) {
-				p.stop()
+				stop(p)
 			}
 		}
 	}()
@@ -391,8 +391,8 @@ func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
 			}
 			fmt.Fprintf(log, "compare: %s did not come up (start %d of %d): %v\n", s.name, try, starts, err)
 			for _, p := range slices.Backward(t.procsOrNil()) {
-				fmt.Fprintf(log, "compare: %s output:\n%s\n", p.name, p.output())
-				p.stop()
+				fmt.Fprintf(log, "compare: %s output:\n%s\n", p.Name, p.Out.String())
+				stop(p)
 			}
 		}
 		if err != nil {
@@ -443,7 +443,7 @@ func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
 	}
 
 	for i, p := range off.procs {
-		m, err := bench.ProcMemory(p.cmd.Process.Pid)
+		m, err := bench.ProcMemory(p.Cmd.Process.Pid)
 		if err != nil {
 			return rep, err
 		}
@@ -559,7 +559,7 @@ func (t *tunnelUnderTest) cpu() (bench.CPUTime, error) {
 	}
 	pids := make([]int, len(t.procs))
 	for i, p := range t.procs {
-		pids[i] = p.cmd.Process.Pid
+		pids[i] = p.Cmd.Process.Pid
 	}
 	return bench.TreeCPU(pids)
 }
@@ -594,11 +594,11 @@ func offloadMemory(ctx context.Context, off *tunnelUnderTest, o options, log io.
 	ends := off.procs // server, client
 	var out []memory
 	for _, p := range ends {
-		m, err := bench.ProcMemory(p.cmd.Process.Pid)
+		m, err := bench.ProcMemory(p.Cmd.Process.Pid)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, memory{End: p.name, Idle: m, Streams: o.rssStreams})
+		out = append(out, memory{End: p.Name, Idle: m, Streams: o.rssStreams})
 	}
 	fmt.Fprintf(log, "compare: offload memory with %d streams open (%s over them): ", o.rssStreams, benchmethod.Size(o.rssBytes))
 	done := make(chan struct{})
@@ -611,7 +611,7 @@ func offloadMemory(ctx context.Context, off *tunnelUnderTest, o options, log io.
 		defer t.Stop()
 		for {
 			for i, p := range ends {
-				m, err := bench.ProcMemory(p.cmd.Process.Pid)
+				m, err := bench.ProcMemory(p.Cmd.Process.Pid)
 				if err != nil {
 					sampleErr = err
 					return
@@ -636,7 +636,7 @@ func offloadMemory(ctx context.Context, off *tunnelUnderTest, o options, log io.
 	}
 	fmt.Fprintf(log, "%.1f MB/s, verified\n", res.MBps())
 	for i, p := range ends {
-		m, err := bench.ProcMemory(p.cmd.Process.Pid)
+		m, err := bench.ProcMemory(p.Cmd.Process.Pid)
 		if err != nil {
 			return nil, err
 		}

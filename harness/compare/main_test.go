@@ -352,13 +352,13 @@ func TestStopClean(t *testing.T) {
 			t.Skipf("no sh: %v", err)
 		}
 		// SIGTERM before the trap is set would kill the shell.
-		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(p.output(), "ready"); time.Sleep(10 * time.Millisecond) {
+		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(p.Out.String(), "ready"); time.Sleep(10 * time.Millisecond) {
 			if time.Now().After(deadline) {
-				p.stop()
+				stop(p)
 				t.Fatalf("%q: not ready within 10s", c.script)
 			}
 		}
-		if err := p.stopClean(); (err == nil) != c.ok {
+		if err := stopClean(p); (err == nil) != c.ok {
 			t.Errorf("%q: stopClean = %v, want ok=%v", c.script, err, c.ok)
 		}
 	}

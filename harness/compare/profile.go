@@ -32,8 +32,8 @@ func stopProfiled(ctx context.Context, t *tunnelUnderTest, suite string, log io.
 	var out []profile
 	var errs []error
 	for i, p := range slices.Backward(t.procs) {
-		if err := p.stopClean(); err != nil {
-			errs = append(errs, fmt.Errorf("%s %s: %w", t.name, p.name, err))
+		if err := stopClean(p); err != nil {
+			errs = append(errs, fmt.Errorf("%s %s: %w", t.name, p.Name, err))
 			continue
 		}
 		if i >= len(t.profiles) {
@@ -41,11 +41,11 @@ func stopProfiled(ctx context.Context, t *tunnelUnderTest, suite string, log io.
 		}
 		n, err := checkProfile(t.profiles[i])
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s %s: %w", t.name, p.name, err))
+			errs = append(errs, fmt.Errorf("%s %s: %w", t.name, p.Name, err))
 			continue
 		}
-		pr := profile{Tool: t.name, Suite: suite, End: p.name, File: t.profiles[i], Bytes: n}
-		fmt.Fprintf(log, "compare: %s %s: CPU profile %s (%d bytes)\n", t.name, p.name, pr.File, n)
+		pr := profile{Tool: t.name, Suite: suite, End: p.Name, File: t.profiles[i], Bytes: n}
+		fmt.Fprintf(log, "compare: %s %s: CPU profile %s (%d bytes)\n", t.name, p.Name, pr.File, n)
 		pr.Top, err = pprofTop(ctx, pr.File)
 		if err != nil {
 			pr.TopErr = err.Error()

@@ -12,86 +12,35 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/offload-dev/offload/config"
+	"github.com/offload-dev/offload/internal/testutil"
 )
 
-// proc is a tool process started here.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	out  strings.Builder
-	done chan struct{}
-}
-
-func (p *proc) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.out.Len() < 64<<10 {
-		p.out.Write(b)
-	}
-	return len(b), nil
-}
-
-func (p *proc) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
-}
+// proc is a tool process started here, its output kept up to 64 KiB.
+type proc = testutil.Proc
 
 func startProc(name string, args ...string) (*proc, error) {
-	p := &proc{name: name, cmd: exec.Command(args[0], args[1:]...), done: make(chan struct{})}
-	p.cmd.Stdout, p.cmd.Stderr = p, p
-	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	go func() {
-		_ = p.cmd.Wait()
-		close(p.done)
-	}()
-	return p, nil
+	return testutil.Start(name, exec.Command(args[0], args[1:]...), 64<<10)
 }
 
 // stop ends the process: SIGTERM, then SIGKILL after 5 s.
-func (p *proc) stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(5 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
+func stop(p *proc) { p.Stop(5 * time.Second) }
 
 // stopClean ends the process with SIGTERM, as a service manager would,
 // and fails unless it exits 0 within 10 s (offload drains and exits 0).
-func (p *proc) stopClean() error {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		return fmt.Errorf("%s did not exit within 10s of SIGTERM", p.name)
+func stopClean(p *proc) error {
+	if !p.Stop(10 * time.Second) {
+		return fmt.Errorf("%s did not exit within 10s of SIGTERM", p.Name)
 	}
-	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
-		return fmt.Errorf("%s exited %d after SIGTERM:\n%s", p.name, code, p.output())
+	if code := p.ExitCode(); code != 0 {
+		return fmt.Errorf("%s exited %d after SIGTERM:\n%s", p.Name, code, p.Out)
 	}
 	return nil
 }
 
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
+func freePort() (string, error) { return testutil.FreeAddr("127.0.0.1") }
 
 func port(addr string) string {
 	_, p, _ := net.SplitHostPort(addr)
@@ -350,10 +299,10 @@ func waitListen(ctx context.Context, addr string, p *proc) error {
 			return nil
 		}
 		select {
-		case <-p.done:
-			return fmt.Errorf("%s exited (%v) before listening on %s:\n%s", p.name, p.cmd.ProcessState, addr, p.output())
+		case <-p.Done():
+			return fmt.Errorf("%s exited (%v) before listening on %s:\n%s", p.Name, p.Cmd.ProcessState, addr, p.Out.String())
 		case <-ctx.Done():
-			return errors.Join(fmt.Errorf("%s not listening on %s within 10s", p.name, addr), err)
+			return errors.Join(fmt.Errorf("%s not listening on %s within 10s", p.Name, addr), err)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

@@ -1,5 +1,5 @@
 // Command flood attacks the unauthenticated surface of a running offload
-// server as an outsider would (docs/tunnel.md, "Measured against the built
+// server as an outsider would (docs/lab/attacks.md, "Outsiders against the built
 // server"), optionally beside a genuine client's handshakes, and prints
 // connections per second and the genuine success rate. Modes: idle (send
 // nothing), half (half a hello), hello (a hello, no Noise message),

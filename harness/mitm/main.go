@@ -60,6 +60,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/offload-dev/offload/internal/testutil"
 )
 
 var (
@@ -125,14 +127,7 @@ func main() {
 func listen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
 
 // freeAddr is a loopback address no one listens on (for a moment).
-func freeAddr() (string, error) {
-	l, err := listen()
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
+func freeAddr() (string, error) { return testutil.FreeAddr("127.0.0.1") }
 
 // run does one run and prints its result; it says whether there were
 // violations.

@@ -1,5 +1,5 @@
 // Command peerattack is a client that holds the key and attacks an offload
-// server's yamux layer from inside the link (docs/tunnel.md, "Measured"):
+// server's yamux layer from inside the link (docs/lab/attacks.md):
 // it runs handshake.Client and record.New like a genuine client, then
 // writes yamux frames by hand, and prints the server's resident memory
 // (VmRSS from /proc/PID/status, Linux) and thread count as it goes.

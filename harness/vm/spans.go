@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/offload-dev/offload/internal/ratio"
 )
 
 // Spans time a piece of guest work from the host. A guest program prints
@@ -158,18 +160,6 @@ func (l *spanLog) errs() []error {
 	return errs
 }
 
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
 // spanGroup is every run of one path.
 type spanGroup struct {
 	Name  string
@@ -211,7 +201,7 @@ func groupSpans(spans []*span) []*spanGroup {
 				percs = append(percs, mb/q)
 			}
 		}
-		g.Guest, g.Host, g.QemuS, g.PerCS, g.Clock = median(guest), median(host), median(qs), median(percs), median(clock)
+		g.Guest, g.Host, g.QemuS, g.PerCS, g.Clock = ratio.Median(guest), ratio.Median(host), ratio.Median(qs), ratio.Median(percs), ratio.Median(clock)
 	}
 	return groups
 }

@@ -43,6 +43,22 @@ func Of(ratios []float64) Paired {
 	return p
 }
 
+// Median is the median of v (not modified): the middle value, or the
+// mean of the two middle ones for an even count; 0 for none. Unlike Of it
+// keeps every value: the selector's throughputs and the VM's spans are
+// figures, not ratios, and a 0 among them is a measurement.
+func Median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
 // Pairs returns a[i]/b[i] for the rounds both have (0 where b[i] is not
 // positive, which Of leaves out).
 func Pairs(a, b []float64) []float64 {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/engine/enginetest"
 )
 
 func TestRunSoftware(t *testing.T) {
@@ -65,31 +66,16 @@ func TestRunRejectsPartialCBCBlocks(t *testing.T) {
 	}
 }
 
-// failing is an engine whose Crypters fail after a few calls.
-type failing struct{ engine.Software }
-
-func (failing) Name() string { return "failing" }
-func (f failing) NewCrypter(c engine.Cipher, key []byte) (engine.Crypter, error) {
-	cr, err := f.Software.NewCrypter(c, key)
-	return &failCrypter{Crypter: cr}, err
-}
-
-type failCrypter struct {
-	engine.Crypter
-	n int
-}
-
 var errBroken = errors.New("device fell over")
 
-func (f *failCrypter) Encrypt(dst, src, iv []byte) error {
-	if f.n++; f.n > 100 {
-		return errBroken
-	}
-	return f.Crypter.Encrypt(dst, src, iv)
+// failing is an engine whose Crypters fail after a few calls.
+func failing() *enginetest.Failing {
+	return &enginetest.Failing{Label: "failing", Err: errBroken,
+		Fail: func(n uint64, d engine.Direction, _ int) bool { return d == engine.Encrypt && n > 100 }}
 }
 
 func TestRunReportsEngineError(t *testing.T) {
-	res, _, err := Run(context.Background(), failing{}, Config{
+	res, _, err := Run(context.Background(), failing(), Config{
 		Cipher: engine.Cipher{Mode: engine.CTR, KeyBits: 128}, Sizes: []int{64}, Duration: time.Second,
 	})
 	if !errors.Is(err, errBroken) || len(res) != 0 {

@@ -79,6 +79,11 @@ func EchoRoundTripWithin(addr string, n int64, seed uint64, d time.Duration) err
 // SyncBuffer is a bytes.Buffer that goroutines (a process's output
 // copiers, a logger) write while a test reads it.
 type SyncBuffer struct {
+	// Limit, if more than 0, is how many bytes it keeps: writes beyond
+	// are dropped (and reported written), so that a chatty process can't
+	// fill a harness's memory.
+	Limit int
+
 	mu sync.Mutex
 	b  bytes.Buffer
 }
@@ -86,6 +91,9 @@ type SyncBuffer struct {
 func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.Limit > 0 && s.b.Len() >= s.Limit {
+		return len(p), nil
+	}
 	return s.b.Write(p)
 }
 

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// TestMetricsConnectFlood: a flood of connections that send nothing, as
+// TestAttackMetricsConnectFlood: a flood of connections that send nothing, as
 // fast as they can be made, must not keep a scraper out. Before, each new
 // connection at the pending cap reset the oldest pending one, whatever it
 // had sent, and more than 64 at once were closed at accept: the scraper's
@@ -18,7 +18,7 @@ import (
 // (11 of 30 scrapes failed against the built binary at ~9,500 conn/s).
 // Now a connection whose whole request head has arrived is never the one
 // reset, and the cap counts only connections being answered.
-func TestMetricsConnectFlood(t *testing.T) {
+func TestAttackMetricsConnectFlood(t *testing.T) {
 	leakCheck(t)
 	ln, err := Listen(context.Background(), "127.0.0.1:0")
 	if err != nil {
@@ -70,11 +70,11 @@ func TestMetricsConnectFlood(t *testing.T) {
 	}
 }
 
-// TestMetricsSlotsKeepWholeHeads: at the cap, the connection reset is the
+// TestAttackMetricsSlotsKeepWholeHeads: at the cap, the connection reset is the
 // oldest without a whole request head; one whose head waits in its socket
 // buffer, or was read in pieces, stays. (The slots the endpoint used
 // before reset the oldest whatever it had sent.)
-func TestMetricsSlotsKeepWholeHeads(t *testing.T) {
+func TestAttackMetricsSlotsKeepWholeHeads(t *testing.T) {
 	leakCheck(t)
 	ln := listen(t)
 	pair := func() (client, server net.Conn) {

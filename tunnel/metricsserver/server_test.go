@@ -154,7 +154,7 @@ func TestMetricsEndpointRequests(t *testing.T) {
 
 // Connections that send nothing, or half a request, can not block a
 // scrape: before, 8 idle connections made every scrape fail for 10 s.
-func TestMetricsIdleConnections(t *testing.T) {
+func TestAttackMetricsIdleConnections(t *testing.T) {
 	leakCheck(t)
 	addr := startServer(t, Options{Metrics: page("offload_test_total", 5)})
 	var idle []net.Conn
