@@ -325,7 +325,7 @@ func (s *Server) serveReverse(ctx context.Context, st *mux.Stream, arg string, l
 	// stream the client opens does: the link serves at most max_streams
 	// whoever opened them. The bytes the client sends on them while the
 	// connection here does not read come out of the link's budget
-	// (link_buffer, tunnel/mux) like any stream's (TestReverseLinkBuffer).
+	// (link_buffer, tunnel/mux) like any stream's (TestAttackReverseLinkBuffer).
 	// No unit free: the connection is reset.
 	var wg sync.WaitGroup
 	for {

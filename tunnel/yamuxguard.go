@@ -18,7 +18,7 @@ import (
    line. A peer that holds the keys can send pings as fast as it can seal
    them (12 bytes each, thousands per frame) and stop reading the replies:
    the queue stays full and every ping holds a goroutine and its stack for
-   10 s, then logs. Measured before this guard (TestPingFlood): 3 s of
+   10 s, then logs. Measured before this guard (TestAttackPingFlood): 3 s of
    pings left the server with 18,000 goroutines, +22 MiB of heap, the link
    up, and a warn line per ping afterwards.
 
