@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net"
-	"net/http"
 	"net/netip"
 	"strings"
 	"testing"
@@ -15,23 +14,6 @@ import (
 	"github.com/offload-dev/offload/internal/testutil"
 	"github.com/offload-dev/offload/tunnel/metricsserver"
 )
-
-// get requests path on addr with method and no token.
-func get(t *testing.T, method, addr, path string) (int, string) {
-	t.Helper()
-	req, err := http.NewRequest(method, "http://"+addr+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
 
 // The server is healthy while it serves and not while it drains: a
 // balancer checking /healthz stops sending it new clients while its open
@@ -127,10 +109,10 @@ func TestIPv6EveryAddress(t *testing.T) {
 	if up := logs.FilterMessage("link up").FilterFieldKey("server").All(); len(up) != 1 || up[0].ContextMap()["server"] != saddr {
 		t.Errorf("client's link up: %v, want server %v", up, saddr)
 	}
-	if code, body := get(t, "GET", mln.Addr().String(), "/healthz"); code != 200 {
+	if code, body := testutil.Request(t, "GET", mln.Addr().String(), "/healthz"); code != 200 {
 		t.Errorf("/healthz on %v: %d %q", mln.Addr(), code, body)
 	}
-	if code, body := get(t, "GET", mln.Addr().String(), "/metrics"); code != 200 || !strings.Contains(body, "offload_proxy_headers_total{result=\"ok\"} 1\n") {
+	if code, body := testutil.Request(t, "GET", mln.Addr().String(), "/metrics"); code != 200 || !strings.Contains(body, "offload_proxy_headers_total{result=\"ok\"} 1\n") {
 		t.Errorf("/metrics on %v: %d\n%s", mln.Addr(), code, body)
 	}
 }

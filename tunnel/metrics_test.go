@@ -215,22 +215,3 @@ func startMetricsServer(t *testing.T, set *metrics.Set, opt metricsserver.Option
 	})
 	return ln.Addr().String()
 }
-
-// httpGet GETs path with an optional Authorization header.
-func httpGet(addr, path, auth string) (int, string, error) {
-	req, err := http.NewRequest("GET", "http://"+addr+path, nil)
-	if err != nil {
-		return 0, "", err
-	}
-	if auth != "" {
-		req.Header.Set("Authorization", auth)
-	}
-	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
-}

@@ -129,7 +129,7 @@ func TestStatusRateWindow(t *testing.T) {
 // statusGET GETs /status with an optional Authorization header.
 func statusGET(t *testing.T, addr, auth string) (int, string) {
 	t.Helper()
-	code, body, err := httpGet(addr, "/status", auth)
+	code, body, err := testutil.HTTP("GET", addr, "/status", auth)
 	if err != nil {
 		t.Fatal(err)
 	}

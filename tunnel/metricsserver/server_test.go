@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,6 +15,8 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/offload-dev/offload/internal/testutil"
 )
 
 // leakCheck fails the test if it leaves a goroutine behind.
@@ -68,42 +69,8 @@ func serveOn(t *testing.T, ln net.Listener, opt Options) string {
 }
 
 // scrape GETs /metrics with an optional Authorization header.
-func scrape(addr, auth string) (int, string, error) { return httpGet(addr, "/metrics", auth) }
-
-// httpGet GETs path with an optional Authorization header.
-func httpGet(addr, path, auth string) (int, string, error) {
-	req, err := http.NewRequest("GET", "http://"+addr+path, nil)
-	if err != nil {
-		return 0, "", err
-	}
-	if auth != "" {
-		req.Header.Set("Authorization", auth)
-	}
-	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
-}
-
-// get requests path on addr with method and no token.
-func get(t *testing.T, method, addr, path string) (int, string) {
-	t.Helper()
-	req, err := http.NewRequest(method, "http://"+addr+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+func scrape(addr, auth string) (int, string, error) {
+	return testutil.HTTP("GET", addr, "/metrics", auth)
 }
 
 // The hand-written endpoint answers what a scraper asks and refuses the
@@ -241,12 +208,12 @@ func TestHealthz(t *testing.T) {
 		{true, "GET", "/metrics", 401, "bearer token required\n"}, // the token still guards the metrics
 	} {
 		healthy.Store(tc.healthy)
-		if code, body := get(t, tc.method, addr, tc.path); code != tc.code || body != tc.body {
+		if code, body := testutil.Request(t, tc.method, addr, tc.path); code != tc.code || body != tc.body {
 			t.Errorf("%s %s (healthy %v): %d %q, want %d %q", tc.method, tc.path, tc.healthy, code, body, tc.code, tc.body)
 		}
 	}
 	plain := startServer(t, Options{Logger: log})
-	if code, _ := get(t, "GET", plain, "/healthz"); code != 404 {
+	if code, _ := testutil.Request(t, "GET", plain, "/healthz"); code != 404 {
 		t.Errorf("/healthz without Health: %d, want 404", code)
 	}
 }
@@ -261,19 +228,19 @@ func TestStatus(t *testing.T) {
 	status := func() any { return map[string]any{"role": "server", "links": []int{1}} }
 	addr := startServer(t, Options{Token: []byte(token), Status: status})
 	for _, auth := range []string{"", "Bearer wrong-token-0123456789", "Basic " + token} {
-		code, body, err := httpGet(addr, "/status", auth)
+		code, body, err := testutil.HTTP("GET", addr, "/status", auth)
 		if err != nil || code != 401 || strings.Contains(body, "links") {
 			t.Errorf("Authorization %q: %d %q %v, want 401 and no status", auth, code, body, err)
 		}
 	}
-	code, body, err := httpGet(addr, "/status", "Bearer "+token)
+	code, body, err := testutil.HTTP("GET", addr, "/status", "Bearer "+token)
 	if err != nil || code != 200 || body != "{\n  \"links\": [\n    1\n  ],\n  \"role\": \"server\"\n}\n" {
 		t.Errorf("with the token: %d %q %v", code, body, err)
 	}
-	if code, _ := get(t, "POST", startServer(t, Options{Status: status}), "/status"); code != 405 {
+	if code, _ := testutil.Request(t, "POST", startServer(t, Options{Status: status}), "/status"); code != 405 {
 		t.Errorf("POST /status: %d, want 405", code)
 	}
-	if code, _, err := httpGet(startServer(t, Options{}), "/status", ""); err != nil || code != 404 {
+	if code, _, err := testutil.HTTP("GET", startServer(t, Options{}), "/status", ""); err != nil || code != 404 {
 		t.Errorf("no Status: %d %v, want 404", code, err)
 	}
 }
