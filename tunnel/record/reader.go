@@ -34,6 +34,20 @@ import (
 // delivers the frames before a failed one and then returns the failure.
 // A worker whose engine request stalls loses its frame to a new worker
 // that opens it in software (stall.go), in both pipelines.
+//
+// The inline path (DataPathInline, one CPU; writer.go):
+//
+//	conn ──> reader goroutine: read header, check ──> queue ──> Read (in seq
+//	         len, epoch; read body into the frame;              order), copies
+//	         verify tag, decrypt in place (worker);             out
+//	         f.done; seq++
+//
+// One hand-off per frame (the reader to Read) instead of two. The reader's
+// state (linkReader, seq) lives in the reader, so a stalled open is redone
+// in software by the watchdog's new worker, which then queues the frame
+// and goes on reading the link (worker.resume). Read does not open frames
+// itself: the stall takeover needs the opening goroutine to be one the
+// watchdog can replace, and Read's caller (the mux read loop) is not.
 
 // readBufSize is the reader's buffer: headers and short frames come out
 // of it, long bodies are read straight into the frame (linkReader).

@@ -63,7 +63,27 @@ import (
    when the sender reaches the marker everything before it is on the wire.
    On a link failure quit is closed: the cutter stops and closes work, the
    workers finish what they hold (so every frame gets its done signal) and
-   exit, the sender exits. */
+   exit, the sender exits.
+
+   The inline path (DataPathInline: one CPU, where the pipeline's
+   parallelism buys nothing and each hand-off is a scheduling round):
+
+   Write / WriteInPlace ──> open frame ──> filled ──> sealer (one goroutine)
+   (as above)                (as above)     (as above)  cut: every full frame, then the
+                                                        open one, at most depth (as the
+                                                        slots bound) and maxBatch;
+                                                        epoch, seq++ for each
+                                                        seal each in turn (worker, as above)
+                                                        writev the batch; cut again
+
+   One goroutine hand-off per frame, Write's caller to the sealer (data),
+   instead of three (cutter, worker, sender); frames leave in seq order as
+   they are cut. The sealer's state (batch, sealed) lives in the writer, so
+   when a seal's engine request stalls the watchdog's new worker redoes
+   the frame in software and goes on with the batch and the loop
+   (worker.resume, stall.go). Close: the sealer writes what was cut, cuts
+   what is left, and closes flushed once nothing is buffered; on quit it
+   stops. */
 
 // smallCut is the size under which the cutter yields once before cutting,
 // so a header written just before its body (yamux writes them as two
