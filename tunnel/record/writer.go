@@ -522,6 +522,12 @@ func (w *writer) cut() bool {
 		}
 		w.mu.Lock()
 		for len(w.batch) < w.depth && w.buffered > 0 {
+			if len(w.batch) > 0 && len(w.filled) == 0 {
+				// Behind full frames the open one waits for the
+				// next cut (after this batch is written) and fills
+				// meanwhile: bulk goes in full frames.
+				break
+			}
 			f := w.take()
 			if f == nil {
 				break // the rest is being filled
