@@ -64,6 +64,7 @@ type reader struct {
 	// reading the link where it stopped.
 	br  *linkReader
 	seq uint64 // frames read, for errors
+	hdr [HeaderSize]byte
 
 	rmu     sync.Mutex // one Read at a time; guards the fields below
 	cur     *frame     // frame being delivered
@@ -167,8 +168,8 @@ func (r *reader) finish() {
 // stream ended (a marker is queued) or the link failed.
 func (r *reader) readFrame() *frame {
 	c, br, seq := r.c, r.br, r.seq
-	var hdr [HeaderSize]byte
-	if err := br.header(hdr[:]); err != nil {
+	hdr := r.hdr[:] // a field: a local would escape (the link's Read) once per frame
+	if err := br.header(hdr); err != nil {
 		if err == io.EOF {
 			// The peer closed between two frames.
 			select {
@@ -194,7 +195,7 @@ func (r *reader) readFrame() *frame {
 	}
 	f := getFrame(wireSize(n))
 	f.ep, f.seq = ep, eseq // putFrame lets go of ep if f goes no further
-	copy(f.buf, hdr[:])
+	copy(f.buf, hdr)
 	if err := br.body(f.buf[HeaderSize:wireSize(n)]); err != nil {
 		putFrame(f)
 		if err == io.EOF {

@@ -136,6 +136,7 @@ type writer struct {
 	batch  []*frame
 	sealed int
 	bufs   net.Buffers
+	iovecs net.Buffers // WriteTo's receiver: a field, so it is not a new heap value per writev
 	depth  int
 }
 
@@ -584,8 +585,8 @@ func (w *writer) flush() bool {
 		w.bufs = append(w.bufs, g.buf[:wireSize(g.n)])
 	}
 	if len(w.bufs) > 0 {
-		iovecs := w.bufs // WriteTo consumes its receiver
-		if _, werr := iovecs.WriteTo(c.conn); werr != nil {
+		w.iovecs = w.bufs // WriteTo consumes its receiver
+		if _, werr := w.iovecs.WriteTo(c.conn); werr != nil {
 			c.fail(werr)
 			return false
 		}
