@@ -35,7 +35,7 @@ import (
 // A worker whose engine request stalls loses its frame to a new worker
 // that opens it in software (stall.go), in both pipelines.
 //
-// The inline path (DataPathInline, one CPU; writer.go):
+// The inline path (Options.DataPath = DataPathInline, opt-in; writer.go):
 //
 //	conn ──> reader goroutine: read header, check ──> queue ──> Read (in seq
 //	         len, epoch; read body into the frame;              order), copies

@@ -65,11 +65,13 @@ import (
    workers finish what they hold (so every frame gets its done signal) and
    exit, the sender exits.
 
-   The inline path (DataPathInline: one CPU, where the pipeline's
-   parallelism buys nothing and each hand-off is a scheduling round):
+   The inline path (Options.DataPath = DataPathInline, opt-in: meant for
+   one CPU, where the pipeline's parallelism buys nothing and each hand-off
+   is a scheduling round; on the router anchor it measured dearer, see
+   DataPathAuto):
 
    Write / WriteInPlace ──> open frame ──> filled ──> sealer (one goroutine)
-   (as above)                (as above)     (as above)  cut: every full frame, then the
+   (as above)                (as above)     (as above)  cut: the full frames, else the
                                                         open one, at most depth (as the
                                                         slots bound) and maxBatch;
                                                         epoch, seq++ for each
