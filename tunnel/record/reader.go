@@ -34,6 +34,20 @@ import (
 // delivers the frames before a failed one and then returns the failure.
 // A worker whose engine request stalls loses its frame to a new worker
 // that opens it in software (stall.go), in both pipelines.
+//
+// The inline path (Options.DataPath = DataPathInline, opt-in; writer.go):
+//
+//	conn ──> reader goroutine: read header, check ──> queue ──> Read (in seq
+//	         len, epoch; read body into the frame;              order), copies
+//	         verify tag, decrypt in place (worker);             out
+//	         f.done; seq++
+//
+// One hand-off per frame (the reader to Read) instead of two. The reader's
+// state (linkReader, seq) lives in the reader, so a stalled open is redone
+// in software by the watchdog's new worker, which then queues the frame
+// and goes on reading the link (worker.resume). Read does not open frames
+// itself: the stall takeover needs the opening goroutine to be one the
+// watchdog can replace, and Read's caller (the mux read loop) is not.
 
 // readBufSize is the reader's buffer: headers and short frames come out
 // of it, long bodies are read straight into the frame (linkReader).
@@ -44,6 +58,13 @@ type reader struct {
 	deadline deadline
 	queue    chan *frame
 	work     chan *frame
+
+	// The reading goroutine's (run), kept here so that on the inline
+	// path a goroutine taking over from a stalled one (stall.go) goes on
+	// reading the link where it stopped.
+	br  *linkReader
+	seq uint64 // frames read, for errors
+	hdr [HeaderSize]byte
 
 	rmu     sync.Mutex // one Read at a time; guards the fields below
 	cur     *frame     // frame being delivered
@@ -57,66 +78,134 @@ func (r *reader) init(c *Conn) {
 	depth := pipelineDepth(c.maxFrame, 2*c.opt.Workers+4)
 	r.queue = make(chan *frame, depth)
 	r.work = make(chan *frame, depth+1)
+	r.br = &linkReader{conn: c.conn, buf: make([]byte, readBufSize)}
+	if c.inline {
+		wk := newWorker(c, engine.Decrypt, nil)
+		wk.resume = r.resume
+		c.wg.Add(1)
+		go func() {
+			defer wk.release()
+			defer wk.close()
+			r.run(wk)
+		}()
+		return
+	}
 	c.wg.Add(1 + c.opt.Workers)
-	go func() { defer c.wg.Done(); r.run() }()
+	go func() { defer c.wg.Done(); r.run(nil) }()
 	for range c.opt.Workers {
 		wk := newWorker(c, engine.Decrypt, r.work)
 		go func() { defer wk.release(); wk.run() }()
 	}
 }
 
-// run reads frames until the stream ends or the link fails.
-func (r *reader) run() {
+// run reads frames until the stream ends or the link fails. With a
+// worker (the inline path) it opens each frame itself before it queues
+// it; without, it queues it for Read and hands it to the workers.
+func (r *reader) run(wk *worker) {
 	c := r.c
-	defer close(r.work)
-	defer c.recv.close()
-	br := &linkReader{conn: c.conn, buf: make([]byte, readBufSize)}
-	var hdr [HeaderSize]byte
-	for seq := uint64(0); ; seq++ {
-		if err := br.header(hdr[:]); err != nil {
-			if err == io.EOF {
-				// The peer closed between two frames.
-				select {
-				case r.queue <- newMarker(markEnd, io.EOF):
-				case <-c.quit:
-				}
-				return
+loop:
+	for ; ; r.seq++ {
+		f := r.readFrame()
+		if f == nil {
+			break
+		}
+		if wk == nil {
+			select {
+			case r.queue <- f:
+			case <-c.quit:
+				putFrame(f)
+				break loop
 			}
-			c.fail(fmt.Errorf("record: reading frame %d header: %w", seq, err))
-			return
+			r.work <- f
+			continue
 		}
-		// Checked as a u32: on 32-bit platforms int(0xffffffff) is -1.
-		hw := binary.BigEndian.Uint32(hdr[:])
-		if err := c.checkLen(hw &^ epochFlag); err != nil {
-			c.fail(fmt.Errorf("frame %d: %w", seq, err))
-			return
+		if !wk.do(f) {
+			return // taken over: f and the link are the new worker's
 		}
-		n := int(hw &^ epochFlag)
-		ep, eseq, err := c.recv.accept(hw&epochFlag != 0)
-		if err != nil {
-			c.fail(fmt.Errorf("frame %d: %w", seq, err))
-			return
+		if !r.deliver(f) {
+			break
 		}
-		f := getFrame(wireSize(n))
-		f.ep, f.seq = ep, eseq // putFrame lets go of ep if f goes no further
-		copy(f.buf, hdr[:])
-		if err := br.body(f.buf[HeaderSize:wireSize(n)]); err != nil {
-			putFrame(f)
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			c.fail(fmt.Errorf("record: reading frame %d of %d bytes: %w", seq, n, err))
-			return
-		}
-		f.n = n
-		select {
-		case r.queue <- f:
-		case <-c.quit:
-			putFrame(f)
-			return
-		}
-		r.work <- f
 	}
+	r.finish()
+}
+
+// resume is the inline reader's worker.resume: nw redoes the frame the
+// stalled worker held, queues it and goes on reading the link.
+func (r *reader) resume(nw *worker, f *frame) {
+	nw.redo(f)
+	if !r.deliver(f) {
+		r.finish()
+		return
+	}
+	r.seq++
+	r.run(nw)
+}
+
+// deliver queues an opened frame for Read; it reports false when the
+// reader must stop: the frame failed (the worker failed the link) or the
+// link is down.
+func (r *reader) deliver(f *frame) bool {
+	ok := f.err == nil // f is Read's once queued
+	select {
+	case r.queue <- f:
+		return ok
+	case <-r.c.quit:
+		r.release(f)
+		return false
+	}
+}
+
+// finish ends the reading goroutine's part: the workers stop once they
+// have what is queued, the chain lets go of its epoch.
+func (r *reader) finish() {
+	if !r.c.inline {
+		close(r.work)
+	}
+	r.c.recv.close()
+}
+
+// readFrame reads the next frame off the link, or returns nil once the
+// stream ended (a marker is queued) or the link failed.
+func (r *reader) readFrame() *frame {
+	c, br, seq := r.c, r.br, r.seq
+	hdr := r.hdr[:] // a field: a local would escape (the link's Read) once per frame
+	if err := br.header(hdr); err != nil {
+		if err == io.EOF {
+			// The peer closed between two frames.
+			select {
+			case r.queue <- newMarker(markEnd, io.EOF):
+			case <-c.quit:
+			}
+			return nil
+		}
+		c.fail(fmt.Errorf("record: reading frame %d header: %w", seq, err))
+		return nil
+	}
+	// Checked as a u32: on 32-bit platforms int(0xffffffff) is -1.
+	hw := binary.BigEndian.Uint32(hdr[:])
+	if err := c.checkLen(hw &^ epochFlag); err != nil {
+		c.fail(fmt.Errorf("frame %d: %w", seq, err))
+		return nil
+	}
+	n := int(hw &^ epochFlag)
+	ep, eseq, err := c.recv.accept(hw&epochFlag != 0)
+	if err != nil {
+		c.fail(fmt.Errorf("frame %d: %w", seq, err))
+		return nil
+	}
+	f := getFrame(wireSize(n))
+	f.ep, f.seq = ep, eseq // putFrame lets go of ep if f goes no further
+	copy(f.buf, hdr)
+	if err := br.body(f.buf[HeaderSize:wireSize(n)]); err != nil {
+		putFrame(f)
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		c.fail(fmt.Errorf("record: reading frame %d of %d bytes: %w", seq, n, err))
+		return nil
+	}
+	f.n = n
+	return f
 }
 
 // linkReader reads frames off the link. While frames are short (an idle

@@ -161,8 +161,49 @@ type Options struct {
 	RekeyBytes    uint64
 	RekeyInterval time.Duration
 
+	// DataPath chooses how frames move between goroutines (writer.go,
+	// reader.go): the zero value, DataPathAuto, is the pipeline.
+	DataPath DataPath
+
 	// maxFrames overrides MaxFrames (tests).
 	maxFrames uint64
+}
+
+// DataPath is how a Conn's frames are sealed, opened and moved.
+type DataPath uint8
+
+const (
+	// DataPathAuto is DataPathPipeline, on every CPU count: on the
+	// router anchor (1 CPU, docs/router-anchor.md, 2026-12-02 inline)
+	// the inline path cost more per byte than the pipeline (0.30x
+	// WireGuard against 0.37x): its goroutines run frame after frame
+	// past the runtime's 10 ms slice and are preempted by signal, and
+	// its device requests block holding the P. Until that is fixed the
+	// inline path is opt-in.
+	DataPathAuto DataPath = iota
+	// DataPathPipeline seals and opens in Workers worker goroutines
+	// between a cutter and a sender, and a reader and Read: frames are
+	// sealed and opened in parallel on several CPUs, and each frame
+	// changes goroutine three times on the way.
+	DataPathPipeline
+	// DataPathInline seals in the goroutine that cuts and writes, and
+	// opens in the goroutine that reads the link: one goroutine per
+	// direction, two hand-offs per frame fewer on send and one fewer on
+	// receive. On one CPU the pipeline's parallelism buys nothing and
+	// each hand-off is a scheduling round.
+	DataPathInline
+)
+
+func (d DataPath) String() string {
+	switch d {
+	case DataPathAuto:
+		return "auto"
+	case DataPathPipeline:
+		return "pipeline"
+	case DataPathInline:
+		return "inline"
+	}
+	return fmt.Sprintf("DataPath(%d)", uint8(d))
 }
 
 // Conn is an encrypted link. It is a net.Conn: Read, Write, the deadline
@@ -193,6 +234,8 @@ type Conn struct {
 	stopOnce    sync.Once
 	closeOnce   sync.Once
 	wg          sync.WaitGroup
+
+	inline bool // DataPathInline, as New resolved it
 
 	w writer
 	r reader
@@ -255,6 +298,9 @@ func New(conn net.Conn, keys Keys, s suite.Suite, opt Options) (*Conn, error) {
 	if opt.RekeyInterval == 0 {
 		opt.RekeyInterval = DefaultRekeyInterval
 	}
+	if opt.DataPath > DataPathInline {
+		return nil, fmt.Errorf("record: unknown %v", opt.DataPath)
+	}
 	if opt.RekeyInterval < 0 {
 		return nil, fmt.Errorf("record: RekeyInterval %v is negative", opt.RekeyInterval)
 	}
@@ -283,6 +329,7 @@ func New(conn net.Conn, keys Keys, s suite.Suite, opt Options) (*Conn, error) {
 	if opt.maxFrames != 0 {
 		c.limit = opt.maxFrames
 	}
+	c.inline = opt.DataPath == DataPathInline
 	c.tracker, _ = opt.Policy.(Tracker)
 	if opt.Stall != nil && len(opt.Engines) > 1 {
 		c.dog = &watchdog{s: opt.Stall, born: time.Now(), done: make(chan struct{})}
@@ -309,6 +356,15 @@ func CheckMaxFrame(n int) error {
 
 // Stats returns the counters this Conn adds to.
 func (c *Conn) Stats() *Stats { return c.stats }
+
+// DataPath returns the data path New chose: DataPathInline or
+// DataPathPipeline.
+func (c *Conn) DataPath() DataPath {
+	if c.inline {
+		return DataPathInline
+	}
+	return DataPathPipeline
+}
 
 // Suite returns the suite the Conn was made for.
 func (c *Conn) Suite() suite.Suite { return c.suite }

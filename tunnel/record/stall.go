@@ -22,6 +22,14 @@ import (
 //	                                                         frame again in software,
 //	                                                         f.done, then the work queue
 //
+// On the inline data path (DataPathInline) the worker is the writer's
+// sealing goroutine or the reader goroutine itself, so the new worker
+// takes over that goroutine's loop too (worker.resume): it redoes the
+// frame in software, then writes it (and the frames cut with it) or
+// queues it for Read, and goes on cutting or reading the link. The inline
+// path keeps its loop's state in the writer and reader, not in locals, so
+// the new goroutine starts where the stuck one stopped.
+//
 // The request's output goes to the worker's spare buffer (engines other
 // than software write out of place), so the frame's own buffer still holds
 // its input and software redoes the frame from it. The stuck worker, its
@@ -129,11 +137,17 @@ func (d *watchdog) takeOver(c *Conn, w *worker, waited time.Duration) {
 		d.s.onStall(idx, err)
 	}
 	nw := newWorker(c, w.dir, w.work) // and d.add(nw)
+	nw.resume = w.resume
 	// Count nw before w is released, so the count stays above zero.
 	c.wg.Add(1)
 	w.release()
 	go func() {
 		defer nw.release()
+		if nw.resume != nil {
+			defer nw.close()
+			nw.resume(nw, f)
+			return
+		}
 		nw.redo(f)
 		nw.run()
 	}()

@@ -38,6 +38,7 @@ func (p *excludable) Exclude(int, error) { p.out.Store(true) }
 func TestStallTakesOverFrames(t *testing.T) {
 	type tc struct {
 		name    string
+		dp      DataPath
 		s       suite.Suite
 		dir     engine.Direction
 		whole   bool // a FrameEngine (afalg-aead's path)
@@ -45,15 +46,18 @@ func TestStallTakesOverFrames(t *testing.T) {
 		total   int
 	}
 	var cases []tc
-	for _, dir := range []engine.Direction{engine.Encrypt, engine.Decrypt} {
-		for _, whole := range []bool{false, true} {
-			s := ctr256
-			if whole {
-				s = cbc128
+	for _, dp := range []DataPath{DataPathPipeline, DataPathInline} {
+		for _, dir := range []engine.Direction{engine.Encrypt, engine.Decrypt} {
+			for _, whole := range []bool{false, true} {
+				s := ctr256
+				if whole {
+					s = cbc128
+				}
+				name := dp.String() + "/" + dir.String() + "/" + map[bool]string{false: "crypter", true: "whole"}[whole]
+				cases = append(cases,
+					tc{name + "/excluded", dp, s, dir, whole, true, 512 << 10},
+					tc{name + "/kept", dp, s, dir, whole, false, 96 << 10})
 			}
-			cases = append(cases,
-				tc{dir.String() + "/" + map[bool]string{false: "crypter", true: "whole"}[whole] + "/excluded", s, dir, whole, true, 512 << 10},
-				tc{dir.String() + "/" + map[bool]string{false: "crypter", true: "whole"}[whole] + "/kept", s, dir, whole, false, 96 << 10})
 		}
 	}
 	for _, c := range cases {
@@ -85,8 +89,8 @@ func TestStallTakesOverFrames(t *testing.T) {
 					pol.Exclude(idx, err)
 				}
 			})
-			oe := Options{Workers: 2, MaxFrame: 16 << 10, Engines: []engine.Engine{engine.Software{}, e}, Policy: pol, Stall: sw}
-			oa, ob := oe, Options{Workers: 2, MaxFrame: 16 << 10}
+			oe := Options{Workers: 2, MaxFrame: 16 << 10, Engines: []engine.Engine{engine.Software{}, e}, Policy: pol, Stall: sw, DataPath: c.dp}
+			oa, ob := oe, Options{Workers: 2, MaxFrame: 16 << 10, DataPath: c.dp}
 			if c.dir == engine.Decrypt {
 				oa, ob = ob, oe
 			}
@@ -123,6 +127,9 @@ func TestStallTakesOverFrames(t *testing.T) {
 			ce := a
 			if c.dir == engine.Decrypt {
 				ce = b
+			}
+			if ce.DataPath() != c.dp {
+				t.Fatalf("DataPath %v, want %v", ce.DataPath(), c.dp)
 			}
 			if got := ce.Stats().Fallbacks[1].Load(); got < uint64(n) {
 				t.Errorf("%d fallbacks counted for %d stalls", got, n)

@@ -41,6 +41,12 @@ type worker struct {
 	work     <-chan *frame
 	released sync.Once // the Conn's wait group is done with this worker
 
+	// resume is how a worker that takes over from this one goes on, in
+	// its own goroutine: the inline goroutines (writer.go, reader.go)
+	// redo the frame and carry on with their loop. nil: redo the frame,
+	// then run (a pipeline worker).
+	resume func(nw *worker, f *frame)
+
 	// The stall watchdog's view (stall.go): busy is the watchdog's clock
 	// when the worker handed cur to engine busyIdx, 0 when it holds no
 	// request, busyTaken once the watchdog took cur over. softOnly makes

@@ -63,7 +63,29 @@ import (
    when the sender reaches the marker everything before it is on the wire.
    On a link failure quit is closed: the cutter stops and closes work, the
    workers finish what they hold (so every frame gets its done signal) and
-   exit, the sender exits. */
+   exit, the sender exits.
+
+   The inline path (Options.DataPath = DataPathInline, opt-in: meant for
+   one CPU, where the pipeline's parallelism buys nothing and each hand-off
+   is a scheduling round; on the router anchor it measured dearer, see
+   DataPathAuto):
+
+   Write / WriteInPlace ──> open frame ──> filled ──> sealer (one goroutine)
+   (as above)                (as above)     (as above)  cut: the full frames, else the
+                                                        open one, at most depth (as the
+                                                        slots bound) and maxBatch;
+                                                        epoch, seq++ for each
+                                                        seal each in turn (worker, as above)
+                                                        writev the batch; cut again
+
+   One goroutine hand-off per frame, Write's caller to the sealer (data),
+   instead of three (cutter, worker, sender); frames leave in seq order as
+   they are cut. The sealer's state (batch, sealed) lives in the writer, so
+   when a seal's engine request stalls the watchdog's new worker redoes
+   the frame in software and goes on with the batch and the loop
+   (worker.resume, stall.go). Close: the sealer writes what was cut, cuts
+   what is left, and closes flushed once nothing is buffered; on quit it
+   stops. */
 
 // smallCut is the size under which the cutter yields once before cutting,
 // so a header written just before its body (yamux writes them as two
@@ -108,6 +130,16 @@ type writer struct {
 	sendq chan *frame
 
 	flushed chan struct{} // closed when the close marker was sent
+
+	// The inline path's state (sealer), the current sealing goroutine's
+	// only, kept here so that a goroutine taking over from a stalled one
+	// (stall.go) goes on from it: the frames cut together, the first
+	// not sealed yet, and the writev's vectors.
+	batch  []*frame
+	sealed int
+	bufs   net.Buffers
+	iovecs net.Buffers // WriteTo's receiver: a field, so it is not a new heap value per writev
+	depth  int
 }
 
 func (w *writer) init(c *Conn) {
@@ -121,6 +153,20 @@ func (w *writer) init(c *Conn) {
 	w.sendq = make(chan *frame, depth+1)
 	w.flushed = make(chan struct{})
 
+	if c.inline {
+		w.depth = min(depth, maxBatch)
+		w.batch = make([]*frame, 0, w.depth)
+		w.bufs = make(net.Buffers, 0, w.depth)
+		wk := newWorker(c, engine.Encrypt, nil)
+		wk.resume = w.resume
+		c.wg.Add(1)
+		go func() {
+			defer wk.release()
+			defer wk.close()
+			w.sealer(wk)
+		}()
+		return
+	}
 	c.wg.Add(2 + c.opt.Workers)
 	go func() { defer c.wg.Done(); w.cutter() }()
 	go func() { defer c.wg.Done(); w.sender() }()
@@ -415,6 +461,145 @@ func (w *writer) sender() {
 	}
 }
 
+// sealer is the inline path's one goroutine (DataPathInline): it cuts
+// what Write buffered into a batch of frames, seals them one after the
+// other with wk and writes them in one writev, then cuts again. It
+// returns when the writer is closed and flushed, the link fails, or the
+// stall watchdog takes wk's frame over (the new goroutine goes on).
+func (w *writer) sealer(wk *worker) {
+	for {
+		for w.sealed < len(w.batch) {
+			f := w.batch[w.sealed]
+			if !wk.do(f) {
+				return // taken over: f and the batch are the new worker's
+			}
+			<-f.done // nobody else waits for it here
+			w.sealed++
+		}
+		if len(w.batch) > 0 && !w.flush() {
+			w.c.send.close()
+			return
+		}
+		if !w.cut() {
+			w.c.send.close()
+			return
+		}
+	}
+}
+
+// resume is the inline writer's worker.resume: nw redoes the frame the
+// stalled worker held (the batch's w.sealed-th) and goes on sealing.
+func (w *writer) resume(nw *worker, f *frame) {
+	nw.redo(f)
+	<-f.done
+	w.sealed++
+	w.sealer(nw)
+}
+
+// cut waits for buffered data and cuts the next batch: every full frame
+// Write has filled, then the open one, at most depth frames (the bound of
+// the pipeline's slots), each given its epoch and seq. It reports false
+// once there is nothing more to send: the writer is closed and flushed
+// (flushed is closed) or the link is down.
+func (w *writer) cut() bool {
+	c := w.c
+	w.batch, w.sealed = w.batch[:0], 0
+	for {
+		w.mu.Lock()
+		buffered, closing := w.buffered, w.closing
+		w.mu.Unlock()
+		if buffered == 0 {
+			if closing {
+				close(w.flushed)
+				return false
+			}
+			select {
+			case <-w.data:
+				continue
+			case <-c.quit:
+				return false
+			}
+		}
+		if buffered < smallCut {
+			runtime.Gosched()
+		}
+		w.mu.Lock()
+		for len(w.batch) < w.depth && w.buffered > 0 {
+			if len(w.batch) > 0 && len(w.filled) == 0 {
+				// Behind full frames the open one waits for the
+				// next cut (after this batch is written) and fills
+				// meanwhile: bulk goes in full frames.
+				break
+			}
+			f := w.take()
+			if f == nil {
+				break // the rest is being filled
+			}
+			w.batch = append(w.batch, f)
+		}
+		w.mu.Unlock()
+		if len(w.batch) == 0 {
+			// Only the frame being filled has data: cut it once the
+			// fill is done (it notifies data).
+			select {
+			case <-w.data:
+				continue
+			case <-c.quit:
+				return false
+			}
+		}
+		notify(w.space)
+		for i, f := range w.batch {
+			if err := c.send.assign(f); err != nil {
+				// Send the frames before it, then fail (flush).
+				for _, g := range w.batch[i:] {
+					putFrame(g)
+				}
+				w.batch = append(w.batch[:i], newMarker(markNone, err))
+				w.sealed = i + 1
+				<-w.batch[i].done
+				break
+			}
+		}
+		return true
+	}
+}
+
+// flush writes the sealed batch in one writev and recycles it; a frame
+// that failed (or the marker of a failed assign) fails the link after the
+// frames before it are written. It reports false when the link is down.
+func (w *writer) flush() bool {
+	c := w.c
+	defer func() {
+		for i, g := range w.batch {
+			putFrame(g)
+			w.batch[i] = nil
+		}
+		w.batch, w.sealed = w.batch[:0], 0
+	}()
+	w.bufs = w.bufs[:0]
+	var err error
+	for _, g := range w.batch {
+		if g.err != nil {
+			err = g.err
+			break
+		}
+		w.bufs = append(w.bufs, g.buf[:wireSize(g.n)])
+	}
+	if len(w.bufs) > 0 {
+		w.iovecs = w.bufs // WriteTo consumes its receiver
+		if _, werr := w.iovecs.WriteTo(c.conn); werr != nil {
+			c.fail(werr)
+			return false
+		}
+	}
+	if err != nil {
+		c.fail(err)
+		return false
+	}
+	return true
+}
+
 // drain recycles the frames left in the queues once every goroutine has
 // exited (Close).
 func (w *writer) drain() {
@@ -432,6 +617,13 @@ func (w *writer) drain() {
 	}
 	w.filled, w.buffered = nil, 0
 	w.mu.Unlock()
+	// The inline batch, once a failure stopped its goroutine before
+	// flush: a frame of it is sealed or not, never waited for.
+	for i, f := range w.batch {
+		putFrame(f)
+		w.batch[i] = nil
+	}
+	w.batch = w.batch[:0]
 	for {
 		select {
 		case f := <-w.sendq:
