@@ -40,11 +40,9 @@ const (
 	// max_frame is record.Options.MaxFrame: the largest ciphertext of a
 	// frame (docs/protocol.md, "Lengths"), in range by record.CheckMaxFrame.
 	DefaultMaxFrame = record.DefaultMaxFrame
-	// MinMaxFrame is config's floor, above the record layer's own
-	// (record.MinMaxFrame, 64: small frames for its tests and for
-	// calibrate's short runs): a link of frames smaller than 1 KiB spends
-	// more on headers and tags than it carries.
-	MinMaxFrame = 1 << 10
+	// MinMaxFrame is a link's floor, the record layer's too
+	// (record.MinLinkMaxFrame; record.MinMaxFrame is its own, for tests).
+	MinMaxFrame = record.MinLinkMaxFrame
 	MaxMaxFrame = record.HardMaxFrame
 
 	DefaultYamuxWindow = tunnel.DefaultYamuxWindow

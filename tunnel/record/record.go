@@ -63,8 +63,13 @@ const (
 	DefaultMaxFrame = 64 << 10
 	// HardMaxFrame caps Options.MaxFrame.
 	HardMaxFrame = 1 << 20
-	// MinMaxFrame is the smallest allowed Options.MaxFrame.
+	// MinMaxFrame is the smallest allowed Options.MaxFrame: what the
+	// record layer itself works with (its tests, calibrate's short runs).
 	MinMaxFrame = 64
+	// MinLinkMaxFrame is the smallest max_frame a configured link takes
+	// (config): below 1 KiB a frame spends more on its header and tag
+	// than it carries.
+	MinLinkMaxFrame = 1 << 10
 
 	// MaxFrames is the key-use limit: the keys of one epoch (rekey.go)
 	// seal (and open) at most this many frames. A sender moves to the next
