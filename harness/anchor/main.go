@@ -255,7 +255,8 @@ func readSpans(file string, boot int) ([]sample, error) {
 			return nil, fmt.Errorf("%s: run %s has no qemu CPU time", file, rec.Name)
 		}
 		irq, _ := strconv.ParseInt(rec.End["irq"], 10, 64)
-		runs = append(runs, sample{Boot: boot, Name: rec.Name, Bytes: rec.Bytes, QemuS: rec.QemuS, VCPUS: rec.VCPUS, HostS: rec.HostS, IRQ: irq})
+		kicks, _ := strconv.Atoi(rec.End["rescue_kicks"])
+		runs = append(runs, sample{Boot: boot, Name: rec.Name, Bytes: rec.Bytes, QemuS: rec.QemuS, VCPUS: rec.VCPUS, HostS: rec.HostS, IRQ: irq, Kicks: kicks})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)

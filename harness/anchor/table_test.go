@@ -34,6 +34,8 @@ func TestWriteTable(t *testing.T) {
 	add(1, "ssh", 10)
 	add(1, "afalg-64k", 5)
 	runs = append(runs, sample{Boot: 1, Name: "afalg-64k", Bytes: mb, QemuS: 5, HostS: 31, IRQ: 50})
+	// One ssh run the stall watch kicked: it counts, marked.
+	runs = append(runs, sample{Boot: 1, Name: "ssh", Bytes: mb, QemuS: 10, HostS: 10 + settle, IRQ: 50, Kicks: 7})
 	var b bytes.Buffer
 	writeTable(&b, runs, 2)
 	out := b.String()
@@ -58,7 +60,7 @@ func TestWriteTable(t *testing.T) {
 			t.Errorf("%s row %q, want %q\n%s", name, rows[name], want, out)
 		}
 	}
-	for _, want := range []string{"(1 of 3 runs stalled)", "plaintext is 4.00x WireGuard",
+	for _, want := range []string{"(1 of 3 runs stalled)", "(1 of 3 runs kicked out of a stall)", "plaintext is 4.00x WireGuard",
 		"the relay floor adds 200.0 ms/MB", "afalg-64k 250.0 ms/MB (1.25x the floor's own)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
