@@ -700,17 +700,6 @@ func kthreadTicks(t *testing.T) int64 {
 	return sum
 }
 
-// stallQuiet is how long a run may move no byte across A's veth before
-// rescueStalls kicks the console: a run that moves nothing for this long is
-// waiting for a late completion (every path moves a MB in well under it).
-const stallQuiet = 3 * time.Second
-
-// stallBytes is the progress that counts as moving: TCP's retransmissions
-// trickle through a stall, a few segments per RTO, and must not hide it.
-// The slowest path (offload in software) moves over 0.1 MB a second on a
-// loaded host.
-const stallBytes = 128 << 10
-
 // rescueStalls watches A's receive counter of dev (from the sink's
 // /proc/PID/net/dev: a file read, no program started, so it costs every run
 // the same little) and, while it has moved less than stallBytes for
@@ -746,7 +735,7 @@ func rescueStalls(t *testing.T, sink *proc, dev string, kick time.Duration) func
 	done := make(chan struct{})
 	kicks := make(chan int, 1)
 	go func() {
-		n, last, moved := 0, read(), time.Now()
+		n, w := 0, newStallWatch(time.Now(), read())
 		tick := time.NewTicker(200 * time.Millisecond)
 		defer tick.Stop()
 		for {
@@ -754,15 +743,11 @@ func rescueStalls(t *testing.T, sink *proc, dev string, kick time.Duration) func
 			case <-done:
 				kicks <- n
 				return
-			case <-tick.C:
-			}
-			if v := read(); v-last >= stallBytes {
-				last, moved = v, time.Now()
-				continue
-			}
-			if time.Since(moved) >= stallQuiet {
-				_, _ = os.Stdout.WriteString("kick\n")
-				n++
+			case now := <-tick.C:
+				if w.stalled(now, read()) {
+					_, _ = os.Stdout.WriteString("kick\n")
+					n++
+				}
 			}
 		}
 	}()

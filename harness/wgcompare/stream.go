@@ -239,3 +239,33 @@ func pump(dst, src net.Conn) {
 		}
 	}
 }
+
+// stallQuiet is how long a run may move under stallBytes across A's veth before
+// rescueStalls kicks the console: a run that moves nothing for this long is
+// waiting for a late completion (every path moves a MB in well under it).
+const stallQuiet = 3 * time.Second
+
+// stallBytes is the progress that counts as moving: TCP's retransmissions
+// trickle through a stall, a few segments per RTO, and must not hide it.
+// The slowest path (offload in software) moves over 0.1 MB a second on a
+// loaded host.
+const stallBytes = 128 << 10
+
+// stallWatch decides, from a byte counter sampled now and then, when a
+// run has stopped moving (the anchor's rescueStalls kicks the console then).
+type stallWatch struct {
+	last  int64     // the counter when the run last moved stallBytes
+	moved time.Time // when that was
+}
+
+func newStallWatch(now time.Time, v int64) *stallWatch { return &stallWatch{last: v, moved: now} }
+
+// stalled takes a sample and says whether the run has moved under
+// stallBytes for stallQuiet or longer.
+func (w *stallWatch) stalled(now time.Time, v int64) bool {
+	if v-w.last >= stallBytes {
+		w.last, w.moved = v, now
+		return false
+	}
+	return now.Sub(w.moved) >= stallQuiet
+}

@@ -129,3 +129,29 @@ func TestStreamDamaged(t *testing.T) {
 		}
 	}
 }
+
+// TestStallWatch: a run that moves stalls only after stallQuiet with under
+// stallBytes, and a trickle (TCP's retransmissions through a stall) does
+// not count as moving.
+func TestStallWatch(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	w := newStallWatch(t0, 0)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	steps := []struct {
+		at      time.Duration
+		counter int64
+		want    bool
+	}{
+		{time.Second, stallBytes, false},                          // moved
+		{3 * time.Second, stallBytes + 1500, false},               // a trickle, 2 s since it moved
+		{4 * time.Second, stallBytes + 3000, true},                // still a trickle, 3 s: stalled
+		{5 * time.Second, stallBytes + 4500, true},                // kicks go on
+		{5*time.Second + time.Millisecond, 2 * stallBytes, false}, // moved again
+		{8*time.Second + time.Millisecond, 2 * stallBytes, true},
+	}
+	for _, s := range steps {
+		if got := w.stalled(at(s.at), s.counter); got != s.want {
+			t.Errorf("at %v with %d bytes: stalled %v, want %v", s.at, s.counter, got, s.want)
+		}
+	}
+}
