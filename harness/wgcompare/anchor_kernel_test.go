@@ -402,8 +402,8 @@ func TestKernelRouterAnchor(t *testing.T) {
 				srvProf = []string{"-cpuprofile", filepath.Join(profileDir, p.Name+"-server.prof")}
 				cliProf = []string{"-cpuprofile", filepath.Join(profileDir, p.Name+"-client.prof")}
 			}
-			server := start(t, p.Name+" server (A)", a.cmd(append([]string{offload, "server", "-c", srv}, srvProf...)...))
-			client := start(t, p.Name+" client (B)", b.cmd(append([]string{offload, "client", "-c", cli}, cliProf...)...))
+			server := start(t, p.Name+" server (A)", a.cmd(append([]string{offload, "server", "-c", srv}, srvProf...)...), p.Env...)
+			client := start(t, p.Name+" client (B)", b.cmd(append([]string{offload, "client", "-c", cli}, cliProf...)...), p.Env...)
 			stops = []*proc{client, server}
 			waitUp(forward)
 		}
@@ -496,6 +496,7 @@ func TestKernelRouterAnchor(t *testing.T) {
 		switch {
 		case p.Name == WireGuard:
 		case only != nil && !slices.Contains(only, p.Name):
+		case only == nil && p.Extra:
 		case p.Cryptodev() && !haveCryptodev:
 			t.Logf("%s left out: no /dev/crypto in this boot (harness/anchor loads the module when scripts/cryptodev-ko.sh builds it)", p.Name)
 		default:
