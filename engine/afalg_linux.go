@@ -390,7 +390,7 @@ func (x *afalgCrypter) crypt(d Direction, dst, src, iv []byte) error {
 // router (mipsel malta, virtio_crypto_aes_cbc; BenchmarkKernelAFALGSplice
 // of commit 90e7436, each method a separate process timed by qemu's CPU
 // seconds on the host, 4 alternated rounds): splice over sendmsg 0.96x at
-// 64 KiB, 0.91x at 16 KiB (docs/router-anchor.md). There too the copy it
+// 64 KiB, 0.91x at 16 KiB (docs/lab/router-anchor.md). There too the copy it
 // saves costs less than its two extra system calls.
 func (x *afalgCrypter) request(d Direction, dst, src, iv []byte) error {
 	for attempt := 0; ; attempt++ {

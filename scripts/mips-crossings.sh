@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 11's router path, measured on the emulated MIPS router (mipsel
-# malta 24Kc, 1 CPU, virtio-crypto device): docs/router-anchor.md.
+# malta 24Kc, 1 CPU, virtio-crypto device): docs/lab/router-anchor.md ("The router path,
+# crossing by crossing").
 #
 #   bash scripts/mips-crossings.sh paths    13 configurations, 4 rotated rounds
 #   bash scripts/mips-crossings.sh preempt  GODEBUG=asyncpreemptoff=1 or not, 6 rounds

@@ -179,7 +179,7 @@ type DataPath uint8
 
 const (
 	// DataPathAuto is DataPathPipeline, on every CPU count: on the
-	// router anchor (1 CPU, docs/router-anchor.md, 2026-12-02 inline)
+	// router anchor (1 CPU, docs/lab/router-anchor.md, 2026-12-02 inline)
 	// the inline path cost more per byte than the pipeline (0.30x
 	// WireGuard against 0.37x): its goroutines run frame after frame
 	// past the runtime's 10 ms slice and are preempted by signal, and
