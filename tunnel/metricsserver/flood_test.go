@@ -103,9 +103,9 @@ func TestAttackMetricsSlotsKeepWholeHeads(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The second has read its head in pieces, the end split across reads.
-	slots.read(held[1], []byte("GET /metrics HTTP/1.1\r\n"))
-	slots.read(held[1], []byte("\r"))
-	slots.read(held[1], []byte("\n"))
+	slots.Record(held[1], []byte("GET /metrics HTTP/1.1\r\n"))
+	slots.Record(held[1], []byte("\r"))
+	slots.Record(held[1], []byte("\n"))
 	// The third has sent half a head.
 	if _, err := io.WriteString(clients[2], "GET /metrics HTTP/1.1\r\nHost: x\r\n"); err != nil {
 		t.Fatal(err)
@@ -124,7 +124,7 @@ func TestAttackMetricsSlotsKeepWholeHeads(t *testing.T) {
 	}
 	// When every slot holds a whole head, a new connection is refused.
 	for _, sl := range append(held, ns) {
-		slots.read(sl, []byte("\n\n"))
+		slots.Record(sl, []byte("\n\n"))
 	}
 	_, s2 := pair()
 	if slots.acquire(s2) != nil {
