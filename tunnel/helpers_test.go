@@ -10,31 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest"
-	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/offload-dev/offload/internal/testutil"
 	"github.com/offload-dev/offload/tunnel/suite"
 )
 
-// leakCheck must be the first thing a test calls: its cleanup runs last.
-func leakCheck(t *testing.T) {
-	t.Helper()
-	t.Cleanup(func() { goleak.VerifyNone(t) })
-}
-
 func testPSK(b byte) []byte { return bytes.Repeat([]byte{b}, 32) }
-
-// testLogger logs warnings and up to the test log and everything to an
-// observer the test can search.
-func testLogger(t *testing.T) (*zap.Logger, *observer.ObservedLogs) {
-	core, logs := observer.New(zap.DebugLevel)
-	tl := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
-	return zap.New(zapcore.NewTee(core, tl.Core())), logs
-}
 
 func testOptions(log *zap.Logger) Options {
 	return Options{

@@ -22,7 +22,7 @@ import (
 )
 
 func TestMetricsAndStatus(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	echoT := startTarget(t, testutil.Echo)
 	addrs, srv, cli, _, _ := pair(t, map[string]string{"echo": echoT.addr()}, "echo", "nope")
 	if err := testutil.EchoRoundTrip(addrs["echo"], 100000, 1); err != nil {

@@ -77,8 +77,8 @@ func countLogs(logs *observer.ObservedLogs, msg string, fields map[string]string
 // request for another's service is refused with a reason at the client,
 // logged once with the client's name at the server, and dials nothing.
 func TestClientsOwnKeys(t *testing.T) {
-	leakCheck(t)
-	log, logs := testLogger(t)
+	testutil.LeakCheck(t)
+	log, logs := testutil.ObservedLogger(t)
 	tgA := startTarget(t, testutil.Echo)
 	tgB := startTarget(t, testutil.Echo) // only bob may reach it
 	opt := testOptions(log)
@@ -188,8 +188,8 @@ func grepLines(s, sub string) string {
 // a reason, closes links of removed clients and rotated-out keys, and a
 // bad config changes nothing.
 func TestServerReload(t *testing.T) {
-	leakCheck(t)
-	log, logs := testLogger(t)
+	testutil.LeakCheck(t)
+	log, logs := testutil.ObservedLogger(t)
 	tgA := startTarget(t, testutil.Echo)
 	tgB := startTarget(t, testutil.Echo)
 	opt := testOptions(log)
@@ -284,8 +284,8 @@ func TestServerReload(t *testing.T) {
 // key, with which the client moves to a new link while its streams on
 // the old one finish.
 func TestClientReload(t *testing.T) {
-	leakCheck(t)
-	log, logs := testLogger(t)
+	testutil.LeakCheck(t)
+	log, logs := testutil.ObservedLogger(t)
 	tgA := startTarget(t, testutil.Echo)
 	tgB := startTarget(t, testutil.Echo)
 	opt := testOptions(log)

@@ -12,6 +12,8 @@ import (
 	"github.com/offload-dev/offload/tunnel/internal/netguard"
 	"github.com/offload-dev/offload/tunnel/record"
 	"github.com/offload-dev/offload/tunnel/suite"
+
+	"github.com/offload-dev/offload/internal/testutil"
 )
 
 // accepted returns the server end of a connection dialled from src, after
@@ -213,7 +215,7 @@ func TestLinkDownDuringDrain(t *testing.T) {
 		{true, fmt.Errorf("record: read: %w", syscall.ECONNRESET), false},
 		{true, record.ErrAuth, true},
 	} {
-		log, logs := testLogger(t)
+		log, logs := testutil.ObservedLogger(t)
 		srv, err := NewServer(ServerConfig{Options: testOptions(log), Services: map[string]string{"x": "127.0.0.1:1"}})
 		if err != nil {
 			t.Fatal(err)

@@ -13,13 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/offload-dev/offload/config"
 	"github.com/offload-dev/offload/engine"
 	"github.com/offload-dev/offload/internal/bench"
 	"github.com/offload-dev/offload/internal/benchmethod"
+	"github.com/offload-dev/offload/internal/testutil"
 	"github.com/offload-dev/offload/tunnel"
 	"github.com/offload-dev/offload/tunnel/suite"
 )
@@ -67,7 +67,7 @@ func absDiff(a, b uint64) uint64 {
 }
 
 func TestBenchJSONSoftwareAndUnavailable(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	testutil.LeakCheck(t)
 	const size = 300 << 10
 	profile := filepath.Join(t.TempDir(), "profile.json")
 	code, out, errOut := runBenchCmd(t, "-policy", "software,afalg:no_such_driver,hybrid", "-streams", "1,3", "-bytes", "300KiB", "-json", "-profile", profile)
@@ -117,7 +117,7 @@ func TestBenchJSONSoftwareAndUnavailable(t *testing.T) {
 // real run. On this machine auto picks software everywhere (no kernel
 // engines), so only the structure is checked, never which is faster.
 func TestBenchJSONPaired(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	testutil.LeakCheck(t)
 	profile := filepath.Join(t.TempDir(), "profile.json")
 	code, out, errOut := runBenchCmd(t, "-policy", "software,auto", "-streams", "1", "-bytes", "256KiB", "-repeat", "3", "-json", "-profile", profile)
 	if code != 0 {
@@ -186,7 +186,7 @@ func TestBenchJSONPaired(t *testing.T) {
 // result into the document, which stays alone on stdout. Whether the
 // check passes here is noise, so only that the exit code agrees with it.
 func TestBenchJSONCheck(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	testutil.LeakCheck(t)
 	profile := filepath.Join(t.TempDir(), "profile.json")
 	code, out, errOut := runBenchCmd(t, "-policy", "software,auto", "-streams", "1", "-bytes", "64KiB", "-json", "-check", "-tolerance", "0.5", "-profile", profile)
 	var rep benchReport
@@ -212,7 +212,7 @@ func TestBenchJSONCheck(t *testing.T) {
 }
 
 func TestBenchTable(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	testutil.LeakCheck(t)
 	code, out, errOut := runBenchCmd(t, "-policy", "software,cryptodev", "-streams", "2", "-bytes", "64KiB", "-repeat", "3")
 	if code != 0 {
 		t.Fatalf("exit %d\nstderr:\n%s", code, errOut)
@@ -232,7 +232,7 @@ func TestBenchTable(t *testing.T) {
 }
 
 func TestBenchSeconds(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	testutil.LeakCheck(t)
 	prof := filepath.Join(t.TempDir(), "cpu.out")
 	code, out, errOut := runBenchCmd(t, "-policy", "software", "-streams", "2", "-seconds", "0.2", "-json", "-cpuprofile", prof)
 	if code != 0 {
@@ -253,7 +253,7 @@ func TestBenchSeconds(t *testing.T) {
 // TestBenchRemote runs a tunnel server here with a bench sink as its
 // service and benches against it with -server, as against a router.
 func TestBenchRemote(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	testutil.LeakCheck(t)
 	// Not one repeated byte: LoadKey refuses those.
 	key := []byte("offload bench remote test key..!")
 	keyFile := filepath.Join(t.TempDir(), "offload.key")
@@ -550,7 +550,7 @@ func TestBenchVerdict(t *testing.T) {
 // bench names the selector profile auto used, and says whether it wrote
 // it (measured now) or read it.
 func TestBenchNamesProfile(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	testutil.LeakCheck(t)
 	prof := filepath.Join(t.TempDir(), "profile.json")
 	args := []string{"-policy", "auto", "-streams", "1", "-bytes", "64KiB", "-repeat", "1", "-profile", prof}
 	code, out, errOut := runBenchCmd(t, args...)

@@ -1,6 +1,7 @@
 // Package testutil holds what the tunnel's tests in several packages need
 // alike: a deterministic byte stream, an echo service and a round trip
-// through it, and a buffer that several goroutines write.
+// through it, a buffer that several goroutines write, a goroutine leak
+// check and a logger a test can search (log.go).
 package testutil
 
 import (

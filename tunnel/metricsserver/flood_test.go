@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/offload-dev/offload/internal/testutil"
 )
 
 // TestAttackMetricsConnectFlood: a flood of connections that send nothing, as
@@ -19,7 +21,7 @@ import (
 // Now a connection whose whole request head has arrived is never the one
 // reset, and the cap counts only connections being answered.
 func TestAttackMetricsConnectFlood(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	ln, err := Listen(context.Background(), "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +77,7 @@ func TestAttackMetricsConnectFlood(t *testing.T) {
 // buffer, or was read in pieces, stays. (The slots the endpoint used
 // before reset the oldest whatever it had sent.)
 func TestAttackMetricsSlotsKeepWholeHeads(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	ln := listen(t)
 	pair := func() (client, server net.Conn) {
 		c, err := net.Dial("tcp", ln.Addr().String())
