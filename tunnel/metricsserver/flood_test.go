@@ -78,25 +78,12 @@ func TestAttackMetricsConnectFlood(t *testing.T) {
 // before reset the oldest whatever it had sent.)
 func TestAttackMetricsSlotsKeepWholeHeads(t *testing.T) {
 	testutil.LeakCheck(t)
-	ln := listen(t)
-	pair := func() (client, server net.Conn) {
-		c, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := ln.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close(); s.Close() })
-		return c, s
-	}
 	const max = 4
 	slots := newSlots(max)
 	var clients []net.Conn
 	var held []*slot
 	for range max {
-		c, s := pair()
+		c, s := testutil.TCPPair(t)
 		clients = append(clients, c)
 		held = append(held, slots.acquire(s))
 	}
@@ -113,7 +100,7 @@ func TestAttackMetricsSlotsKeepWholeHeads(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(50 * time.Millisecond) // the bytes reach the server's socket
-	_, s := pair()
+	_, s := testutil.TCPPair(t)
 	ns := slots.acquire(s)
 	if ns == nil {
 		t.Fatal("no slot for a new connection")
@@ -128,7 +115,7 @@ func TestAttackMetricsSlotsKeepWholeHeads(t *testing.T) {
 	for _, sl := range append(held, ns) {
 		slots.Record(sl, []byte("\n\n"))
 	}
-	_, s2 := pair()
+	_, s2 := testutil.TCPPair(t)
 	if slots.acquire(s2) != nil {
 		t.Error("a slot was taken from a connection with its whole head")
 	}
