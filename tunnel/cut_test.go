@@ -52,7 +52,7 @@ func serveWithDialControl(t *testing.T, cfg ServerConfig, control func()) (strin
 		control()
 		return nil
 	}
-	ln := listen(t)
+	ln := testutil.Listen(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- srv.Serve(ctx, ln) }()

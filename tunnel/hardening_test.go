@@ -300,7 +300,7 @@ func TestAttackLinkBuffer(t *testing.T) {
 	// The server's connections to the sink get small send buffers too:
 	// else the kernel takes a megabyte per stream, and the stream buffers
 	// the budget bounds never fill.
-	addr, srv, _ := startServerTuned(t, listen(t), ServerConfig{Options: opt, Services: map[string]string{"sink": neverReads(t)}}, func(s *Server) {
+	addr, srv, _ := startServerTuned(t, testutil.Listen(t), ServerConfig{Options: opt, Services: map[string]string{"sink": neverReads(t)}}, func(s *Server) {
 		s.dialer.Control = func(_, _ string, c syscall.RawConn) error {
 			var serr error
 			err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, 4096) })

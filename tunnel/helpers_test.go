@@ -55,18 +55,9 @@ func (r *running) stop(t *testing.T) {
 	})
 }
 
-func listen(t *testing.T) net.Listener {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ln
-}
-
 func startServer(t *testing.T, cfg ServerConfig) (string, *Server, *running) {
 	t.Helper()
-	return startServerOn(t, listen(t), cfg)
+	return startServerOn(t, testutil.Listen(t), cfg)
 }
 
 func startServerOn(t *testing.T, ln net.Listener, cfg ServerConfig) (string, *Server, *running) {
@@ -98,7 +89,7 @@ func startClient(t *testing.T, cfg ClientConfig, services ...string) (map[string
 	t.Helper()
 	addrs := map[string]string{}
 	for _, s := range services {
-		ln := listen(t)
+		ln := testutil.Listen(t)
 		cfg.Forwards = append(cfg.Forwards, Forward{Listener: ln, Service: s})
 		addrs[s] = ln.Addr().String()
 	}
@@ -124,7 +115,7 @@ type target struct {
 
 func startTarget(t *testing.T, handle func(net.Conn)) *target {
 	t.Helper()
-	return startTargetOn(t, listen(t), handle)
+	return startTargetOn(t, testutil.Listen(t), handle)
 }
 
 // startTargetOn is startTarget on ln.

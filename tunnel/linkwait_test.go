@@ -61,7 +61,7 @@ func waitLog(t *testing.T, logs *observer.ObservedLogs, msg string) {
 // wait, far within DialTimeout) and the log says why.
 func TestFailFastNoLink(t *testing.T) {
 	testutil.LeakCheck(t)
-	down := listen(t)
+	down := testutil.Listen(t)
 	downAddr := down.Addr().String()
 	_ = down.Close() // nothing listens: connection refused
 
@@ -101,12 +101,12 @@ func TestFailFastNoLink(t *testing.T) {
 // link.
 func TestFailFastSocks(t *testing.T) {
 	testutil.LeakCheck(t)
-	down := listen(t)
+	down := testutil.Listen(t)
 	downAddr := down.Addr().String()
 	_ = down.Close()
 	clog, clogs := testutil.ObservedLogger(t)
 	o := failFastOptions(clog)
-	ln := listen(t)
+	ln := testutil.Listen(t)
 	startClient(t, ClientConfig{Options: o, Server: downAddr, RedialMin: time.Minute, RedialMax: time.Minute, Socks: &Socks{Listener: ln}})
 	waitLog(t, clogs, "link failed; redialling")
 	start := time.Now()

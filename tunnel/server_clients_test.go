@@ -295,7 +295,7 @@ func TestClientReload(t *testing.T) {
 		Clients:  []ServerClient{{Name: "alice", Keys: [][]byte{testPSK(1), testPSK(2)}, Access: Access{AllServices: true}}}})
 	copt := testOptions(log)
 	copt.PSK = testPSK(1)
-	lnA, lnB := listen(t), listen(t)
+	lnA, lnB := testutil.Listen(t), testutil.Listen(t)
 	cli, err := NewClient(ClientConfig{Options: copt, Server: saddr, RedialMin: 20 * time.Millisecond, RedialMax: 200 * time.Millisecond,
 		Forwards: []Forward{{Listener: lnA, Service: "a"}, {Listener: lnB, Service: "b"}}})
 	if err != nil {
@@ -313,7 +313,7 @@ func TestClientReload(t *testing.T) {
 	viaB := openEcho(t, lnB.Addr().String())
 
 	// Remove b's forward, add one to b on another port, and a new key.
-	lnC := listen(t)
+	lnC := testutil.Listen(t)
 	if err := cli.Reload(ClientLive{PSK: testPSK(2), Forwards: []Forward{{Listener: lnA, Service: "a"}, {Listener: lnC, Service: "b"}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ func accepted(t *testing.T, ln net.Listener, src string, what []byte) net.Conn {
 // global cap takes from the source with the most, and a connection whose
 // complete first flight waits in its socket buffer is never taken.
 func TestSlotsPolicy(t *testing.T) {
-	ln := listen(t)
+	ln := testutil.Listen(t)
 	defer ln.Close()
 	prefix, size := handshake.FlightHeader(suite.Default)
 	flight := append(append([]byte(nil), prefix...), make([]byte, size-len(prefix))...)
@@ -116,7 +116,7 @@ func TestSlotsPolicy(t *testing.T) {
 // while the CPU was trying every flight: TestAttackWrongKeyFloodManyKeys, 1 of
 // 20 under -race beside a busy core.)
 func TestSlotsWaitForFreedSlot(t *testing.T) {
-	ln := listen(t)
+	ln := testutil.Listen(t)
 	defer ln.Close()
 	prefix, size := handshake.FlightHeader(suite.Default)
 	flight := append(append([]byte(nil), prefix...), make([]byte, size-len(prefix))...)

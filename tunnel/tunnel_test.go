@@ -179,7 +179,7 @@ func TestNoOpenProxy(t *testing.T) {
 
 func TestDialFailedRefused(t *testing.T) {
 	testutil.LeakCheck(t)
-	ln := listen(t)
+	ln := testutil.Listen(t)
 	dead := ln.Addr().String()
 	ln.Close()
 	addrs, srv, _, _, _ := pair(t, map[string]string{"dead": dead}, "dead")
@@ -289,7 +289,7 @@ func TestLinkDeathAbortsStreams(t *testing.T) {
 // (linkwait_test.go has the cases that reset at once).
 func TestLinkDownRefuses(t *testing.T) {
 	testutil.LeakCheck(t)
-	ln := listen(t)
+	ln := testutil.Listen(t)
 	dead := ln.Addr().String()
 	ln.Close()
 	log, _ := testutil.ObservedLogger(t)
@@ -321,7 +321,7 @@ func TestLinkDownRefuses(t *testing.T) {
 func TestLocalConnWaitsForLink(t *testing.T) {
 	testutil.LeakCheck(t)
 	echoT := startTarget(t, testutil.Echo)
-	ln := listen(t)
+	ln := testutil.Listen(t)
 	saddr := ln.Addr().String()
 	ln.Close()
 	log, _ := testutil.ObservedLogger(t)

@@ -166,3 +166,13 @@ func TCPPair(t testing.TB) (net.Conn, net.Conn) {
 	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
 	return a, b
 }
+
+// Listen is a listener on a loopback port; the test closes it.
+func Listen(t testing.TB) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}

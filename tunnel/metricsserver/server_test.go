@@ -13,15 +13,6 @@ import (
 	"github.com/offload-dev/offload/internal/testutil"
 )
 
-func listen(t *testing.T) net.Listener {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ln
-}
-
 // page is a /metrics page of one counter.
 func page(name string, v uint64) func(io.Writer) {
 	return func(w io.Writer) { fmt.Fprintf(w, "%s %d\n", name, v) }
@@ -30,7 +21,7 @@ func page(name string, v uint64) func(io.Writer) {
 // startServer serves opt on a new listener until the test ends.
 func startServer(t *testing.T, opt Options) string {
 	t.Helper()
-	return serveOn(t, listen(t), opt)
+	return serveOn(t, testutil.Listen(t), opt)
 }
 
 // serveOn serves opt on ln until the test ends.
@@ -57,7 +48,7 @@ func scrape(addr, auth string) (int, string, error) {
 // rest without hanging or growing.
 func TestMetricsEndpointRequests(t *testing.T) {
 	testutil.LeakCheck(t)
-	ln := listen(t)
+	ln := testutil.Listen(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Serve(ctx, ln, Options{Metrics: page("offload_test_total", 3)}) }()
