@@ -17,10 +17,13 @@ import (
 
 	"github.com/offload-dev/offload/config"
 	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/engine/enginetest"
 	"github.com/offload-dev/offload/internal/bench"
 	"github.com/offload-dev/offload/internal/benchmethod"
 	"github.com/offload-dev/offload/internal/testutil"
+	"github.com/offload-dev/offload/selector"
 	"github.com/offload-dev/offload/tunnel"
+	"github.com/offload-dev/offload/tunnel/record"
 	"github.com/offload-dev/offload/tunnel/suite"
 )
 
@@ -573,4 +576,64 @@ func withEngines(c *benchCell, e []benchEngine) *benchCell {
 		c.Runs[i].Result.Engines = e
 	}
 	return c
+}
+
+// TestBenchTakesOutFailingEngine: bench builds its engines as a start does
+// (openEngineSet) and its client counts into the Stats the policy watches,
+// so the rule that takes out an engine whose frames keep failing is on in
+// bench too (issue 18). Auto's one engine here fails every frame (all but
+// the tiniest, so that it passes the known answers): the report counts the
+// frames software redid for it, and the policy took it out and said so.
+func TestBenchTakesOutFailingEngine(t *testing.T) {
+	testutil.LeakCheck(t)
+	// The known answers (64 bytes) pass, so the tunnel's engine checks
+	// keep the engine; every frame larger than that fails.
+	failing := &enginetest.Failing{Fail: func(_ uint64, _ engine.Direction, size int) bool { return size > 64 }}
+	var pol *selector.Policy
+	engineSetup = func(_ context.Context, _ string, c engine.Cipher, o selector.EngineOptions) ([]engine.Engine, record.Policy, error) {
+		prof := &selector.Profile{Version: selector.Version, MaxFrame: 64 << 10}
+		for _, d := range []engine.Direction{engine.Encrypt, engine.Decrypt} {
+			prof.Tables = append(prof.Tables, selector.Table{
+				Cipher: c.String(), Direction: d.String(),
+				Bands: []selector.Band{{From: 1, To: 64 << 10, Engine: failing.Name()}},
+			})
+		}
+		p, err := selector.NewPolicy(prof, c, selector.PolicyOptions{
+			Stats: o.Stats, Logger: o.Logger,
+			Open: func(string) (engine.Engine, error) { return failing, nil },
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		pol = p
+		return p.Engines(), p, nil
+	}
+	t.Cleanup(func() { engineSetup = selector.Engines })
+
+	profile := filepath.Join(t.TempDir(), "profile.json")
+	// 1 MiB in frames of at most 16 KiB: far more frames than the
+	// threshold, however the tunnel cuts them.
+	code, out, errOut := runBenchCmd(t, "-policy", "auto", "-streams", "1", "-bytes", "1MiB", "-max-frame", "16KiB", "-repeat", "1", "-json", "-profile", profile)
+	if code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", code, errOut)
+	}
+	var rep benchReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("-json output does not parse: %v\n%s", err, out)
+	}
+	if len(rep.Runs) != 1 || len(rep.Runs[0].Engines) != 2 {
+		t.Fatalf("runs %+v; want one run of auto with software and the failing engine", rep.Runs)
+	}
+	if r := rep.Runs[0]; r.Error != "" || !r.Verified || r.Bytes != 1<<20 {
+		t.Errorf("run %+v; want 1 MiB verified, no error", r)
+	}
+	if e := rep.Runs[0].Engines[1]; e.Engine != failing.Name() || e.Fallbacks < selector.DefaultFailThreshold {
+		t.Errorf("failing engine in the report: %+v; want at least %d frames redone in software", e, selector.DefaultFailThreshold)
+	}
+	if pol == nil || !pol.Out(1) {
+		t.Error("the policy did not take out the failing engine")
+	}
+	if !strings.Contains(errOut, "engine keeps failing; frames go to software from now on") {
+		t.Errorf("stderr does not say the engine was taken out:\n%s", errOut)
+	}
 }
