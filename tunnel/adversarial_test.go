@@ -33,7 +33,7 @@ type advServer struct {
 func startAdvServer(t *testing.T, mod func(*ServerConfig)) *advServer {
 	t.Helper()
 	echoT := startTarget(t, testutil.Echo)
-	log, logs := testLogger(t)
+	log, logs := testutil.ObservedLogger(t)
 	cfg := ServerConfig{Options: testOptions(log), Services: map[string]string{"echo": echoT.addr()}}
 	if mod != nil {
 		mod(&cfg)
@@ -56,7 +56,7 @@ func (a *advServer) check(t *testing.T) {
 func (a *advServer) failures(result int) uint64 { return a.srv.ctr.handshakes[result].Load() }
 
 func TestAttackGarbageHandshake(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	a := startAdvServer(t, nil)
 	c, err := net.Dial("tcp", a.addr)
 	if err != nil {
@@ -73,9 +73,9 @@ func TestAttackGarbageHandshake(t *testing.T) {
 }
 
 func TestWrongKey(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	a := startAdvServer(t, nil)
-	log, logs := testLogger(t)
+	log, logs := testutil.ObservedLogger(t)
 	opt := testOptions(log)
 	opt.PSK = testPSK(8)
 	startClient(t, ClientConfig{Options: opt, Server: a.addr, RedialMin: time.Second, RedialMax: time.Second}, "echo")
@@ -101,9 +101,9 @@ func loggedErrors(logs *observer.ObservedLogs, msg string, target error) []error
 }
 
 func TestOtherSuite(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	a := startAdvServer(t, nil)
-	log, logs := testLogger(t)
+	log, logs := testutil.ObservedLogger(t)
 	opt := testOptions(log)
 	opt.Suite = suite.Suite{Cipher: engine.Cipher{Mode: engine.CBC, KeyBits: 128}, MAC: suite.HMACSHA256}
 	startClient(t, ClientConfig{Options: opt, Server: a.addr, RedialMin: time.Second, RedialMax: time.Second}, "echo")
@@ -124,7 +124,7 @@ func TestOtherSuite(t *testing.T) {
 // TestAttackStalledHandshake: a peer that sends a hello and then nothing is
 // dropped at the handshake timeout and its slot freed.
 func TestAttackStalledHandshake(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	a := startAdvServer(t, func(c *ServerConfig) { c.HandshakeTimeout = 300 * time.Millisecond })
 	c, err := net.Dial("tcp", a.addr)
 	if err != nil {
@@ -150,7 +150,7 @@ func TestAttackStalledHandshake(t *testing.T) {
 // TestAttackHandshakeFlood: 1,000 unauthenticated connections at once cost
 // bounded memory, and a new good client still gets in while they are open.
 func TestAttackHandshakeFlood(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	const flood = 1000
 	a := startAdvServer(t, func(c *ServerConfig) { c.HandshakeTimeout = 30 * time.Second })
 	runtime.GC()
@@ -192,7 +192,7 @@ func TestAttackHandshakeFlood(t *testing.T) {
 	}
 
 	// A new client connects while the flood connections are still open.
-	log, _ := testLogger(t)
+	log, _ := testutil.ObservedLogger(t)
 	addrs, cli, _ := startClient(t, ClientConfig{Options: testOptions(log), Server: a.addr, RedialMin: 20 * time.Millisecond, RedialMax: 100 * time.Millisecond}, "echo")
 	if err := testutil.EchoRoundTrip(addrs["echo"], 64<<10, 5); err != nil {
 		t.Fatalf("new client during the flood: %v", err)
@@ -206,7 +206,7 @@ func TestAttackHandshakeFlood(t *testing.T) {
 // record error logged, the application must get only a prefix of the true
 // stream and then an error, and the client must redial.
 func TestAttackTamperedFrames(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	const size = 4 << 20
 	wantErr := map[tamperMode]error{
 		tamperFlip:     record.ErrAuth,
@@ -217,9 +217,9 @@ func TestAttackTamperedFrames(t *testing.T) {
 	}
 	for _, mode := range []tamperMode{tamperFlip, tamperReplay, tamperReorder, tamperTruncate, tamperOversize} {
 		t.Run(mode.String(), func(t *testing.T) {
-			leakCheck(t)
+			testutil.LeakCheck(t)
 			src := startTarget(t, source(size, 42))
-			log, logs := testLogger(t)
+			log, logs := testutil.ObservedLogger(t)
 			// yamux's smallest window: the server's burst often ends in the
 			// held frame of the reorder (see the second stream below).
 			opt := testOptions(log)
@@ -320,7 +320,7 @@ func mismatch(got, want []byte) string {
 
 // TestMaxStreams: streams beyond the client's cap are refused at once.
 func TestMaxStreams(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	release := make(chan struct{})
 	var once sync.Once
 	tg := startTarget(t, func(c net.Conn) {
@@ -328,7 +328,7 @@ func TestMaxStreams(t *testing.T) {
 		<-release
 	})
 	defer once.Do(func() { close(release) })
-	log, _ := testLogger(t)
+	log, _ := testutil.ObservedLogger(t)
 	saddr, _, _ := startServer(t, ServerConfig{Options: testOptions(log), Services: map[string]string{"hold": tg.addr()}})
 	opt := testOptions(log)
 	opt.MaxStreams = 2

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/tunnel/internal/socks5"
+
+	"github.com/offload-dev/offload/internal/testutil"
 )
 
 // udpEcho sends msg to addr from a fresh socket and wants it back within
@@ -42,7 +44,7 @@ func udpEcho(addr string, msg string, d time.Duration) error {
 // the next connections; a refused reload changes nothing; removing socks
 // closes its listener.
 func TestClientReloadDynamic(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	echo := echoOn(t, "127.0.0.1:0")
 	echo2 := echoOn(t, "127.0.0.1:0")
 	udpT := udpOn(t, "127.0.0.1:0")
@@ -50,9 +52,9 @@ func TestClientReloadDynamic(t *testing.T) {
 	rev1 := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "127.0.0.1")))
 	rev2 := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "127.0.0.1")))
 	rules := mustRules(t, []string{"127.0.0.1/32"}, map[string]string{"u1": udpT.LocalAddr().String(), "u2": udpT.LocalAddr().String()}, []string{rev1, rev2})
-	slog, slogs := testLogger(t)
+	slog, slogs := testutil.ObservedLogger(t)
 	addr, _, _ := startServer(t, ServerConfig{Options: testOptions(slog), Rules: rules})
-	clog, clogs := testLogger(t)
+	clog, clogs := testutil.ObservedLogger(t)
 	socksLn := listenOn(t, "127.0.0.1:0")
 	udp1 := udpOn(t, "127.0.0.1:0")
 	live := ClientLive{
@@ -168,15 +170,15 @@ func TestClientReloadDynamic(t *testing.T) {
 // frees the address) and the old link retires: a registration stream
 // left on it would keep it open for ever.
 func TestClientReloadKeyReverse(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	svc := echoOn(t, "127.0.0.1:0")
 	rev := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "127.0.0.1")))
-	slog, _ := testLogger(t)
+	slog, _ := testutil.ObservedLogger(t)
 	sopt := testOptions(slog)
 	sopt.PSK = nil
 	addr, srv, _ := startServer(t, ServerConfig{Options: sopt, Rules: mustRules(t, nil, nil, []string{rev}), Clients: []ServerClient{{Name: "alice", Keys: [][]byte{testPSK(1), testPSK(2)},
 		Access: Access{AllServices: true, Rules: mustRules(t, nil, nil, []string{rev})}}}})
-	clog, clogs := testLogger(t)
+	clog, clogs := testutil.ObservedLogger(t)
 	copt := testOptions(clog)
 	copt.PSK = testPSK(1)
 	rs := []Reverse{{Listen: rev, Target: svc.addr()}}

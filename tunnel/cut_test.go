@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/tunnel/internal/netguard"
+
+	"github.com/offload-dev/offload/internal/testutil"
 )
 
 // targetEnd is how one target connection ended: bytes read, then err
@@ -50,7 +52,7 @@ func serveWithDialControl(t *testing.T, cfg ServerConfig, control func()) (strin
 		control()
 		return nil
 	}
-	ln := listen(t)
+	ln := testutil.Listen(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- srv.Serve(ctx, ln) }()
@@ -62,9 +64,9 @@ func serveWithDialControl(t *testing.T, cfg ServerConfig, control func()) (strin
 // The dial succeeds but the answer can't be sent; the target's connection
 // must end with a reset, not a clean EOF after 0 bytes (issue 9, item 8).
 func TestLinkCutAfterDial(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	tg, ends := recordingTarget(t)
-	log, _ := testLogger(t)
+	log, _ := testutil.ObservedLogger(t)
 	var px *proxy
 	var srv *Server
 	var once sync.Once
@@ -100,13 +102,13 @@ func TestLinkCutAfterDial(t *testing.T) {
 // while. No stream is ever closed cleanly by the application, so every
 // target connection, whenever it was dialled, must end with a reset.
 func TestLinkCutUnderLoad(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	const (
 		rounds  = 8
 		streams = 16
 	)
 	tg, ends := recordingTarget(t)
-	log, _ := testLogger(t)
+	log, _ := testutil.ObservedLogger(t)
 	rng := rand.New(rand.NewPCG(1, 2))
 	var rmu sync.Mutex
 	jitter := func(max time.Duration) time.Duration {

@@ -43,7 +43,7 @@ func (p *pinnedOne) Exclude(idx int, _ error) {
 func checkedPair(t *testing.T, newEngine func() engine.Engine, mod func(*Options)) (echo string, srv *Server, cli *Client, logs *observer.ObservedLogs) {
 	t.Helper()
 	echoT := startTarget(t, testutil.Echo)
-	log, logs := testLogger(t)
+	log, logs := testutil.ObservedLogger(t)
 	opts := func() Options {
 		o := testOptions(log)
 		o.Engines = []engine.Engine{engine.Software{}, newEngine()}
@@ -70,7 +70,7 @@ func metricsText(c *counters) string {
 // test when the ends start: it is taken out before any frame, data flows
 // through software intact, and the failure is logged once and counted.
 func TestEngineCheckAtStart(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	echo, srv, cli, logs := checkedPair(t, func() engine.Engine { return &enginetest.Faulty{} }, nil)
 	if err := testutil.EchoRoundTrip(echo, 200<<10, 3); err != nil {
 		t.Fatalf("echo through a taken-out engine: %v", err)
@@ -105,7 +105,7 @@ func TestEngineCheckAtStart(t *testing.T) {
 // known-answer test after the timeout instead of stopping the start: it is
 // taken out and data flows through software.
 func TestEngineCheckHangs(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	hang := make(chan struct{})
 	t.Cleanup(func() { close(hang) })
 	start := time.Now()
@@ -145,7 +145,7 @@ func TestEngineCheckHangs(t *testing.T) {
 // Before, the link carried nothing until keepalive cut it, and every
 // stream on it was reset.
 func TestEngineStallInDataPath(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	hang := make(chan struct{})
 	t.Cleanup(func() { close(hang) })
 	var made atomic.Int32
@@ -191,7 +191,7 @@ func TestEngineStallInDataPath(t *testing.T) {
 
 // An engine that breaks later is found by the periodic known-answer test.
 func TestEngineCheckPeriodic(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	var broken atomic.Bool
 	faulty := func() engine.Engine { return &enginetest.Faulty{Bad: func(uint64) bool { return broken.Load() }} }
 	echo, srv, _, _ := checkedPair(t, faulty, func(o *Options) { o.EngineCheckInterval = 20 * time.Millisecond })
@@ -215,7 +215,7 @@ func TestEngineCheckPeriodic(t *testing.T) {
 func TestEngineVerify(t *testing.T) {
 	for _, verify := range []int{1, 0} {
 		t.Run(map[int]string{1: "verify 1", 0: "verify 0"}[verify], func(t *testing.T) {
-			leakCheck(t)
+			testutil.LeakCheck(t)
 			// The server's engine is right; the client's is right on the 4
 			// operations of the known-answer test at start and wrong on
 			// every encryption after. (Wrong answers on both ends could
@@ -273,7 +273,7 @@ func TestEngineVerify(t *testing.T) {
 // Verify below 0 is a configuration error; verify with software alone
 // makes no Verifier.
 func TestEngineVerifyOptions(t *testing.T) {
-	log, _ := testLogger(t)
+	log, _ := testutil.ObservedLogger(t)
 	o := testOptions(log)
 	o.Verify = -1
 	if _, err := NewServer(ServerConfig{Options: o, Services: map[string]string{"a": "127.0.0.1:1"}}); !errors.Is(err, ErrConfig) {
@@ -292,7 +292,7 @@ func TestEngineVerifyOptions(t *testing.T) {
 // stayed in, and with verify 0 the echo came back corrupt under valid
 // tags. Now it is taken out at start and the data arrives intact.
 func TestEngineCheckFrameSealerAtStart(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	echo, srv, cli, logs := checkedPair(t, func() engine.Engine { return &enginetest.FaultyFrames{} }, func(o *Options) {
 		if o.Suite.MAC != suite.HMACSHA256 {
 			t.Fatalf("suite %v: frame sealers serve hmac-sha256 suites only", o.Suite)
@@ -324,7 +324,7 @@ func TestEngineCheckFrameSealerAtStart(t *testing.T) {
 // engine is out with check "verify"; without verify, the periodic known
 // answer on whole frames takes it out.
 func TestEngineCheckFrameSealerLater(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	var broken atomic.Bool
 	bad := func(uint64) bool { return broken.Load() }
 	t.Run("verify", func(t *testing.T) {

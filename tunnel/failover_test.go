@@ -29,9 +29,9 @@ func deadAddr(t *testing.T, network, host string) string {
 // TestFailoverFirstDead: the first server in the list refuses
 // connections; the client moves to the second and carries streams there.
 func TestFailoverFirstDead(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	echoT := startTarget(t, testutil.Echo)
-	log, logs := testLogger(t)
+	log, logs := testutil.ObservedLogger(t)
 	b, _, _ := startServer(t, ServerConfig{Options: testOptions(log), Services: map[string]string{"echo": echoT.addr()}})
 	a := deadAddr(t, "tcp", "127.0.0.1")
 	addrs, cli, _ := startClient(t, ClientConfig{Options: testOptions(log), Servers: []string{a, b},
@@ -62,14 +62,14 @@ func TestFailoverFirstDead(t *testing.T) {
 // stops. The stream open on it ends with a reset (never a clean end), and
 // new connections go through the other server.
 func TestFailoverServerStops(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	echoT := startTarget(t, testutil.Echo)
 	holdT := startTarget(t, func(c net.Conn) {
 		_, _ = c.Write([]byte("hello"))
 		_, _ = io.Copy(io.Discard, c)
 	})
 	services := map[string]string{"echo": echoT.addr(), "hold": holdT.addr()}
-	log, logs := testLogger(t)
+	log, logs := testutil.ObservedLogger(t)
 	a, _, arun := startServer(t, ServerConfig{Options: testOptions(log), Services: services})
 	b, _, _ := startServer(t, ServerConfig{Options: testOptions(log), Services: services})
 	addrs, cli, _ := startClient(t, ClientConfig{Options: testOptions(log), Servers: []string{a, b},
@@ -103,9 +103,9 @@ func TestFailoverServerStops(t *testing.T) {
 // TestFailoverKeyRollStays: a new key (Reload) makes a new link on the
 // same server, not the next: the server is fine.
 func TestFailoverKeyRollStays(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	echoT := startTarget(t, testutil.Echo)
-	log, logs := testLogger(t)
+	log, logs := testutil.ObservedLogger(t)
 	// Both servers take the old and the new key, as during a rotation.
 	sopt := testOptions(log)
 	clients := []ServerClient{{Name: "c", Keys: [][]byte{testPSK(7), testPSK(8)}, Access: Access{AllServices: true}}}

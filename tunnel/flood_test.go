@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/tunnel/handshake"
+
+	"github.com/offload-dev/offload/internal/testutil"
 )
 
 // slowFirstWrite delays the first Write on a connection: a client router
@@ -40,9 +42,9 @@ func (c *slowFirstWrite) Write(p []byte) (int, error) {
 // on Linux), so a genuine client is accepted with its whole first flight
 // (80 bytes, one segment), which no flood may take.
 func TestAttackFloodManySourcesSlowClient(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	needSource(t, "127.1.0.1")
-	log, _ := testLogger(t)
+	log, _ := testutil.ObservedLogger(t)
 	opt := testOptions(log)
 	// The flood holds its connections 2 s and the slots do the evicting:
 	// a genuine handshake that is slow beside the flood (under -race on a
@@ -94,9 +96,9 @@ func TestAttackFloodManySourcesSlowClient(t *testing.T) {
 // complete flight that the handshake has not begun to read yet, which
 // costs nothing to give up.
 func TestAttackWrongKeyFloodManyKeys(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	needSource(t, "127.1.0.1")
-	log, _ := testLogger(t)
+	log, _ := testutil.ObservedLogger(t)
 	opt := testOptions(log)
 	opt.HandshakeTimeout = 20 * time.Second // as in TestAttackFloodManySourcesSlowClient
 	var clients []ServerClient

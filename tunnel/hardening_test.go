@@ -80,10 +80,10 @@ func heapInuse() int64 {
 // rate-limited. (Protocol version 1 gave every replay a link: record
 // layer, yamux session and "link up", about 60 KiB each.)
 func TestAttackReplayFlood(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	const replays = 300
 	echoT := startTarget(t, testutil.Echo)
-	log, logs := testLogger(t)
+	log, logs := testutil.ObservedLogger(t)
 	opt := testOptions(log)
 	addr, srv, _ := startServer(t, ServerConfig{Options: opt, Services: map[string]string{"echo": echoT.addr()}})
 	opt.setDefaults()
@@ -216,9 +216,9 @@ func dialFrom(src, addr string) (net.Conn, error) {
 // their first flight, from a few addresses, runs while genuine clients
 // handshake: every genuine handshake completes, and the flood is evicted.
 func TestAttackFloodBesideClients(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	needSource(t, "127.0.0.2")
-	log, _ := testLogger(t)
+	log, _ := testutil.ObservedLogger(t)
 	opt := testOptions(log)
 	opt.HandshakeTimeout = 20 * time.Second // as in TestAttackFloodManySourcesSlowClient
 	cfg := ServerConfig{Options: opt, Services: map[string]string{"x": "127.0.0.1:1"}, MaxHandshakes: 16, MaxLinks: 100}
@@ -291,16 +291,16 @@ func neverReads(t *testing.T) string {
 // server's stream buffers stay within link_buffer, and the excess streams
 // are reset rather than left hanging.
 func TestAttackLinkBuffer(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	const streams, perStream = 64, 1 << 20
-	log, _ := testLogger(t)
+	log, _ := testutil.ObservedLogger(t)
 	opt := testOptions(log)
 	opt.YamuxWindow = 256 << 10
 	opt.LinkBuffer = 4 << 20
 	// The server's connections to the sink get small send buffers too:
 	// else the kernel takes a megabyte per stream, and the stream buffers
 	// the budget bounds never fill.
-	addr, srv, _ := startServerTuned(t, listen(t), ServerConfig{Options: opt, Services: map[string]string{"sink": neverReads(t)}}, func(s *Server) {
+	addr, srv, _ := startServerTuned(t, testutil.Listen(t), ServerConfig{Options: opt, Services: map[string]string{"sink": neverReads(t)}}, func(s *Server) {
 		s.dialer.Control = func(_, _ string, c syscall.RawConn) error {
 			var serr error
 			err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, 4096) })
@@ -374,8 +374,8 @@ func TestAttackLinkBuffer(t *testing.T) {
 // never hold the links others need; a client with no link beyond
 // max_links is refused with a busy alert, and gets in once one is freed.
 func TestMaxLinks(t *testing.T) {
-	leakCheck(t)
-	log, _ := testLogger(t)
+	testutil.LeakCheck(t)
+	log, _ := testutil.ObservedLogger(t)
 	opt := testOptions(log)
 	clients := []ServerClient{
 		{Name: "alice", Keys: [][]byte{testPSK(1)}, Access: Access{AllServices: true}},
@@ -440,8 +440,8 @@ func TestMaxLinks(t *testing.T) {
 // link after link (a stolen key, a broken client) keeps
 // max_links_per_client of them and every other client still comes up.
 func TestAttackOneClientCannotHoldTheLinks(t *testing.T) {
-	leakCheck(t)
-	log, _ := testLogger(t)
+	testutil.LeakCheck(t)
+	log, _ := testutil.ObservedLogger(t)
 	opt := testOptions(log)
 	clients := []ServerClient{
 		{Name: "alice", Keys: [][]byte{testPSK(1)}, Access: Access{AllServices: true}},

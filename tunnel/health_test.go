@@ -19,12 +19,12 @@ import (
 // balancer checking /healthz stops sending it new clients while its open
 // streams finish.
 func TestServerHealthyWhileDraining(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	holdT := startTarget(t, func(c net.Conn) {
 		_, _ = c.Write([]byte("hello"))
 		_, _ = io.Copy(io.Discard, c)
 	})
-	log, _ := testLogger(t)
+	log, _ := testutil.ObservedLogger(t)
 	opt := testOptions(log)
 	opt.DrainTimeout = 20 * time.Second
 	saddr, srv, srun := startServer(t, ServerConfig{Options: opt, Services: map[string]string{"hold": holdT.addr()}})
@@ -59,7 +59,7 @@ func TestServerHealthyWhileDraining(t *testing.T) {
 // dead), its forward, the metrics listener, and proxy_protocol_from (the
 // header names an IPv6 client).
 func TestIPv6EveryAddress(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	if ln, err := net.Listen("tcp", "[::1]:0"); err != nil {
 		t.Skipf("no IPv6 loopback on this machine: %v", err)
 	} else {
@@ -74,7 +74,7 @@ func TestIPv6EveryAddress(t *testing.T) {
 	}
 	echo := testutil.ServeOn(t, "::1", testutil.Echo)
 
-	log, logs := testLogger(t)
+	log, logs := testutil.ObservedLogger(t)
 	saddr, srv, _ := startServerOn(t, listen6(), ServerConfig{Options: testOptions(log), Services: map[string]string{"echo": echo},
 		ProxyProtocol: &ProxyProtocol{From: []netip.Prefix{netip.MustParsePrefix("::1/128")}}})
 	client := netip.MustParseAddrPort("[::1]:4242")

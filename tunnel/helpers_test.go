@@ -10,31 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest"
-	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/offload-dev/offload/internal/testutil"
 	"github.com/offload-dev/offload/tunnel/suite"
 )
 
-// leakCheck must be the first thing a test calls: its cleanup runs last.
-func leakCheck(t *testing.T) {
-	t.Helper()
-	t.Cleanup(func() { goleak.VerifyNone(t) })
-}
-
 func testPSK(b byte) []byte { return bytes.Repeat([]byte{b}, 32) }
-
-// testLogger logs warnings and up to the test log and everything to an
-// observer the test can search.
-func testLogger(t *testing.T) (*zap.Logger, *observer.ObservedLogs) {
-	core, logs := observer.New(zap.DebugLevel)
-	tl := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
-	return zap.New(zapcore.NewTee(core, tl.Core())), logs
-}
 
 func testOptions(log *zap.Logger) Options {
 	return Options{
@@ -73,18 +55,9 @@ func (r *running) stop(t *testing.T) {
 	})
 }
 
-func listen(t *testing.T) net.Listener {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ln
-}
-
 func startServer(t *testing.T, cfg ServerConfig) (string, *Server, *running) {
 	t.Helper()
-	return startServerOn(t, listen(t), cfg)
+	return startServerOn(t, testutil.Listen(t), cfg)
 }
 
 func startServerOn(t *testing.T, ln net.Listener, cfg ServerConfig) (string, *Server, *running) {
@@ -116,7 +89,7 @@ func startClient(t *testing.T, cfg ClientConfig, services ...string) (map[string
 	t.Helper()
 	addrs := map[string]string{}
 	for _, s := range services {
-		ln := listen(t)
+		ln := testutil.Listen(t)
 		cfg.Forwards = append(cfg.Forwards, Forward{Listener: ln, Service: s})
 		addrs[s] = ln.Addr().String()
 	}
@@ -142,7 +115,7 @@ type target struct {
 
 func startTarget(t *testing.T, handle func(net.Conn)) *target {
 	t.Helper()
-	return startTargetOn(t, listen(t), handle)
+	return startTargetOn(t, testutil.Listen(t), handle)
 }
 
 // startTargetOn is startTarget on ln.

@@ -14,6 +14,8 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/offload-dev/offload/tunnel/internal/socks5"
+
+	"github.com/offload-dev/offload/internal/testutil"
 )
 
 // failFastOptions has a DialTimeout far longer than any wait the test
@@ -58,12 +60,12 @@ func waitLog(t *testing.T, logs *observer.ObservedLogs, msg string) {
 // fails; a connection to a forward is refused at once (within the link
 // wait, far within DialTimeout) and the log says why.
 func TestFailFastNoLink(t *testing.T) {
-	leakCheck(t)
-	down := listen(t)
+	testutil.LeakCheck(t)
+	down := testutil.Listen(t)
 	downAddr := down.Addr().String()
 	_ = down.Close() // nothing listens: connection refused
 
-	slog, _ := testLogger(t)
+	slog, _ := testutil.ObservedLogger(t)
 	wrongKey, _, _ := startServer(t, ServerConfig{Options: func() Options {
 		o := failFastOptions(slog)
 		o.PSK = testPSK(9)
@@ -77,7 +79,7 @@ func TestFailFastNoLink(t *testing.T) {
 		{"wrong key", wrongKey, "handshake"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clog, clogs := testLogger(t)
+			clog, clogs := testutil.ObservedLogger(t)
 			o := failFastOptions(clog)
 			addrs, cli, _ := startClient(t, ClientConfig{Options: o, Server: tc.server, RedialMin: time.Minute, RedialMax: time.Minute}, "web")
 			cli.refuseLog.Every = 0
@@ -98,13 +100,13 @@ func TestFailFastNoLink(t *testing.T) {
 // SOCKS answers "general failure" (REP 0x01) at once while there is no
 // link.
 func TestFailFastSocks(t *testing.T) {
-	leakCheck(t)
-	down := listen(t)
+	testutil.LeakCheck(t)
+	down := testutil.Listen(t)
 	downAddr := down.Addr().String()
 	_ = down.Close()
-	clog, clogs := testLogger(t)
+	clog, clogs := testutil.ObservedLogger(t)
 	o := failFastOptions(clog)
-	ln := listen(t)
+	ln := testutil.Listen(t)
 	startClient(t, ClientConfig{Options: o, Server: downAddr, RedialMin: time.Minute, RedialMax: time.Minute, Socks: &Socks{Listener: ln}})
 	waitLog(t, clogs, "link failed; redialling")
 	start := time.Now()
@@ -121,8 +123,8 @@ func TestFailFastSocks(t *testing.T) {
 // LinkWait) and is carried once the link is up; with a negative LinkWait
 // it is refused at once instead.
 func TestFailFastWaitsForADialUnderWay(t *testing.T) {
-	leakCheck(t)
-	slog, _ := testLogger(t)
+	testutil.LeakCheck(t)
+	slog, _ := testutil.ObservedLogger(t)
 	tg := startTarget(t, func(c net.Conn) { _, _ = io.Copy(c, c) })
 	srvAddr, _, _ := startServer(t, ServerConfig{Options: testOptions(slog), Services: map[string]string{"echo": tg.addr()}})
 
@@ -131,7 +133,7 @@ func TestFailFastWaitsForADialUnderWay(t *testing.T) {
 		linkWait time.Duration
 	}{{"waits", time.Minute}, {"at once", -1}} {
 		t.Run(tc.name, func(t *testing.T) {
-			clog, _ := testLogger(t)
+			clog, _ := testutil.ObservedLogger(t)
 			o := failFastOptions(clog)
 			o.LinkWait = tc.linkWait
 			dialing, release := make(chan struct{}), make(chan struct{})

@@ -22,7 +22,7 @@ import (
 )
 
 func TestMetricsAndStatus(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	echoT := startTarget(t, testutil.Echo)
 	addrs, srv, cli, _, _ := pair(t, map[string]string{"echo": echoT.addr()}, "echo", "nope")
 	if err := testutil.EchoRoundTrip(addrs["echo"], 100000, 1); err != nil {
@@ -35,7 +35,7 @@ func TestMetricsAndStatus(t *testing.T) {
 	set := metrics.NewSet()
 	srv.RegisterMetrics(set)
 	cli.RegisterMetrics(set)
-	ln := listen(t)
+	ln := testutil.Listen(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- metricsserver.Serve(ctx, ln, metricsserver.Options{Metrics: exposition(set)}) }()
@@ -202,7 +202,7 @@ func exposition(set *metrics.Set) func(io.Writer) {
 // as cmd/offload wires it (tunnel/metricsserver).
 func startMetricsServer(t *testing.T, set *metrics.Set, opt metricsserver.Options) string {
 	t.Helper()
-	ln := listen(t)
+	ln := testutil.Listen(t)
 	opt.Metrics = exposition(set)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

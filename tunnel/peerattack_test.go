@@ -47,8 +47,8 @@ func rawLink(t *testing.T, addr string, opt Options) (*record.Conn, net.Conn) {
 // line): 1.5 s of pings made hundreds of thousands. The server must stay
 // bounded: cut the link, hold a handful of goroutines, log little.
 func TestAttackPingFlood(t *testing.T) {
-	leakCheck(t)
-	log, logs := testLogger(t)
+	testutil.LeakCheck(t)
+	log, logs := testutil.ObservedLogger(t)
 	opt := testOptions(log)
 	addr, srv, _ := startServer(t, ServerConfig{Options: opt, Services: map[string]string{"echo": "127.0.0.1:1"}})
 	opt.setDefaults()
@@ -170,8 +170,8 @@ func TestPingGuardFrames(t *testing.T) {
 // inflight SYN" per ACK); a peer must not be able to write the server's log at that
 // rate (a router's log is RAM or flash), so they are rate-limited.
 func TestAttackStrayFrameLogFlood(t *testing.T) {
-	leakCheck(t)
-	log, logs := testLogger(t)
+	testutil.LeakCheck(t)
+	log, logs := testutil.ObservedLogger(t)
 	opt := testOptions(log)
 	addr, srv, _ := startServer(t, ServerConfig{Options: opt, Services: map[string]string{"echo": "127.0.0.1:1"}})
 	opt.setDefaults()
@@ -229,8 +229,8 @@ func TestAttackStrayFrameLogFlood(t *testing.T) {
 // stream buffers stay within link_buffer however many listeners the link
 // holds.
 func TestAttackReverseLinkBuffer(t *testing.T) {
-	leakCheck(t)
-	log, _ := testLogger(t)
+	testutil.LeakCheck(t)
+	log, _ := testutil.ObservedLogger(t)
 	opt := testOptions(log)
 	opt.YamuxWindow = 256 << 10
 	opt.LinkBuffer = 4 << 20

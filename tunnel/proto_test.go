@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/offload-dev/offload/internal/testutil"
 )
 
 func TestRequestWire(t *testing.T) {
@@ -71,8 +73,8 @@ func TestRequestWire(t *testing.T) {
 // back from this server; this client explains the reasonless refusal a
 // version 1 server sends.
 func TestOldPeer(t *testing.T) {
-	leakCheck(t)
-	log, _ := testLogger(t)
+	testutil.LeakCheck(t)
+	log, _ := testutil.ObservedLogger(t)
 	addr, _, _ := startServer(t, ServerConfig{Options: testOptions(log), Services: map[string]string{"web": "127.0.0.1:1"}})
 	opt := testOptions(log)
 	_ = opt.setDefaults()

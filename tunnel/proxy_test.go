@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/offload-dev/offload/internal/testutil"
 	"github.com/offload-dev/offload/tunnel/internal/netguard"
 	"github.com/offload-dev/offload/tunnel/record"
 )
@@ -30,7 +31,7 @@ type proxy struct {
 
 func startProxy(t *testing.T, target string, tamper func(n int) func(dst io.Writer, src io.Reader) error) *proxy {
 	t.Helper()
-	p := &proxy{t: t, ln: listen(t), target: target, tamper: tamper}
+	p := &proxy{t: t, ln: testutil.Listen(t), target: target, tamper: tamper}
 	p.wg.Add(1)
 	go p.run()
 	t.Cleanup(func() {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/tunnel/proxyproto"
+
+	"github.com/offload-dev/offload/internal/testutil"
 )
 
 // TestAttackProxyProtocolFloodOneClient: behind a load balancer, one client
@@ -23,8 +25,8 @@ import (
 // max_handshakes_per_source connections waiting to be handed over; a
 // further one from it is reset at once and counted as dropped.
 func TestAttackProxyProtocolFloodOneClient(t *testing.T) {
-	leakCheck(t)
-	log, _ := testLogger(t)
+	testutil.LeakCheck(t)
+	log, _ := testutil.ObservedLogger(t)
 	opt := testOptions(log)
 	saddr, srv, _ := startServer(t, ServerConfig{Options: opt, Services: map[string]string{"x": "127.0.0.1:9"},
 		MaxHandshakes: 16, MaxHandshakesPerSource: 4, MaxLinks: 100,

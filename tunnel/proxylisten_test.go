@@ -52,9 +52,9 @@ var localHeader = proxyproto.AppendHeader(nil, netip.AddrPort{}, netip.AddrPort{
 // TestProxyProtocolRealAddress: through a PROXY header the server's logs
 // see the client's address, not the balancer's; streams work.
 func TestProxyProtocolRealAddress(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	echoT := startTarget(t, testutil.Echo)
-	log, logs := testLogger(t)
+	log, logs := testutil.ObservedLogger(t)
 	saddr, srv, _ := startServer(t, ServerConfig{Options: testOptions(log), Services: map[string]string{"echo": echoT.addr()},
 		ProxyProtocol: &ProxyProtocol{From: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}})
 	client := netip.MustParseAddrPort("127.9.9.9:4242")
@@ -75,8 +75,8 @@ func TestProxyProtocolRealAddress(t *testing.T) {
 // client: the second evicts the first. Two that name different clients
 // both stay, though both come from the same balancer.
 func TestProxyProtocolPerSource(t *testing.T) {
-	leakCheck(t)
-	log, _ := testLogger(t)
+	testutil.LeakCheck(t)
+	log, _ := testutil.ObservedLogger(t)
 	saddr, srv, _ := startServer(t, ServerConfig{Options: testOptions(log), Services: map[string]string{"x": "127.0.0.1:9"},
 		MaxHandshakes: 8, MaxHandshakesPerSource: 1,
 		ProxyProtocol: &ProxyProtocol{From: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}})
@@ -100,9 +100,9 @@ func TestProxyProtocolPerSource(t *testing.T) {
 // connection; refusals are logged once per interval; a LOCAL health check
 // is counted, not logged; header slots are bounded.
 func TestProxyProtocolRefusals(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	echoT := startTarget(t, testutil.Echo)
-	log, logs := testLogger(t)
+	log, logs := testutil.ObservedLogger(t)
 	saddr, srv, _ := startServer(t, ServerConfig{Options: testOptions(log), Services: map[string]string{"echo": echoT.addr()},
 		MaxHandshakes: 4,
 		ProxyProtocol: &ProxyProtocol{From: []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}, HeaderTimeout: 300 * time.Millisecond}})
@@ -145,7 +145,7 @@ func TestProxyProtocolRefusals(t *testing.T) {
 		}
 	}
 	// A client that dials straight past the balancer (from 127.0.0.1).
-	lg, _ := testLogger(t)
+	lg, _ := testutil.ObservedLogger(t)
 	addrs, _, crun := startClient(t, ClientConfig{Options: testOptions(lg), Server: saddr, RedialMin: time.Second}, "echo")
 	direct, err := net.Dial("tcp", addrs["echo"])
 	if err != nil {
@@ -217,9 +217,9 @@ func TestProxyProtocolRefusals(t *testing.T) {
 // TestProxyProtocolLocalServed: a LOCAL connection that goes on to send a
 // handshake is served with the balancer's own address, as the spec says.
 func TestProxyProtocolLocalServed(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	echoT := startTarget(t, testutil.Echo)
-	log, logs := testLogger(t)
+	log, logs := testutil.ObservedLogger(t)
 	saddr, srv, _ := startServer(t, ServerConfig{Options: testOptions(log), Services: map[string]string{"echo": echoT.addr()},
 		ProxyProtocol: &ProxyProtocol{From: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}})
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -256,8 +256,8 @@ func isTimeout(err error) bool {
 // header buffer, the socket), and no more of them are held than there
 // are header slots.
 func TestProxyProtocolPendingCost(t *testing.T) {
-	leakCheck(t)
-	log, _ := testLogger(t)
+	testutil.LeakCheck(t)
+	log, _ := testutil.ObservedLogger(t)
 	const slots = 64
 	saddr, srv, _ := startServer(t, ServerConfig{Options: testOptions(log), Services: map[string]string{"x": "127.0.0.1:9"},
 		MaxHandshakes: slots, MaxHandshakesPerSource: slots,

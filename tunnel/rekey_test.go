@@ -18,9 +18,9 @@ import (
 // beside it cross hundreds of rekeys in both directions on one link; no
 // stream notices and the link never drops.
 func TestRekeyStreamsSurvive(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	echoT := startTarget(t, testutil.Echo)
-	log, _ := testLogger(t)
+	log, _ := testutil.ObservedLogger(t)
 	opt := testOptions(log)
 	opt.rekeyFrames = 2
 	opt.MaxFrame = 1024 // more frames, more epochs

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/tunnel/mux"
+
+	"github.com/offload-dev/offload/internal/testutil"
 )
 
 // freePort is a TCP port free on addr's host right now.
@@ -47,15 +49,15 @@ func dialEcho(addr string) error {
 // listener on the server, over IPv4 and IPv6; the listener closes when the
 // link goes and opens again when the client's next link comes up.
 func TestReverse(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	for _, host := range []string{"127.0.0.1", "::1"} {
 		t.Run(host, func(t *testing.T) {
 			svc := echoOn(t, net.JoinHostPort(host, "0"))
 			listen := net.JoinHostPort(host, strconv.Itoa(freePort(t, host)))
-			slog, slogs := testLogger(t)
+			slog, slogs := testutil.ObservedLogger(t)
 			addr, _, _ := startServer(t, ServerConfig{Options: testOptions(slog), Rules: mustRules(t, nil, nil, []string{listen})})
 			prox := startProxy(t, addr, nil)
-			clog, _ := testLogger(t)
+			clog, _ := testutil.ObservedLogger(t)
 			startClient(t, ClientConfig{Options: testOptions(clog), Server: prox.addr(), RedialMin: 50 * time.Millisecond, RedialMax: 200 * time.Millisecond,
 				Reverse: []Reverse{{Listen: listen, Target: svc.addr()}}})
 			eventually(t, 10*time.Second, "the reverse listener", func() bool { return dialEcho(listen) == nil })
@@ -76,12 +78,12 @@ func TestReverse(t *testing.T) {
 // port, another loopback address) is refused, logged once on the server,
 // never listened on; the client logs why.
 func TestReverseDenied(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	allowed := freePort(t, "127.0.0.1")
-	slog, slogs := testLogger(t)
+	slog, slogs := testutil.ObservedLogger(t)
 	addr, srv, _ := startServer(t, ServerConfig{Options: testOptions(slog), Rules: mustRules(t, nil, nil, []string{"127.0.0.2/32:" + strconv.Itoa(allowed)})})
 	srv.refuseLog.Every = 0
-	clog, clogs := testLogger(t)
+	clog, clogs := testutil.ObservedLogger(t)
 	denied := []string{"127.0.0.3:" + strconv.Itoa(allowed), "127.0.0.2:" + strconv.Itoa(allowed+1), "[::1]:" + strconv.Itoa(allowed)}
 	var rs []Reverse
 	for _, d := range denied {
@@ -111,11 +113,11 @@ func TestReverseDenied(t *testing.T) {
 // TestReverseUnasked: a reverse-connect for an address the client did not
 // ask for is refused by the client and dials nothing.
 func TestReverseUnasked(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	svc := canary(t, "127.0.0.1:0")
 	listen := "127.0.0.1:" + strconv.Itoa(freePort(t, "127.0.0.1"))
 	addr := "127.0.0.1:1" // never dialled: the client is not run
-	clog, clogs := testLogger(t)
+	clog, clogs := testutil.ObservedLogger(t)
 	cli, err := NewClient(ClientConfig{Options: testOptions(clog), Server: addr, Reverse: []Reverse{{Listen: listen, Target: svc.addr()}}})
 	if err != nil {
 		t.Fatal(err)

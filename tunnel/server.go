@@ -263,7 +263,7 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 	hc.Admit = func(key int) error { return s.admit(state, key) }
 	hc.FlightRead = func() { s.slots.flightRead(sl) }
 	hc.Keys = state.keys
-	keys, keyIdx, err := handshake.ServerKey(ctx, slotConn{Conn: conn, slots: s.slots, sl: sl}, hc)
+	keys, keyIdx, err := handshake.ServerKey(ctx, netguard.SlotConn[*hsSlot]{Conn: conn, Watch: s.slots, Slot: sl}, hc)
 	evicted := s.slots.release(sl)
 	if err != nil {
 		_ = conn.Close()

@@ -8,14 +8,16 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/tunnel/internal/socks5"
+
+	"github.com/offload-dev/offload/internal/testutil"
 )
 
 // Per-client SOCKS destinations and UDP services: alice's key opens what
 // her Access lists, bob's opens none of it, and a reload that takes
 // alice's SOCKS destination away resets her open SOCKS stream.
 func TestClientsDynamicAccess(t *testing.T) {
-	leakCheck(t)
-	log, logs := testLogger(t)
+	testutil.LeakCheck(t)
+	log, logs := testutil.ObservedLogger(t)
 	tg := echoOn(t, "127.0.0.1:0")
 	var udpSeen atomic.Int64
 	udpTarget := udpOn(t, "127.0.0.1:0")
@@ -33,7 +35,7 @@ func TestClientsDynamicAccess(t *testing.T) {
 
 	type end struct{ socks, udp string }
 	start := func(psk []byte) end {
-		clog, _ := testLogger(t)
+		clog, _ := testutil.ObservedLogger(t)
 		o := testOptions(clog)
 		o.PSK = psk
 		ln := listenOn(t, "127.0.0.1:0")

@@ -77,8 +77,8 @@ func countLogs(logs *observer.ObservedLogs, msg string, fields map[string]string
 // request for another's service is refused with a reason at the client,
 // logged once with the client's name at the server, and dials nothing.
 func TestClientsOwnKeys(t *testing.T) {
-	leakCheck(t)
-	log, logs := testLogger(t)
+	testutil.LeakCheck(t)
+	log, logs := testutil.ObservedLogger(t)
 	tgA := startTarget(t, testutil.Echo)
 	tgB := startTarget(t, testutil.Echo) // only bob may reach it
 	opt := testOptions(log)
@@ -188,8 +188,8 @@ func grepLines(s, sub string) string {
 // a reason, closes links of removed clients and rotated-out keys, and a
 // bad config changes nothing.
 func TestServerReload(t *testing.T) {
-	leakCheck(t)
-	log, logs := testLogger(t)
+	testutil.LeakCheck(t)
+	log, logs := testutil.ObservedLogger(t)
 	tgA := startTarget(t, testutil.Echo)
 	tgB := startTarget(t, testutil.Echo)
 	opt := testOptions(log)
@@ -284,8 +284,8 @@ func TestServerReload(t *testing.T) {
 // key, with which the client moves to a new link while its streams on
 // the old one finish.
 func TestClientReload(t *testing.T) {
-	leakCheck(t)
-	log, logs := testLogger(t)
+	testutil.LeakCheck(t)
+	log, logs := testutil.ObservedLogger(t)
 	tgA := startTarget(t, testutil.Echo)
 	tgB := startTarget(t, testutil.Echo)
 	opt := testOptions(log)
@@ -295,7 +295,7 @@ func TestClientReload(t *testing.T) {
 		Clients:  []ServerClient{{Name: "alice", Keys: [][]byte{testPSK(1), testPSK(2)}, Access: Access{AllServices: true}}}})
 	copt := testOptions(log)
 	copt.PSK = testPSK(1)
-	lnA, lnB := listen(t), listen(t)
+	lnA, lnB := testutil.Listen(t), testutil.Listen(t)
 	cli, err := NewClient(ClientConfig{Options: copt, Server: saddr, RedialMin: 20 * time.Millisecond, RedialMax: 200 * time.Millisecond,
 		Forwards: []Forward{{Listener: lnA, Service: "a"}, {Listener: lnB, Service: "b"}}})
 	if err != nil {
@@ -313,7 +313,7 @@ func TestClientReload(t *testing.T) {
 	viaB := openEcho(t, lnB.Addr().String())
 
 	// Remove b's forward, add one to b on another port, and a new key.
-	lnC := listen(t)
+	lnC := testutil.Listen(t)
 	if err := cli.Reload(ClientLive{PSK: testPSK(2), Forwards: []Forward{{Listener: lnA, Service: "a"}, {Listener: lnC, Service: "b"}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -30,8 +30,8 @@ import (
 // real clients, however fast it comes; if every slot a new connection could
 // take holds a complete flight, the new connection is refused instead.
 // Memory stays bounded: at most max pending connections at any time. The
-// handshake's reads look at the bytes before they take them (slotConn),
-// so a flight is never in neither place.
+// handshake's reads look at the bytes before they take them
+// (netguard.SlotConn), so a flight is never in neither place.
 //
 // Complete flights can still outrun the server's CPU: with many keys each
 // costs up to handshake.MaxKeys trials. So the slots remember the last
@@ -194,9 +194,9 @@ func (s *hsSlots) complete(sl *hsSlot) bool {
 	return sl.complete
 }
 
-// read records what the handshake read from sl's connection, up to a
-// first flight's length, for complete.
-func (s *hsSlots) read(sl *hsSlot, p []byte) {
+// Record records what the handshake read from sl's connection, up to a
+// first flight's length, for complete (netguard.SlotWatch).
+func (s *hsSlots) Record(sl *hsSlot, p []byte) {
 	s.mu.Lock()
 	if n := s.flightLen - len(sl.head); n > 0 {
 		sl.head = append(sl.head, p[:min(n, len(p))]...)
@@ -204,16 +204,18 @@ func (s *hsSlots) read(sl *hsSlot, p []byte) {
 	s.mu.Unlock()
 }
 
-// pendingFlight reports whether sl's first flight has not all been seen.
-func (s *hsSlots) pendingFlight(sl *hsSlot) bool {
+// Pending reports whether sl's first flight has not all been seen
+// (netguard.SlotWatch).
+func (s *hsSlots) Pending(sl *hsSlot) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return !sl.complete
 }
 
-// settle marks sl complete if what the handshake read and what waits in
-// its socket buffer make a whole first flight (complete, under the lock).
-func (s *hsSlots) settle(sl *hsSlot) {
+// Settle marks sl complete if what the handshake read and what waits in
+// its socket buffer make a whole first flight (complete, under the lock;
+// netguard.SlotWatch).
+func (s *hsSlots) Settle(sl *hsSlot) {
 	s.mu.Lock()
 	s.complete(sl)
 	s.mu.Unlock()
@@ -301,31 +303,4 @@ func (s *hsSlots) len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.pending.Len()
-}
-
-// slotConn is a connection in its handshake: it tells the slots what the
-// handshake read.
-type slotConn struct {
-	net.Conn
-	slots *hsSlots
-	sl    *hsSlot
-}
-
-func (c slotConn) Read(p []byte) (int, error) {
-	// Wait for bytes and look at them before taking them (as the
-	// metrics slots do, tunnel/metricsserver): read first and recorded
-	// after, a whole flight would be in neither head nor the socket
-	// buffer for a moment, count as incomplete and could be evicted (a
-	// genuine client beside a flood, 1 in 20 under -race beside a busy
-	// core).
-	if c.slots.pendingFlight(c.sl) {
-		if ok, err := netguard.WaitData(c.Conn); err == nil && ok {
-			c.slots.settle(c.sl)
-		}
-	}
-	n, err := c.Conn.Read(p)
-	if n > 0 {
-		c.slots.read(c.sl, p[:n])
-	}
-	return n, err
 }

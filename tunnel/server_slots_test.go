@@ -12,6 +12,8 @@ import (
 	"github.com/offload-dev/offload/tunnel/internal/netguard"
 	"github.com/offload-dev/offload/tunnel/record"
 	"github.com/offload-dev/offload/tunnel/suite"
+
+	"github.com/offload-dev/offload/internal/testutil"
 )
 
 // accepted returns the server end of a connection dialled from src, after
@@ -48,7 +50,7 @@ func accepted(t *testing.T, ln net.Listener, src string, what []byte) net.Conn {
 // global cap takes from the source with the most, and a connection whose
 // complete first flight waits in its socket buffer is never taken.
 func TestSlotsPolicy(t *testing.T) {
-	ln := listen(t)
+	ln := testutil.Listen(t)
 	defer ln.Close()
 	prefix, size := handshake.FlightHeader(suite.Default)
 	flight := append(append([]byte(nil), prefix...), make([]byte, size-len(prefix))...)
@@ -114,7 +116,7 @@ func TestSlotsPolicy(t *testing.T) {
 // while the CPU was trying every flight: TestAttackWrongKeyFloodManyKeys, 1 of
 // 20 under -race beside a busy core.)
 func TestSlotsWaitForFreedSlot(t *testing.T) {
-	ln := listen(t)
+	ln := testutil.Listen(t)
 	defer ln.Close()
 	prefix, size := handshake.FlightHeader(suite.Default)
 	flight := append(append([]byte(nil), prefix...), make([]byte, size-len(prefix))...)
@@ -213,7 +215,7 @@ func TestLinkDownDuringDrain(t *testing.T) {
 		{true, fmt.Errorf("record: read: %w", syscall.ECONNRESET), false},
 		{true, record.ErrAuth, true},
 	} {
-		log, logs := testLogger(t)
+		log, logs := testutil.ObservedLogger(t)
 		srv, err := NewServer(ServerConfig{Options: testOptions(log), Services: map[string]string{"x": "127.0.0.1:1"}})
 		if err != nil {
 			t.Fatal(err)

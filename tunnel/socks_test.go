@@ -18,6 +18,8 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/offload-dev/offload/tunnel/internal/socks5"
+
+	"github.com/offload-dev/offload/internal/testutil"
 )
 
 // listenOn listens on addr (a loopback address with port 0), or skips if
@@ -66,13 +68,13 @@ func startSocks(t *testing.T, listenAddr string, rules *Rules, users map[string]
 // bounds a SOCKS negotiation and the wait for the server's answer.
 func startSocksDial(t *testing.T, listenAddr string, rules *Rules, users map[string]string, dialTimeout time.Duration) socksEnv {
 	t.Helper()
-	slog, slogs := testLogger(t)
+	slog, slogs := testutil.ObservedLogger(t)
 	sopt := testOptions(slog)
 	sopt.DialTimeout = dialTimeout
 	addr, srv, _ := startServer(t, ServerConfig{Options: sopt, Rules: rules})
 	// Every refusal logged, so that the test can count them.
 	srv.refuseLog.Every = 0
-	clog, clogs := testLogger(t)
+	clog, clogs := testutil.ObservedLogger(t)
 	copt := testOptions(clog)
 	copt.DialTimeout = dialTimeout
 	ln := listenOn(t, listenAddr)
@@ -172,7 +174,7 @@ func port(t *testing.T, addr string) int {
 // TestSocksConnect: IPv4, IPv6 and a name resolved on the server reach
 // allowed targets, with and without username/password.
 func TestSocksConnect(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	v4 := echoOn(t, "127.0.0.2:0")
 	v6 := echoOn(t, "[::1]:0")
 	lo := echoOn(t, "127.0.0.1:0")
@@ -201,7 +203,7 @@ func TestSocksConnect(t *testing.T) {
 // the right reply and a logged reason; those that reach the server are
 // logged there once; no canary (a denied destination) is ever dialled.
 func TestAttackSocksHostile(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	denied4 := canary(t, "127.0.0.3:0")
 	allowed6 := echoOn(t, "[::1]:0")
 	denied6 := canary(t, "[::1]:0")
@@ -305,7 +307,7 @@ func TestAttackSocksHostile(t *testing.T) {
 // and IPv6, with a password, and a denied destination.
 func TestSocksCurl(t *testing.T) {
 	curl := needTool(t, "curl", "curl")
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	httpOn := func(addr string) *target {
 		return startTargetOn(t, listenOn(t, addr), func(c net.Conn) {
 			buf := make([]byte, 4096)
@@ -353,9 +355,9 @@ func TestSocksCurl(t *testing.T) {
 // requests straight onto the link gets the same refusals from the server,
 // which dials nothing it does not allow.
 func TestServerRulesDirect(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	denied := canary(t, "127.0.0.3:0")
-	slog, _ := testLogger(t)
+	slog, _ := testutil.ObservedLogger(t)
 	addr, _, _ := startServer(t, ServerConfig{Options: testOptions(slog), Rules: mustRules(t, []string{"127.0.0.2/32"}, nil, []string{"127.0.0.2:9"})})
 	opt := testOptions(slog)
 	_ = opt.setDefaults()
@@ -402,7 +404,7 @@ func TestServerRulesDirect(t *testing.T) {
 // open together; every curl must get its answer.
 func TestSocksCurlParallel(t *testing.T) {
 	curl := needTool(t, "curl", "curl")
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	const n = 200
 	var arrived atomic.Int32
 	all := make(chan struct{})

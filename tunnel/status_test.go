@@ -32,7 +32,7 @@ func metricValue(body, series string) int64 {
 // Before, offload_client_stream_bytes_total moved only when the stream
 // ended, and there was no per-link view at all.
 func TestStatusDuringTransfer(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	const sent = 300 << 10
 	held, target := testutil.ServeHeld(t, sent)
 	addrs, srv, cli, _, _ := pair(t, map[string]string{"held": target}, "held")
@@ -140,7 +140,7 @@ func statusGET(t *testing.T, addr, auth string) (int, string) {
 // it, or with another, it is 401 and shows nothing; without Status set,
 // there is no /status.
 func TestStatusEndpoint(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	held, target := testutil.ServeHeld(t, 1000)
 	addrs, srv, _, _, _ := pair(t, map[string]string{"held": target}, "held")
 	held.Send(t, addrs["held"])

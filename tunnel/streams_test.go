@@ -15,7 +15,7 @@ import (
 // link_buffer, yamux_window), not testOptions' larger link_buffer.
 func defaultsPair(t *testing.T, server, client func(*Options), services map[string]string, forwards ...string) (map[string]string, *Server) {
 	t.Helper()
-	log, _ := testLogger(t)
+	log, _ := testutil.ObservedLogger(t)
 	so, co := testOptions(log), testOptions(log)
 	so.LinkBuffer, co.LinkBuffer = 0, 0
 	if server != nil {
@@ -35,7 +35,7 @@ func defaultsPair(t *testing.T, server, client func(*Options), services map[stri
 // carried 12: link_buffer / (yamux_window + 256 KiB), and the 13th was
 // never answered).
 func TestThousandStreams(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	echoT := startTarget(t, testutil.Echo)
 	addrs, srv := defaultsPair(t, nil, nil, map[string]string{"echo": echoT.addr()}, "echo")
 	const streams = 1000
@@ -79,9 +79,9 @@ func TestThousandStreams(t *testing.T) {
 // answered at once, busy, with the reason and the setting to raise, at
 // both ends; it does not wait for a deadline.
 func TestBusyAnsweredAtOnce(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	echoT := startTarget(t, testutil.Echo)
-	log, logs := testLogger(t)
+	log, logs := testutil.ObservedLogger(t)
 	so, co := testOptions(log), testOptions(log)
 	so.MaxStreams = 4
 	// Long timeouts: a stream left unanswered would hang the test well

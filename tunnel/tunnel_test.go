@@ -21,14 +21,14 @@ import (
 // pair starts a server with services and a client forwarding to them.
 func pair(t *testing.T, services map[string]string, forwards ...string) (map[string]string, *Server, *Client, *running, *running) {
 	t.Helper()
-	log, _ := testLogger(t)
+	log, _ := testutil.ObservedLogger(t)
 	saddr, srv, srun := startServer(t, ServerConfig{Options: testOptions(log), Services: services})
 	addrs, cli, crun := startClient(t, ClientConfig{Options: testOptions(log), Server: saddr, RedialMin: 20 * time.Millisecond, RedialMax: 200 * time.Millisecond}, forwards...)
 	return addrs, srv, cli, srun, crun
 }
 
 func TestEchoManyStreams(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	echoT := startTarget(t, testutil.Echo)
 	addrs, srv, cli, _, _ := pair(t, map[string]string{"echo": echoT.addr()}, "echo")
 
@@ -72,7 +72,7 @@ func TestEchoManyStreams(t *testing.T) {
 // TestHalfClose: the target answers only after the client's EOF, and the
 // client can still read after its CloseWrite.
 func TestHalfClose(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	tg := startTarget(t, func(c net.Conn) {
 		b, err := io.ReadAll(c)
 		if err != nil {
@@ -137,7 +137,7 @@ func connEnd(t *testing.T, addr string, b []byte) error {
 }
 
 func TestUnknownServiceRefused(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	tg := startTarget(t, testutil.Echo)
 	addrs, srv, cli, _, _ := pair(t, map[string]string{"echo": tg.addr()}, "nope")
 	if err := dialAndRead(addrs["nope"]); !isAbortive(err) {
@@ -155,7 +155,7 @@ func TestUnknownServiceRefused(t *testing.T) {
 // TestNoOpenProxy: a client asking for addresses as service names reaches
 // nothing; only the named service is dialled.
 func TestNoOpenProxy(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	canary := startTarget(t, testutil.Echo) // a live target the server must never dial
 	tg := startTarget(t, testutil.Echo)
 	_, port, _ := net.SplitHostPort(canary.addr())
@@ -178,8 +178,8 @@ func TestNoOpenProxy(t *testing.T) {
 }
 
 func TestDialFailedRefused(t *testing.T) {
-	leakCheck(t)
-	ln := listen(t)
+	testutil.LeakCheck(t)
+	ln := testutil.Listen(t)
 	dead := ln.Addr().String()
 	ln.Close()
 	addrs, srv, _, _, _ := pair(t, map[string]string{"dead": dead}, "dead")
@@ -195,7 +195,7 @@ func TestDialFailedRefused(t *testing.T) {
 // client's application see an error, not a short clean transfer; an
 // application that resets makes the target see one.
 func TestTargetResetPropagates(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	tg := startTarget(t, func(c net.Conn) {
 		_, _ = c.Write(make([]byte, 50000))
 		netguard.Reset(c)
@@ -231,7 +231,7 @@ func TestTargetResetPropagates(t *testing.T) {
 // with an error at both ends (the application and the target), never a
 // clean EOF; the client redials and new streams work.
 func TestLinkDeathAbortsStreams(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	targetErr := make(chan error, 8)
 	tg := startTarget(t, func(c net.Conn) {
 		// Send something, then keep the stream open: read until it ends.
@@ -239,7 +239,7 @@ func TestLinkDeathAbortsStreams(t *testing.T) {
 		targetErr <- readErr(c)
 	})
 	echoT := startTarget(t, testutil.Echo)
-	log, logs := testLogger(t)
+	log, logs := testutil.ObservedLogger(t)
 	saddr, _, _ := startServer(t, ServerConfig{Options: testOptions(log), Services: map[string]string{"hold": tg.addr(), "echo": echoT.addr()}})
 	px := startProxy(t, saddr, nil)
 	addrs, cli, _ := startClient(t, ClientConfig{Options: testOptions(log), Server: px.addr(), RedialMin: 20 * time.Millisecond, RedialMax: 100 * time.Millisecond}, "hold", "echo")
@@ -288,11 +288,11 @@ func TestLinkDeathAbortsStreams(t *testing.T) {
 // wait, a local connection waits out the link wait and is then reset
 // (linkwait_test.go has the cases that reset at once).
 func TestLinkDownRefuses(t *testing.T) {
-	leakCheck(t)
-	ln := listen(t)
+	testutil.LeakCheck(t)
+	ln := testutil.Listen(t)
 	dead := ln.Addr().String()
 	ln.Close()
-	log, _ := testLogger(t)
+	log, _ := testutil.ObservedLogger(t)
 	opt := testOptions(log)
 	opt.LinkWait = 300 * time.Millisecond
 	addrs, cli, _ := startClient(t, ClientConfig{Options: opt, Server: dead, RedialMin: 50 * time.Millisecond, RedialMax: 100 * time.Millisecond}, "x")
@@ -319,12 +319,12 @@ func TestLinkDownRefuses(t *testing.T) {
 // down, with redials due, is carried once it comes up (within the link
 // wait).
 func TestLocalConnWaitsForLink(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	echoT := startTarget(t, testutil.Echo)
-	ln := listen(t)
+	ln := testutil.Listen(t)
 	saddr := ln.Addr().String()
 	ln.Close()
-	log, _ := testLogger(t)
+	log, _ := testutil.ObservedLogger(t)
 	opt := testOptions(log)
 	opt.LinkWait = 5 * time.Second
 	addrs, _, _ := startClient(t, ClientConfig{Options: opt, Server: saddr, RedialMin: 20 * time.Millisecond, RedialMax: 50 * time.Millisecond}, "echo")
@@ -344,7 +344,7 @@ func TestLocalConnWaitsForLink(t *testing.T) {
 // TestDrain: on shutdown, open streams may finish within the drain
 // timeout; what is still open after it is reset.
 func TestDrain(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	release := make(chan struct{})
 	tg := startTarget(t, func(c net.Conn) {
 		_, _ = c.Write([]byte("x"))
@@ -355,7 +355,7 @@ func TestDrain(t *testing.T) {
 		_, _ = c.Write([]byte("x"))
 		_ = readErr(c)
 	})
-	log, _ := testLogger(t)
+	log, _ := testutil.ObservedLogger(t)
 	opt := testOptions(log)
 	opt.DrainTimeout = 2 * time.Second
 	saddr, _, srun := startServer(t, ServerConfig{Options: opt, Services: map[string]string{"slow": tg.addr(), "stuck": stuck.addr()}})
@@ -394,7 +394,7 @@ func TestDrain(t *testing.T) {
 }
 
 func TestNewServerRejects(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	log := zap.NewNop()
 	good := testOptions(log)
 	for name, cfg := range map[string]ServerConfig{

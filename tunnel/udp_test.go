@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
+
+	"github.com/offload-dev/offload/internal/testutil"
 )
 
 // udpOn listens UDP on addr (loopback, port 0) or skips without IPv6.
@@ -63,9 +65,9 @@ type udpEnv struct {
 
 func startUDP(t *testing.T, services map[string]string, f UDPForward) udpEnv {
 	t.Helper()
-	slog, _ := testLogger(t)
+	slog, _ := testutil.ObservedLogger(t)
 	addr, srv, _ := startServer(t, ServerConfig{Options: testOptions(slog), Rules: mustRules(t, nil, services, nil)})
-	clog, _ := testLogger(t)
+	clog, _ := testutil.ObservedLogger(t)
 	_, cli, _ := startClient(t, ClientConfig{Options: testOptions(clog), Server: addr, UDPForwards: []UDPForward{f}})
 	return udpEnv{fwd: f.Conn, cli: cli, srv: srv}
 }
@@ -110,7 +112,7 @@ func dnsServer(t *testing.T, c *net.UDPConn) {
 // TestUDPDNS: Go's own DNS client resolves through a UDP forward to a DNS
 // server behind the server, over IPv4 and IPv6; dig too if it is here.
 func TestUDPDNS(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	for _, fam := range []string{"127.0.0.1:0", "[::1]:0"} {
 		t.Run(fam, func(t *testing.T) {
 			dns := udpOn(t, fam)
@@ -156,7 +158,7 @@ func TestUDPDNS(t *testing.T) {
 // twice and in another order; the flow carries exactly what the target
 // sent, in the order it sent it, and goes on.
 func TestUDPLossReorder(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	target := udpOn(t, "127.0.0.1:0")
 	var mu sync.Mutex
 	var held [][]byte
@@ -242,7 +244,7 @@ func slicesEqual(a, b []uint32) bool {
 // read (client, or server for an answer), counted, never cut; the flow
 // goes on.
 func TestUDPOversize(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	target := udpOn(t, "[::1]:0")
 	udpServe(t, target, func(d []byte) [][]byte {
 		if string(d) == "big" {
@@ -294,7 +296,7 @@ func TestUDPOversize(t *testing.T) {
 // TestUDPFlows: a flow per source, max_flows honoured (counted), idle
 // flows end and free their streams.
 func TestUDPFlows(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	target := udpOn(t, "127.0.0.1:0")
 	udpServe(t, target, func(d []byte) [][]byte { return [][]byte{d} })
 	fwd := udpOn(t, "127.0.0.1:0")
@@ -335,10 +337,10 @@ func TestUDPFlows(t *testing.T) {
 // TestUDPUnknownService: a UDP service the server does not have is
 // refused with a reason; its datagrams are dropped.
 func TestUDPUnknownService(t *testing.T) {
-	leakCheck(t)
-	slog, _ := testLogger(t)
+	testutil.LeakCheck(t)
+	slog, _ := testutil.ObservedLogger(t)
 	addr, _, _ := startServer(t, ServerConfig{Options: testOptions(slog), Rules: mustRules(t, []string{"127.0.0.2/32"}, nil, nil)})
-	clog, clogs := testLogger(t)
+	clog, clogs := testutil.ObservedLogger(t)
 	fwd := udpOn(t, "127.0.0.1:0")
 	startClient(t, ClientConfig{Options: testOptions(clog), Server: addr, UDPForwards: []UDPForward{{Conn: fwd, Service: "nope"}}})
 	app := udpOn(t, "127.0.0.1:0")
@@ -353,7 +355,7 @@ func TestUDPUnknownService(t *testing.T) {
 // control connection too, which a service forward carries.
 func TestUDPIperf3(t *testing.T) {
 	iperf := needTool(t, "iperf3", "iperf3")
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	port := freeUDPTCPPort(t)
 	srvCmd := exec.Command(iperf, "-s", "-1", "-B", "127.0.0.1", "-p", port)
 	if err := srvCmd.Start(); err != nil {
@@ -363,10 +365,10 @@ func TestUDPIperf3(t *testing.T) {
 	// Wait for its listening socket without connecting: a probe connection
 	// would be the one test "iperf3 -s -1" serves.
 	eventually(t, 30*time.Second, "iperf3 -s to listen", func() bool { return tcpListening(t, port) })
-	slog, _ := testLogger(t)
+	slog, _ := testutil.ObservedLogger(t)
 	addr, _, _ := startServer(t, ServerConfig{Options: testOptions(slog), Services: map[string]string{"ctl": "127.0.0.1:" + port},
 		Rules: mustRules(t, nil, map[string]string{"data": "127.0.0.1:" + port}, nil)})
-	clog, _ := testLogger(t)
+	clog, _ := testutil.ObservedLogger(t)
 	local := freeUDPTCPPort(t)
 	tcp := listenOn(t, "127.0.0.2:"+local)
 	udp := udpOn(t, "127.0.0.2:"+local)

@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/offload-dev/offload/config"
 	"github.com/offload-dev/offload/internal/testutil"
 	"github.com/offload-dev/offload/tunnel/handshake"
@@ -70,7 +68,7 @@ func (r *recorder) Write(p []byte) (int, error) {
 // log lines): +61 MiB of RSS for 1,000. Now no replay gets a link, the
 // server's RSS barely moves, and the failures are logged rate-limited.
 func TestE2EReplayFlood(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	testutil.LeakCheck(t)
 	if _, err := os.Stat("/proc/self/status"); err != nil {
 		t.Skipf("no /proc to read RSS from: %v", err)
 	}

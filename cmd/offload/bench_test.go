@@ -13,14 +13,17 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/offload-dev/offload/config"
 	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/engine/enginetest"
 	"github.com/offload-dev/offload/internal/bench"
 	"github.com/offload-dev/offload/internal/benchmethod"
+	"github.com/offload-dev/offload/internal/testutil"
+	"github.com/offload-dev/offload/selector"
 	"github.com/offload-dev/offload/tunnel"
+	"github.com/offload-dev/offload/tunnel/record"
 	"github.com/offload-dev/offload/tunnel/suite"
 )
 
@@ -67,7 +70,7 @@ func absDiff(a, b uint64) uint64 {
 }
 
 func TestBenchJSONSoftwareAndUnavailable(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	testutil.LeakCheck(t)
 	const size = 300 << 10
 	profile := filepath.Join(t.TempDir(), "profile.json")
 	code, out, errOut := runBenchCmd(t, "-policy", "software,afalg:no_such_driver,hybrid", "-streams", "1,3", "-bytes", "300KiB", "-json", "-profile", profile)
@@ -117,7 +120,7 @@ func TestBenchJSONSoftwareAndUnavailable(t *testing.T) {
 // real run. On this machine auto picks software everywhere (no kernel
 // engines), so only the structure is checked, never which is faster.
 func TestBenchJSONPaired(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	testutil.LeakCheck(t)
 	profile := filepath.Join(t.TempDir(), "profile.json")
 	code, out, errOut := runBenchCmd(t, "-policy", "software,auto", "-streams", "1", "-bytes", "256KiB", "-repeat", "3", "-json", "-profile", profile)
 	if code != 0 {
@@ -186,7 +189,7 @@ func TestBenchJSONPaired(t *testing.T) {
 // result into the document, which stays alone on stdout. Whether the
 // check passes here is noise, so only that the exit code agrees with it.
 func TestBenchJSONCheck(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	testutil.LeakCheck(t)
 	profile := filepath.Join(t.TempDir(), "profile.json")
 	code, out, errOut := runBenchCmd(t, "-policy", "software,auto", "-streams", "1", "-bytes", "64KiB", "-json", "-check", "-tolerance", "0.5", "-profile", profile)
 	var rep benchReport
@@ -212,7 +215,7 @@ func TestBenchJSONCheck(t *testing.T) {
 }
 
 func TestBenchTable(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	testutil.LeakCheck(t)
 	code, out, errOut := runBenchCmd(t, "-policy", "software,cryptodev", "-streams", "2", "-bytes", "64KiB", "-repeat", "3")
 	if code != 0 {
 		t.Fatalf("exit %d\nstderr:\n%s", code, errOut)
@@ -232,7 +235,7 @@ func TestBenchTable(t *testing.T) {
 }
 
 func TestBenchSeconds(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	testutil.LeakCheck(t)
 	prof := filepath.Join(t.TempDir(), "cpu.out")
 	code, out, errOut := runBenchCmd(t, "-policy", "software", "-streams", "2", "-seconds", "0.2", "-json", "-cpuprofile", prof)
 	if code != 0 {
@@ -253,7 +256,7 @@ func TestBenchSeconds(t *testing.T) {
 // TestBenchRemote runs a tunnel server here with a bench sink as its
 // service and benches against it with -server, as against a router.
 func TestBenchRemote(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	testutil.LeakCheck(t)
 	// Not one repeated byte: LoadKey refuses those.
 	key := []byte("offload bench remote test key..!")
 	keyFile := filepath.Join(t.TempDir(), "offload.key")
@@ -550,7 +553,7 @@ func TestBenchVerdict(t *testing.T) {
 // bench names the selector profile auto used, and says whether it wrote
 // it (measured now) or read it.
 func TestBenchNamesProfile(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	testutil.LeakCheck(t)
 	prof := filepath.Join(t.TempDir(), "profile.json")
 	args := []string{"-policy", "auto", "-streams", "1", "-bytes", "64KiB", "-repeat", "1", "-profile", prof}
 	code, out, errOut := runBenchCmd(t, args...)
@@ -573,4 +576,64 @@ func withEngines(c *benchCell, e []benchEngine) *benchCell {
 		c.Runs[i].Result.Engines = e
 	}
 	return c
+}
+
+// TestBenchTakesOutFailingEngine: bench builds its engines as a start does
+// (openEngineSet) and its client counts into the Stats the policy watches,
+// so the rule that takes out an engine whose frames keep failing is on in
+// bench too (issue 18). Auto's one engine here fails every frame (all but
+// the tiniest, so that it passes the known answers): the report counts the
+// frames software redid for it, and the policy took it out and said so.
+func TestBenchTakesOutFailingEngine(t *testing.T) {
+	testutil.LeakCheck(t)
+	// The known answers (64 bytes) pass, so the tunnel's engine checks
+	// keep the engine; every frame larger than that fails.
+	failing := &enginetest.Failing{Fail: func(_ uint64, _ engine.Direction, size int) bool { return size > 64 }}
+	var pol *selector.Policy
+	engineSetup = func(_ context.Context, _ string, c engine.Cipher, o selector.EngineOptions) ([]engine.Engine, record.Policy, error) {
+		prof := &selector.Profile{Version: selector.Version, MaxFrame: 64 << 10}
+		for _, d := range []engine.Direction{engine.Encrypt, engine.Decrypt} {
+			prof.Tables = append(prof.Tables, selector.Table{
+				Cipher: c.String(), Direction: d.String(),
+				Bands: []selector.Band{{From: 1, To: 64 << 10, Engine: failing.Name()}},
+			})
+		}
+		p, err := selector.NewPolicy(prof, c, selector.PolicyOptions{
+			Stats: o.Stats, Logger: o.Logger,
+			Open: func(string) (engine.Engine, error) { return failing, nil },
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		pol = p
+		return p.Engines(), p, nil
+	}
+	t.Cleanup(func() { engineSetup = selector.Engines })
+
+	profile := filepath.Join(t.TempDir(), "profile.json")
+	// 1 MiB in frames of at most 16 KiB: far more frames than the
+	// threshold, however the tunnel cuts them.
+	code, out, errOut := runBenchCmd(t, "-policy", "auto", "-streams", "1", "-bytes", "1MiB", "-max-frame", "16KiB", "-repeat", "1", "-json", "-profile", profile)
+	if code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", code, errOut)
+	}
+	var rep benchReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("-json output does not parse: %v\n%s", err, out)
+	}
+	if len(rep.Runs) != 1 || len(rep.Runs[0].Engines) != 2 {
+		t.Fatalf("runs %+v; want one run of auto with software and the failing engine", rep.Runs)
+	}
+	if r := rep.Runs[0]; r.Error != "" || !r.Verified || r.Bytes != 1<<20 {
+		t.Errorf("run %+v; want 1 MiB verified, no error", r)
+	}
+	if e := rep.Runs[0].Engines[1]; e.Engine != failing.Name() || e.Fallbacks < selector.DefaultFailThreshold {
+		t.Errorf("failing engine in the report: %+v; want at least %d frames redone in software", e, selector.DefaultFailThreshold)
+	}
+	if pol == nil || !pol.Out(1) {
+		t.Error("the policy did not take out the failing engine")
+	}
+	if !strings.Contains(errOut, "engine keeps failing; frames go to software from now on") {
+		t.Errorf("stderr does not say the engine was taken out:\n%s", errOut)
+	}
 }

@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/offload-dev/offload/internal/testutil"
 )
 
@@ -26,7 +24,7 @@ import (
 // the server's reverse listener that reaches a service on the client's
 // side. A denied SOCKS destination is refused and logged once.
 func TestE2EDynamic(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	testutil.LeakCheck(t)
 	bin := buildOffload(t)
 	dir := t.TempDir()
 	keygen(t, bin, filepath.Join(dir, "offload.key"))

@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/offload-dev/offload/internal/testutil"
 )
 
@@ -237,7 +235,7 @@ func scrape(addr string) (string, error) {
 const srcSeed = 99
 
 func TestE2E(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	testutil.LeakCheck(t)
 	bin := buildOffload(t)
 	dir := t.TempDir()
 	keygen(t, bin, filepath.Join(dir, "offload.key"))
@@ -410,7 +408,7 @@ func TestE2E(t *testing.T) {
 
 // TestKeyFileMode: a key file others can read stops the start.
 func TestServerRefusesOpenKeyFile(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	testutil.LeakCheck(t)
 	dir := t.TempDir()
 	key := filepath.Join(dir, "offload.key")
 	if code, _, stderr := runCmd(t, "keygen", "-o", key); code != 0 {
@@ -432,7 +430,7 @@ func TestServerRefusesOpenKeyFile(t *testing.T) {
 // TestEngineRefused: an engine spec that can't serve stops the start with
 // the engine's reason.
 func TestEngineRefused(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	testutil.LeakCheck(t)
 	dir := t.TempDir()
 	if code, _, stderr := runCmd(t, "keygen", "-o", filepath.Join(dir, "offload.key")); code != 0 {
 		t.Fatal(stderr)

@@ -20,8 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/offload-dev/offload/internal/testutil"
 )
 
@@ -271,7 +269,7 @@ func TestE2EHAProxy(t *testing.T) {
 	} else if c != nil {
 		c.Close()
 	}
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	testutil.LeakCheck(t)
 	bin := buildOffload(t)
 	dir := t.TempDir()
 	keygen(t, bin, filepath.Join(dir, "offload.key"))
@@ -486,7 +484,7 @@ func TestE2EFailoverIPv6(t *testing.T) {
 	} else {
 		ln.Close()
 	}
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	testutil.LeakCheck(t)
 	bin := buildOffload(t)
 	dir := t.TempDir()
 	keygen(t, bin, filepath.Join(dir, "offload.key"))

@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/offload-dev/offload/internal/testutil"
 )
 
@@ -27,7 +25,7 @@ import (
 // file:line and the old one keeps serving; a setting that can't change is
 // reported as needing a restart; forwards come and go.
 func TestE2EClientsReload(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	testutil.LeakCheck(t)
 	bin := buildOffload(t)
 	dir := t.TempDir()
 	for _, k := range []string{"alice.key", "alice2.key", "bob.key"} {
@@ -291,7 +289,7 @@ func isReset(err error) bool {
 // port, or a users file with a bad mode, is refused, changes nothing and
 // leaves no socket of its own open.
 func TestE2EClientReloadDynamic(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	testutil.LeakCheck(t)
 	bin := buildOffload(t)
 	dir := t.TempDir()
 	keygen(t, bin, filepath.Join(dir, "offload.key"))

@@ -135,12 +135,16 @@ type engineSet struct {
 // openEngineSet sets up spec for cipher with o (its Stats made here).
 func openEngineSet(ctx context.Context, spec string, cipher engine.Cipher, o selector.EngineOptions) (engineSet, error) {
 	o.Stats = new(record.Stats)
-	engines, policy, err := selector.Engines(ctx, spec, cipher, o)
+	engines, policy, err := engineSetup(ctx, spec, cipher, o)
 	if err != nil {
 		return engineSet{}, err
 	}
 	return engineSet{engines: engines, policy: policy, stats: o.Stats}, nil
 }
+
+// engineSetup is what openEngineSet builds a set with: selector.Engines,
+// and in tests a set with a fake engine (which no spec opens).
+var engineSetup = selector.Engines
 
 // apply gives the set to the tunnel's options.
 func (s engineSet) apply(o *tunnel.Options) {

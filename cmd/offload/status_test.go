@@ -12,7 +12,6 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/offload-dev/offload/config"
@@ -33,7 +32,7 @@ func runStatusCmd(args ...string) (int, string, string) {
 // endpoint's JSON; a wrong or missing token is refused with the reason,
 // and a config without metrics says how to add it.
 func TestStatusCommand(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	testutil.LeakCheck(t)
 	dir := t.TempDir()
 	key := []byte("offload status command test key!")
 	keyFile := filepath.Join(dir, "offload.key")

@@ -1,6 +1,7 @@
 // Package testutil holds what the tunnel's tests in several packages need
 // alike: a deterministic byte stream, an echo service and a round trip
-// through it, and a buffer that several goroutines write.
+// through it, a buffer that several goroutines write, a goroutine leak
+// check and a logger a test can search (log.go).
 package testutil
 
 import (
@@ -164,4 +165,14 @@ func TCPPair(t testing.TB) (net.Conn, net.Conn) {
 	}
 	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
 	return a, b
+}
+
+// Listen is a listener on a loopback port; the test closes it.
+func Listen(t testing.TB) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
 }

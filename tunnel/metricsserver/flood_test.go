@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/offload-dev/offload/internal/testutil"
 )
 
 // TestAttackMetricsConnectFlood: a flood of connections that send nothing, as
@@ -19,7 +21,7 @@ import (
 // Now a connection whose whole request head has arrived is never the one
 // reset, and the cap counts only connections being answered.
 func TestAttackMetricsConnectFlood(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	ln, err := Listen(context.Background(), "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -75,26 +77,13 @@ func TestAttackMetricsConnectFlood(t *testing.T) {
 // buffer, or was read in pieces, stays. (The slots the endpoint used
 // before reset the oldest whatever it had sent.)
 func TestAttackMetricsSlotsKeepWholeHeads(t *testing.T) {
-	leakCheck(t)
-	ln := listen(t)
-	pair := func() (client, server net.Conn) {
-		c, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := ln.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close(); s.Close() })
-		return c, s
-	}
+	testutil.LeakCheck(t)
 	const max = 4
 	slots := newSlots(max)
 	var clients []net.Conn
 	var held []*slot
 	for range max {
-		c, s := pair()
+		c, s := testutil.TCPPair(t)
 		clients = append(clients, c)
 		held = append(held, slots.acquire(s))
 	}
@@ -103,15 +92,15 @@ func TestAttackMetricsSlotsKeepWholeHeads(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The second has read its head in pieces, the end split across reads.
-	slots.read(held[1], []byte("GET /metrics HTTP/1.1\r\n"))
-	slots.read(held[1], []byte("\r"))
-	slots.read(held[1], []byte("\n"))
+	slots.Record(held[1], []byte("GET /metrics HTTP/1.1\r\n"))
+	slots.Record(held[1], []byte("\r"))
+	slots.Record(held[1], []byte("\n"))
 	// The third has sent half a head.
 	if _, err := io.WriteString(clients[2], "GET /metrics HTTP/1.1\r\nHost: x\r\n"); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(50 * time.Millisecond) // the bytes reach the server's socket
-	_, s := pair()
+	_, s := testutil.TCPPair(t)
 	ns := slots.acquire(s)
 	if ns == nil {
 		t.Fatal("no slot for a new connection")
@@ -124,9 +113,9 @@ func TestAttackMetricsSlotsKeepWholeHeads(t *testing.T) {
 	}
 	// When every slot holds a whole head, a new connection is refused.
 	for _, sl := range append(held, ns) {
-		slots.read(sl, []byte("\n\n"))
+		slots.Record(sl, []byte("\n\n"))
 	}
-	_, s2 := pair()
+	_, s2 := testutil.TCPPair(t)
 	if slots.acquire(s2) != nil {
 		t.Error("a slot was taken from a connection with its whole head")
 	}

@@ -149,7 +149,7 @@ type server struct {
 // answer reads one request head on conn, which holds pending slot sl
 // meanwhile, and writes one answer.
 func (m *server) answer(conn net.Conn, sl *slot) error {
-	req, err := readRequest(slotReader{conn, m.pending, sl})
+	req, err := readRequest(netguard.SlotConn[*slot]{Conn: conn, Watch: m.pending, Slot: sl})
 	if m.pending.release(sl) {
 		return errors.New("evicted while waiting for the request head")
 	}

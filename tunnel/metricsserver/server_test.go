@@ -10,37 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest"
-	"go.uber.org/zap/zaptest/observer"
-
 	"github.com/offload-dev/offload/internal/testutil"
 )
-
-// leakCheck fails the test if it leaves a goroutine behind.
-func leakCheck(t *testing.T) {
-	t.Helper()
-	t.Cleanup(func() { goleak.VerifyNone(t) })
-}
-
-// testLogger logs warnings and up to the test log and everything to an
-// observer the test can search.
-func testLogger(t *testing.T) (*zap.Logger, *observer.ObservedLogs) {
-	core, logs := observer.New(zap.DebugLevel)
-	tl := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
-	return zap.New(zapcore.NewTee(core, tl.Core())), logs
-}
-
-func listen(t *testing.T) net.Listener {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ln
-}
 
 // page is a /metrics page of one counter.
 func page(name string, v uint64) func(io.Writer) {
@@ -50,7 +21,7 @@ func page(name string, v uint64) func(io.Writer) {
 // startServer serves opt on a new listener until the test ends.
 func startServer(t *testing.T, opt Options) string {
 	t.Helper()
-	return serveOn(t, listen(t), opt)
+	return serveOn(t, testutil.Listen(t), opt)
 }
 
 // serveOn serves opt on ln until the test ends.
@@ -76,8 +47,8 @@ func scrape(addr, auth string) (int, string, error) {
 // The hand-written endpoint answers what a scraper asks and refuses the
 // rest without hanging or growing.
 func TestMetricsEndpointRequests(t *testing.T) {
-	leakCheck(t)
-	ln := listen(t)
+	testutil.LeakCheck(t)
+	ln := testutil.Listen(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Serve(ctx, ln, Options{Metrics: page("offload_test_total", 3)}) }()
@@ -122,7 +93,7 @@ func TestMetricsEndpointRequests(t *testing.T) {
 // Connections that send nothing, or half a request, can not block a
 // scrape: before, 8 idle connections made every scrape fail for 10 s.
 func TestAttackMetricsIdleConnections(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	addr := startServer(t, Options{Metrics: page("offload_test_total", 5)})
 	var idle []net.Conn
 	defer func() {
@@ -151,9 +122,9 @@ func TestAttackMetricsIdleConnections(t *testing.T) {
 // With a token, a request without it or with another is refused with 401;
 // the right one gets the metrics.
 func TestMetricsToken(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	metricsPage := page("offload_test_total", 7)
-	log, logs := testLogger(t)
+	log, logs := testutil.ObservedLogger(t)
 	addr := startServer(t, Options{Metrics: metricsPage, Token: []byte("s3cret-token-0123456789"), Logger: log})
 	for _, tc := range []struct {
 		auth string
@@ -188,10 +159,10 @@ func TestMetricsToken(t *testing.T) {
 // /healthz answers 200 or 503 from Health, without the metrics token;
 // without Health there is no /healthz.
 func TestHealthz(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	var healthy atomic.Bool
 	healthy.Store(true)
-	log, _ := testLogger(t)
+	log, _ := testutil.ObservedLogger(t)
 	addr := startServer(t, Options{Token: []byte("s3cret-token-0123456789"), Logger: log, Health: healthy.Load})
 	for _, tc := range []struct {
 		healthy      bool
@@ -223,7 +194,7 @@ func TestHealthz(t *testing.T) {
 // no body; without Status there is no /status. (tunnel's
 // TestStatusEndpoint serves a real Server's.)
 func TestStatus(t *testing.T) {
-	leakCheck(t)
+	testutil.LeakCheck(t)
 	const token = "status-token-0123456789"
 	status := func() any { return map[string]any{"role": "server", "links": []int{1}} }
 	addr := startServer(t, Options{Token: []byte(token), Status: status})

@@ -80,8 +80,9 @@ func headEnds(b []byte) bool {
 	return bytes.Contains(b, []byte("\r\n\r\n")) || bytes.Contains(b, []byte("\n\n")) || bytes.Contains(b, []byte("\n\r\n"))
 }
 
-// read records what the request reader took from sl's connection.
-func (s *slots) read(sl *slot, p []byte) {
+// Record records what the request reader took from sl's connection
+// (netguard.SlotWatch).
+func (s *slots) Record(sl *slot, p []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sl.complete || len(p) == 0 {
@@ -101,9 +102,19 @@ func (s *slots) read(sl *slot, p []byte) {
 	sl.ntail = copy(sl.tail[:], b[max(0, len(b)-3):])
 }
 
-// peeked records what waits unread in sl's socket buffer: if it ends the
-// head, sl is complete.
-func (s *slots) peeked(sl *slot, p []byte) {
+// Pending reports whether sl's request head has not all been seen
+// (netguard.SlotWatch).
+func (s *slots) Pending(sl *slot) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !sl.complete
+}
+
+// Settle records what waits unread in sl's socket buffer: if it ends the
+// head, sl is complete (netguard.SlotWatch).
+func (s *slots) Settle(sl *slot) {
+	var peek [peekMax]byte
+	p := peek[:netguard.Peek(sl.Conn, peek[:])]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sl.complete || len(p) == 0 {
@@ -126,27 +137,4 @@ func (s *slots) len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.pending.Len()
-}
-
-// slotReader is a connection waiting for its request head: it tells the
-// slots what was read.
-type slotReader struct {
-	net.Conn
-	slots *slots
-	sl    *slot
-}
-
-func (c slotReader) Read(p []byte) (int, error) {
-	// Wait for bytes and look at them before taking them: were the head
-	// end taken first and recorded after, a connection would look empty
-	// to complete in between and could be evicted with its head read.
-	if ok, err := netguard.WaitData(c.Conn); err == nil && ok {
-		var buf [peekMax]byte
-		c.slots.peeked(c.sl, buf[:netguard.Peek(c.Conn, buf[:])])
-	}
-	n, err := c.Conn.Read(p)
-	if n > 0 {
-		c.slots.read(c.sl, p[:n])
-	}
-	return n, err
 }

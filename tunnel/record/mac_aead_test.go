@@ -1,93 +1,31 @@
 package record
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
 	"errors"
-	"fmt"
 	"net"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/engine/enginetest"
 	"github.com/offload-dev/offload/tunnel/suite"
 )
 
-// fakeFrameEngine is the software engine with a FrameSealer made of the
-// software cipher and HMAC-SHA256 over aad | ciphertext: what authenc
+// frameEngine is a right frame engine (a FaultyFrames that never lies):
+// the software cipher and HMAC-SHA256 over aad | ciphertext, what authenc
 // computes, so the record's use of frame engines can be tested anywhere
 // (the kernel's own is proved identical in engine's TestKernelAEAD*).
-type fakeFrameEngine struct {
-	engine.Software
-	seals, opens atomic.Int64
-	fail         atomic.Bool // every Seal/Open fails with an engine error
+func frameEngine() *enginetest.FaultyFrames {
+	return &enginetest.FaultyFrames{Label: "fake-aead", Bad: func(uint64) bool { return false }}
 }
-
-var errFakeDevice = errors.New("fake device fault")
-
-func (f *fakeFrameEngine) Name() string { return "fake-aead" }
-
-func (f *fakeFrameEngine) NewFrameSealer(c engine.Cipher, encKey, macKey []byte) (engine.FrameSealer, error) {
-	cr, err := f.NewCrypter(c, encKey)
-	if err != nil {
-		return nil, err
-	}
-	return &fakeSealer{f: f, cr: cr, key: macKey}, nil
-}
-
-type fakeSealer struct {
-	f   *fakeFrameEngine
-	cr  engine.Crypter
-	key []byte
-}
-
-func (s *fakeSealer) tag(aad, ct []byte) []byte {
-	m := hmac.New(sha256.New, s.key)
-	m.Write(aad)
-	m.Write(ct)
-	return m.Sum(nil)[:engine.FrameTagSize]
-}
-
-func (s *fakeSealer) Seal(dst, aad, pt, iv []byte) error {
-	s.f.seals.Add(1)
-	if s.f.fail.Load() {
-		return errFakeDevice
-	}
-	if err := s.cr.Encrypt(dst, pt, iv); err != nil {
-		return err
-	}
-	copy(dst[len(pt):], s.tag(aad, dst[:len(pt)]))
-	return nil
-}
-
-func (s *fakeSealer) Open(dst, aad, sealed, iv []byte) error {
-	s.f.opens.Add(1)
-	if s.f.fail.Load() {
-		return errFakeDevice
-	}
-	n := len(sealed) - engine.FrameTagSize
-	if !hmac.Equal(s.tag(aad, sealed[:n]), sealed[n:]) {
-		return fmt.Errorf("fake: %w", engine.ErrAuth)
-	}
-	return s.cr.Decrypt(dst, sealed[:n], iv)
-}
-
-func (s *fakeSealer) Cipher() engine.Cipher { return s.cr.Cipher() }
-func (s *fakeSealer) Driver() engine.Driver { return engine.Driver{Name: "fake"} }
-func (s *fakeSealer) Close() error          { return s.cr.Close() }
-
-var _ engine.FrameEngine = (*fakeFrameEngine)(nil)
 
 type pickEngine int
 
 func (p pickEngine) Pick(int, engine.Direction) int { return int(p) }
 
-func frameEnginePair(t *testing.T, s suite.Suite) (*Conn, *Conn, *fakeFrameEngine) {
-	fe := new(fakeFrameEngine)
+func frameEnginePair(t *testing.T, s suite.Suite, fe *enginetest.FaultyFrames) (*Conn, *Conn) {
 	c1, c2 := tcpPair(t)
-	a, b := newPair(t, c1, c2, s, Options{Engines: []engine.Engine{engine.Software{}, fe}, Policy: pickEngine(1)}, Options{})
-	return a, b, fe
+	return newPair(t, c1, c2, s, Options{Engines: []engine.Engine{engine.Software{}, fe}, Policy: pickEngine(1)}, Options{})
 }
 
 // TestFrameEngineRoundTrip: with a frame engine picked, hmac-sha256 frames
@@ -96,7 +34,8 @@ func frameEnginePair(t *testing.T, s suite.Suite) (*Conn, *Conn, *fakeFrameEngin
 func TestFrameEngineRoundTrip(t *testing.T) {
 	for _, s := range macSuites() {
 		t.Run(s.String(), func(t *testing.T) {
-			a, b, fe := frameEnginePair(t, s)
+			fe := frameEngine()
+			a, b := frameEnginePair(t, s, fe)
 			roundTrip(t, a, b, 256<<10, 40<<10)
 			st := a.Stats()
 			if st.Frames[engine.Encrypt][1].Load() == 0 || st.Frames[engine.Decrypt][1].Load() == 0 || st.Fallbacks[1].Load() != 0 {
@@ -104,8 +43,8 @@ func TestFrameEngineRoundTrip(t *testing.T) {
 					st.Frames[engine.Encrypt][1].Load(), st.Frames[engine.Decrypt][1].Load(), st.Fallbacks[1].Load())
 			}
 			whole := s.MAC == suite.HMACSHA256
-			if got := fe.seals.Load() > 0 && fe.opens.Load() > 0; got != whole {
-				t.Errorf("%v: sealer used %d/%d times, want whole frames: %v", s.MAC, fe.seals.Load(), fe.opens.Load(), whole)
+			if got := fe.Seals() > 0 && fe.Opens() > 0; got != whole {
+				t.Errorf("%v: sealer used %d/%d times, want whole frames: %v", s.MAC, fe.Seals(), fe.Opens(), whole)
 			}
 		})
 	}
@@ -114,12 +53,13 @@ func TestFrameEngineRoundTrip(t *testing.T) {
 // TestFrameEngineFallback: a frame engine that fails has every frame redone
 // in software; the data is intact and the fallbacks are counted.
 func TestFrameEngineFallback(t *testing.T) {
-	a, b, fe := frameEnginePair(t, cbc128)
-	fe.fail.Store(true)
+	fe := frameEngine()
+	fe.Fail = func(uint64) bool { return true }
+	a, b := frameEnginePair(t, cbc128, fe)
 	roundTrip(t, a, b, 64<<10, 8<<10)
 	st := a.Stats()
-	if st.Fallbacks[1].Load() == 0 || fe.seals.Load() == 0 || fe.opens.Load() == 0 {
-		t.Errorf("fallbacks %d, seals %d, opens %d", st.Fallbacks[1].Load(), fe.seals.Load(), fe.opens.Load())
+	if st.Fallbacks[1].Load() == 0 || fe.Seals() == 0 || fe.Opens() == 0 {
+		t.Errorf("fallbacks %d, seals %d, opens %d", st.Fallbacks[1].Load(), fe.Seals(), fe.Opens())
 	}
 	if st.Frames[engine.Encrypt][0].Load() == 0 || st.Frames[engine.Decrypt][0].Load() == 0 {
 		t.Error("no frames counted for software")
@@ -131,7 +71,7 @@ func TestFrameEngineFallback(t *testing.T) {
 func TestFrameEngineRejectsTampered(t *testing.T) {
 	for _, s := range []suite.Suite{ctr256, cbc128} {
 		t.Run(s.String(), func(t *testing.T) {
-			fe := new(fakeFrameEngine)
+			fe := frameEngine()
 			ka, kb := keyPair(t, s)
 			c1, c2 := net.Pipe()
 			defer c2.Close()
@@ -147,8 +87,8 @@ func TestFrameEngineRejectsTampered(t *testing.T) {
 			if !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), "fake-aead") {
 				t.Fatalf("read: %v, want ErrAuth checked by fake-aead", err)
 			}
-			if a.Stats().AuthFailures.Load() != 1 || a.Stats().Fallbacks[1].Load() != 0 || fe.opens.Load() != 1 {
-				t.Errorf("auth failures %d, fallbacks %d, opens %d", a.Stats().AuthFailures.Load(), a.Stats().Fallbacks[1].Load(), fe.opens.Load())
+			if a.Stats().AuthFailures.Load() != 1 || a.Stats().Fallbacks[1].Load() != 0 || fe.Opens() != 1 {
+				t.Errorf("auth failures %d, fallbacks %d, opens %d", a.Stats().AuthFailures.Load(), a.Stats().Fallbacks[1].Load(), fe.Opens())
 			}
 		})
 	}

@@ -300,14 +300,14 @@ func TestRekeyOptions(t *testing.T) {
 func TestRekeyFrameEngine(t *testing.T) {
 	for _, s := range []suite.Suite{ctr256, cbc128} {
 		t.Run(s.String(), func(t *testing.T) {
-			fe := &fakeFrameEngine{}
+			fe := frameEngine()
 			c1, c2 := tcpPair(t)
 			a, b := newPair(t, c1, c2, s,
 				Options{Engines: []engine.Engine{engine.Software{}, fe}, Policy: pickFunc(always1), RekeyFrames: 2, Workers: 3, MaxFrame: 2048},
 				Options{RekeyFrames: 3, MaxFrame: 2048})
 			roundTrip(t, a, b, 128<<10, 3000)
-			if fe.seals.Load() == 0 || fe.opens.Load() == 0 {
-				t.Fatalf("frame engine sealed %d, opened %d", fe.seals.Load(), fe.opens.Load())
+			if fe.Seals() == 0 || fe.Opens() == 0 {
+				t.Fatalf("frame engine sealed %d, opened %d", fe.Seals(), fe.Opens())
 			}
 			if a.Stats().Rekeys[engine.Encrypt].Load() < 10 || a.Stats().Rekeys[engine.Decrypt].Load() < 10 {
 				t.Fatalf("rekeys: %d sent, %d received", a.Stats().Rekeys[engine.Encrypt].Load(), a.Stats().Rekeys[engine.Decrypt].Load())

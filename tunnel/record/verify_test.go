@@ -6,7 +6,6 @@ import (
 	"net"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"go.uber.org/zap"
@@ -150,67 +149,6 @@ func TestVerifySampling(t *testing.T) {
 	}
 }
 
-// lyingFrameEngine is a frame engine (mac_aead_test.go's fake) that, on
-// the operations bad picks, seals a wrong ciphertext under a tag that is
-// valid for it, opens to a wrong plaintext, or (forgeries) accepts any tag.
-type lyingFrameEngine struct {
-	fakeFrameEngine
-	forgeries bool
-	bad       func(n uint64) bool
-	calls     atomic.Uint64
-	lies      atomic.Uint64
-}
-
-func (l *lyingFrameEngine) Name() string { return "lying-aead" }
-
-func (l *lyingFrameEngine) NewFrameSealer(c engine.Cipher, encKey, macKey []byte) (engine.FrameSealer, error) {
-	cr, err := l.NewCrypter(c, encKey)
-	if err != nil {
-		return nil, err
-	}
-	return &lyingSealer{fakeSealer: fakeSealer{f: &l.fakeFrameEngine, cr: cr, key: macKey}, l: l}, nil
-}
-
-func (l *lyingFrameEngine) lie() bool {
-	if l.bad(l.calls.Add(1)) {
-		l.lies.Add(1)
-		return true
-	}
-	return false
-}
-
-type lyingSealer struct {
-	fakeSealer
-	l *lyingFrameEngine
-}
-
-func (s *lyingSealer) Seal(dst, aad, pt, iv []byte) error {
-	if !s.l.lie() {
-		return s.fakeSealer.Seal(dst, aad, pt, iv)
-	}
-	if err := s.cr.Encrypt(dst, pt, iv); err != nil {
-		return err
-	}
-	dst[len(pt)/2] ^= 0x04
-	copy(dst[len(pt):], s.tag(aad, dst[:len(pt)]))
-	return nil
-}
-
-func (s *lyingSealer) Open(dst, aad, sealed, iv []byte) error {
-	if !s.l.lie() {
-		return s.fakeSealer.Open(dst, aad, sealed, iv)
-	}
-	n := len(sealed) - engine.FrameTagSize
-	if s.l.forgeries {
-		return s.cr.Decrypt(dst, sealed[:n], iv)
-	}
-	if err := s.fakeSealer.Open(dst, aad, sealed, iv); err != nil {
-		return err
-	}
-	dst[n/2] ^= 0x04
-	return nil
-}
-
 // Whole-frame engines are verified whole: a wrong ciphertext under its own
 // valid tag, or a wrong plaintext, is caught, redone in software and
 // reported; the data arrives intact and the counts move to software.
@@ -218,8 +156,9 @@ func TestVerifyWholeFrames(t *testing.T) {
 	for _, s := range []suite.Suite{ctr256, cbc128} {
 		t.Run(s.Cipher.String(), func(t *testing.T) {
 			// Different frames on each end, so that lies can't cancel.
-			ea := &lyingFrameEngine{bad: func(n uint64) bool { return n%3 == 0 }}
-			eb := &lyingFrameEngine{bad: func(n uint64) bool { return n%4 == 1 }}
+			// a's engine only seals, b's only opens.
+			ea := &enginetest.FaultyFrames{Label: "lying-aead", Bad: func(n uint64) bool { return n%3 == 0 }}
+			eb := &enginetest.FaultyFrames{Label: "lying-aead", Bad: func(uint64) bool { return false }, BadOpen: func(n uint64) bool { return n%4 == 1 }}
 			var ma, mb mismatches
 			va, vb := NewVerifier(1, ma.add), NewVerifier(1, mb.add)
 			oa := Options{Engines: []engine.Engine{engine.Software{}, ea}, Policy: only1(engine.Encrypt), Verify: va}
@@ -233,12 +172,12 @@ func TestVerifyWholeFrames(t *testing.T) {
 			for _, tc := range []struct {
 				side string
 				c    *Conn
-				e    *lyingFrameEngine
+				e    *enginetest.FaultyFrames
 				v    *Verifier
 				m    *mismatches
 				dir  engine.Direction
 			}{{"sender", a, ea, va, &ma, engine.Encrypt}, {"receiver", b, eb, vb, &mb, engine.Decrypt}} {
-				lies := tc.e.lies.Load()
+				lies := tc.e.Lies()
 				if lies == 0 {
 					t.Fatalf("%s: the engine never lied", tc.side)
 				}
@@ -246,9 +185,9 @@ func TestVerifyWholeFrames(t *testing.T) {
 					t.Errorf("%s: %d mismatches (%d reported), the engine lied %d times", tc.side, got, tc.m.len(), lies)
 				}
 				st := tc.c.Stats()
-				if st.Fallbacks[1].Load() != lies || st.Frames[tc.dir][0].Load() != lies || st.Frames[tc.dir][1].Load() != tc.e.calls.Load()-lies {
+				if st.Fallbacks[1].Load() != lies || st.Frames[tc.dir][0].Load() != lies || st.Frames[tc.dir][1].Load() != tc.e.Seals()+tc.e.Opens()-lies {
 					t.Errorf("%s: fallbacks %d, software frames %d, engine frames %d; engine ran %d, lied %d", tc.side,
-						st.Fallbacks[1].Load(), st.Frames[tc.dir][0].Load(), st.Frames[tc.dir][1].Load(), tc.e.calls.Load(), lies)
+						st.Fallbacks[1].Load(), st.Frames[tc.dir][0].Load(), st.Frames[tc.dir][1].Load(), tc.e.Seals()+tc.e.Opens(), lies)
 				}
 			}
 		})
@@ -260,7 +199,7 @@ func TestVerifyWholeFrames(t *testing.T) {
 // reported.
 func TestVerifyWholeFrameForgery(t *testing.T) {
 	s := ctr256
-	fe := &lyingFrameEngine{forgeries: true, bad: func(uint64) bool { return true }}
+	fe := &enginetest.FaultyFrames{Label: "lying-aead", AcceptForged: true}
 	var m mismatches
 	ka, kb := keyPair(t, s)
 	c1, c2 := net.Pipe()

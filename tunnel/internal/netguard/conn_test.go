@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/offload-dev/offload/internal/testutil"
 )
 
 func TestSourceOf(t *testing.T) {
@@ -37,20 +39,7 @@ func TestAcceptBackoff(t *testing.T) {
 }
 
 func TestReset(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Skipf("no loopback TCP: %v", err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, s := testutil.TCPPair(t)
 	Reset(s)
 	// A reset, not a clean end of data: the read fails with an error
 	// other than io.EOF.

@@ -8,28 +8,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
-)
 
-// tcpPair is a connected pair of loopback TCP connections, closed at the
-// end of the test.
-func tcpPair(t *testing.T) (client, server net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Skipf("no loopback TCP: %v", err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(); s.Close() })
-	return c, s
-}
+	"github.com/offload-dev/offload/internal/testutil"
+)
 
 // Peek sees what waits in the socket buffer and leaves it there; with
 // nothing waiting, or on a connection without a socket, it sees nothing.
@@ -37,7 +18,7 @@ func TestPeek(t *testing.T) {
 	if runtime.GOOS == "windows" || runtime.GOOS == "plan9" || runtime.GOOS == "js" || runtime.GOOS == "wasip1" {
 		t.Skip("Peek looks into socket buffers on unix only")
 	}
-	c, s := tcpPair(t)
+	c, s := testutil.TCPPair(t)
 	buf := make([]byte, 16)
 	if n := Peek(s, buf); n != 0 {
 		t.Fatalf("Peek with nothing sent: %d bytes", n)

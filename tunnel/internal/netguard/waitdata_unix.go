@@ -10,7 +10,7 @@ import (
 // WaitData waits, within c's read deadline, until c has a byte to read
 // (true) or its peer has closed it (false), without consuming anything:
 // what a PROXY LOCAL connection does next tells a health check from a
-// client, and the metrics slots look at a request head before taking it.
+// client, and a SlotConn looks at a first message before taking it.
 // A c without a socket has data, as far as anyone can tell.
 func WaitData(c any) (bool, error) {
 	sc, ok := c.(syscall.Conn)
