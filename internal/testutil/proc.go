@@ -2,8 +2,12 @@ package testutil
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -15,16 +19,49 @@ import (
 // port and to start, watch and stop a process.
 
 // FreeAddr returns host:port for a TCP port on host that was free a
-// moment ago (it listens on port 0 and closes). Another process may take
-// it before the caller binds it; on loopback in a test that is rare
-// enough, and the caller's bind then fails loudly.
+// moment ago. Another process may take it before the caller binds it, so
+// the port is drawn at random from below the kernel's ephemeral range
+// (ip_local_port_range): a port that listen(:0) or connect hands out
+// never lands there, and the tests that run beside it (go test runs
+// packages in parallel) open thousands of those. A port from listen(:0)
+// came back "address already in use" to a test that bound it a moment
+// later. Only another FreeAddr caller can take it now, 1 in thousands.
 func FreeAddr(host string) (string, error) {
+	lo, hi := staticPorts()
+	for i := 0; hi > 0 && i < 64; i++ {
+		port := lo + rand.IntN(hi-lo+1)
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		if err == nil {
+			ln.Close()
+			return ln.Addr().String(), nil
+		}
+	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return "", fmt.Errorf("free port on %s: %w", host, err)
 	}
 	defer ln.Close()
 	return ln.Addr().String(), nil
+}
+
+// staticPorts is the range FreeAddr draws from: the 8,192 ports below the
+// ephemeral range (Linux's default 32768–60999), never under 1024; 0, 0
+// when there are none (FreeAddr then takes listen(:0)'s).
+func staticPorts() (lo, hi int) {
+	first := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil {
+				first = v
+			}
+		}
+	}
+	hi = first - 1
+	lo = max(hi-8191, 1024)
+	if hi < lo { // an ephemeral range that starts at the bottom: nothing to draw from
+		return 0, 0
+	}
+	return lo, hi
 }
 
 // FreePort is FreeAddr("127.0.0.1") in a test, which it fails on error.

@@ -3,6 +3,7 @@ package testutil
 import (
 	"net"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,13 @@ func TestFreePort(t *testing.T) {
 		t.Fatalf("FreePort gave %s, which can't be bound: %v", a, err)
 	}
 	_ = ln.Close()
+	// Outside the ephemeral range, which listen(:0) and connect draw from.
+	if lo, hi := staticPorts(); hi > 0 {
+		_, ps, _ := net.SplitHostPort(a)
+		if p, _ := strconv.Atoi(ps); p < lo || p > hi {
+			t.Errorf("FreePort gave port %d, outside %d–%d (below the ephemeral range)", p, lo, hi)
+		}
+	}
 	if _, err := FreeAddr("192.0.2.1"); err == nil {
 		t.Error("FreeAddr on an address this host does not have: no error")
 	}
