@@ -123,7 +123,7 @@ func (g *engineGuard) selfTest(e engine.Engine) error {
 	go func() {
 		err := engine.SelfTest(e, g.cipher)
 		if fe, ok := e.(engine.FrameEngine); ok && err == nil && g.frames {
-			// The record layer gives it whole frames too (mac_aead.go):
+			// The record layer gives it whole frames too (wholeframe.go):
 			// its sealer is checked as well as its Crypters.
 			err = engine.SelfTestFrame(fe, g.cipher)
 		}

@@ -31,7 +31,7 @@ import (
 // engine checks).
 //
 // Frames an engine seals or opens whole (a FrameSealer: cipher and HMAC in
-// one request, mac_aead.go) are checked whole: ciphertext and tag against
+// one request, wholeframe.go) are checked whole: ciphertext and tag against
 // software's, and on opening also the tag the engine accepted. Two more
 // hooks in worker.go do that, in worker.seal after sealWhole:
 //

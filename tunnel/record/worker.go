@@ -33,7 +33,7 @@ type worker struct {
 	zero     [engine.BlockSize]byte
 	spare    []byte
 
-	// Whole-frame sealers of engines that have them (mac_aead.go).
+	// Whole-frame sealers of engines that have them (wholeframe.go).
 	sealers   [MaxEngines]engine.FrameSealer
 	sealRetry [MaxEngines]time.Time
 	ad        [12]byte // seq | hdr, their associated data
