@@ -3,7 +3,6 @@ package record
 import (
 	"bytes"
 	"errors"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -201,18 +200,8 @@ func TestVerifyWholeFrameForgery(t *testing.T) {
 	s := ctr256
 	fe := &enginetest.FaultyFrames{Label: "lying-aead", AcceptForged: true}
 	var m mismatches
-	ka, kb := keyPair(t, s)
-	c1, c2 := net.Pipe()
-	defer c2.Close()
-	a, err := New(c1, ka, s, Options{Engines: []engine.Engine{engine.Software{}, fe}, Policy: pickEngine(1), Verify: NewVerifier(1, m.add)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	wire := refSeal(&kb.Send, s, 0, []byte("forged"))
-	wire[HeaderSize+2] ^= 1
-	go c2.Write(wire)
-	if _, err := a.Read(make([]byte, 64)); !errors.Is(err, ErrAuth) {
+	a, err := readForged(t, s, Options{Engines: []engine.Engine{engine.Software{}, fe}, Policy: pickEngine(1), Verify: NewVerifier(1, m.add)})
+	if !errors.Is(err, ErrAuth) {
 		t.Fatalf("read of a forged frame the engine accepted: %v, want ErrAuth", err)
 	}
 	if m.len() != 1 || !strings.Contains(m.errs[0].Error(), "tag does not verify") || a.Stats().AuthFailures.Load() != 1 {

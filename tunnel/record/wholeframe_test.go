@@ -72,18 +72,7 @@ func TestFrameEngineRejectsTampered(t *testing.T) {
 	for _, s := range []suite.Suite{ctr256, cbc128} {
 		t.Run(s.String(), func(t *testing.T) {
 			fe := frameEngine()
-			ka, kb := keyPair(t, s)
-			c1, c2 := net.Pipe()
-			defer c2.Close()
-			a, err := New(c1, ka, s, Options{Engines: []engine.Engine{engine.Software{}, fe}, Policy: pickEngine(1)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer a.Close()
-			wire := refSeal(&kb.Send, s, 0, []byte("forged"))
-			wire[HeaderSize+2] ^= 1
-			go c2.Write(wire)
-			_, err = a.Read(make([]byte, 64))
+			a, err := readForged(t, s, Options{Engines: []engine.Engine{engine.Software{}, fe}, Policy: pickEngine(1)})
 			if !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), "fake-aead") {
 				t.Fatalf("read: %v, want ErrAuth checked by fake-aead", err)
 			}
@@ -92,4 +81,24 @@ func TestFrameEngineRejectsTampered(t *testing.T) {
 			}
 		})
 	}
+}
+
+// readForged makes a Conn with opt that reads one frame of suite s whose
+// ciphertext was altered after sealing, and returns it with the read's
+// error.
+func readForged(t *testing.T, s suite.Suite, opt Options) (*Conn, error) {
+	t.Helper()
+	ka, kb := keyPair(t, s)
+	c1, c2 := net.Pipe()
+	t.Cleanup(func() { c2.Close() })
+	a, err := New(c1, ka, s, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	wire := refSeal(&kb.Send, s, 0, []byte("forged"))
+	wire[HeaderSize+2] ^= 1
+	go c2.Write(wire)
+	_, err = a.Read(make([]byte, 64))
+	return a, err
 }
