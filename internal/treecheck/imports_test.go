@@ -68,6 +68,9 @@ var importRules = []importRule{
 	// engine spec with the selector; it is wired into the ends by cmd.
 	{pkg: "config", never: []string{"cmd/...", "harness/..."}},
 	{pkg: "internal/benchmethod", project: []string{"internal/ratio"}},
+	// The shared test helpers (ports, processes, loggers, leak checks)
+	// serve every package's tests, so they know none of them.
+	{pkg: "internal/testutil", project: []string{}},
 	{pkg: "harness/...", never: []string{"cmd/..."}},
 }
 
