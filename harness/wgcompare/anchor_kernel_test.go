@@ -439,7 +439,7 @@ func TestKernelRouterAnchor(t *testing.T) {
 		fmt.Printf("@@offload-vm span-end name=%s bytes=%d guest_s=%.3f guest_busy_s=%.2f irq=%d softirq_s=%.2f kthread_s=%.2f rescue_kicks=%d id=%s\n",
 			p.Name, res.Bytes, res.Elapsed.Seconds(), busy, irqs, float64(c1.softirq-c0.softirq)/userHZ, float64(kthread)/userHZ, rescues, vmID)
 		if rescues > 0 {
-			t.Logf("%s: no byte reached A's veth for %v, so %d console kicks released the run (a late virtio completion: docs/kernel-notes.md)", p.Name, stallQuiet, rescues)
+			t.Logf("%s: under %d KiB reached A's veth in %v, so %d console kicks released the run (a late virtio completion: docs/kernel-notes.md)", p.Name, stallBytes>>10, stallQuiet, rescues)
 		}
 		time.Sleep(MarkerSettle)
 		// Retransmissions by B's TCP (every path's sender is in B): a
@@ -704,8 +704,7 @@ func kthreadTicks(t *testing.T) int64 {
 // rescueStalls watches A's receive counter of dev (from the sink's
 // /proc/PID/net/dev: a file read, no program started, so it costs every run
 // the same little) and, while it has moved less than stallBytes for
-// stallQuiet, writes a
-// console line every 200 ms. Without it a run whose ESP packet waits for a
+// stallQuiet, writes a console line every 200 ms. Without it a run whose ESP packet waits for a
 // late virtio completion can wait for ever (one CI anchor hung for its whole
 // timeout); with it the run finishes, and the table marks it by its
 // rescue_kicks. The returned func stops the watch and gives the kicks it
@@ -720,13 +719,8 @@ func rescueStalls(t *testing.T, sink *proc, dev string, kick time.Duration) func
 		if err != nil {
 			return -1 // the sink is gone: the run fails on its own
 		}
-		for _, line := range strings.Split(string(b), "\n") {
-			if name, rest, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && name == dev {
-				if f := strings.Fields(rest); len(f) > 0 {
-					v, _ := strconv.ParseInt(f[0], 10, 64)
-					return v
-				}
-			}
+		if v, ok := devRx(string(b), dev); ok {
+			return v
 		}
 		return -1
 	}

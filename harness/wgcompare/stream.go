@@ -241,8 +241,8 @@ func pump(dst, src net.Conn) {
 }
 
 // stallQuiet is how long a run may move under stallBytes across A's veth before
-// rescueStalls kicks the console: a run that moves nothing for this long is
-// waiting for a late completion (every path moves a MB in well under it).
+// rescueStalls kicks the console: a run that moves so little for this long
+// is waiting for a late completion (every path moves a MB in well under it).
 const stallQuiet = 3 * time.Second
 
 // stallBytes is the progress that counts as moving: TCP's retransmissions

@@ -261,20 +261,28 @@ func deviceIRQs(t *testing.T) int64 {
 // rxBytes is the receive byte counter of dev in namespace n.
 func rxBytes(t *testing.T, n *netns, dev string) int64 {
 	t.Helper()
-	for _, line := range strings.Split(n.run(t, "cat", "/proc/net/dev"), "\n") {
+	v, ok := devRx(n.run(t, "cat", "/proc/net/dev"), dev)
+	if !ok {
+		t.Fatalf("/proc/net/dev in %s has no %s (or no counter for it)", n.name, dev)
+	}
+	return v
+}
+
+// devRx is dev's receive byte counter in a /proc/net/dev text.
+func devRx(procNetDev, dev string) (int64, bool) {
+	for _, line := range strings.Split(procNetDev, "\n") {
 		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
 		if !ok || name != dev {
 			continue
 		}
 		f := strings.Fields(rest)
-		v, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil {
-			t.Fatalf("/proc/net/dev %s: %q", dev, line)
+		if len(f) == 0 {
+			return 0, false
 		}
-		return v
+		v, err := strconv.ParseInt(f[0], 10, 64)
+		return v, err == nil
 	}
-	t.Fatalf("/proc/net/dev in %s has no %s", n.name, dev)
-	return 0
+	return 0, false
 }
 
 // wgTx is the bytes wg0 in namespace n has sent to its one peer.
@@ -289,4 +297,19 @@ func wgTx(t *testing.T, n *netns) int64 {
 		t.Fatalf("wg show wg0 transfer: %q", f)
 	}
 	return v
+}
+
+// TestDevRx reads a device's receive bytes out of /proc/net/dev's text.
+func TestDevRx(t *testing.T) {
+	const text = `Inter-|   Receive                            |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo:     120       2    0    0    0     0          0         0      120       2    0    0    0     0       0          0
+    va: 33558024   23070    0    0    0     0          0         0  1226480   11590    0    0    0     0       0          0
+`
+	if v, ok := devRx(text, "va"); !ok || v != 33558024 {
+		t.Errorf("va: %d, %v; want 33558024", v, ok)
+	}
+	if _, ok := devRx(text, "vb"); ok {
+		t.Error("vb, which the text lacks: found")
+	}
 }
