@@ -62,6 +62,17 @@ var Paths = []Path{
 	{Name: "afalg-64k-nopreempt", Label: "offload as afalg-64k, GODEBUG=asyncpreemptoff=1", Kind: "offload",
 		Suite: "aes-256-cbc-poly1305", Eng: "afalg:" + DeviceDriver, Frame: "64KiB", Device: true,
 		Env: []string{"GODEBUG=asyncpreemptoff=1"}, Extra: true},
+	// With one P the runtime's monitor (sysmon) takes the P from every
+	// system call that lasts over ~20 µs, and the call's return wakes it
+	// again (a futex, two clock reads and a 20 µs sleep each time); with a
+	// second P idle beside it, a call under 10 ms with nothing else
+	// runnable keeps its P. These measure whether that pays on one CPU.
+	{Name: "afalg-64k-procs2", Label: "offload as afalg-64k, GOMAXPROCS=2", Kind: "offload",
+		Suite: "aes-256-cbc-poly1305", Eng: "afalg:" + DeviceDriver, Frame: "64KiB", Device: true,
+		Env: []string{"GOMAXPROCS=2"}, Extra: true},
+	{Name: "cryptodev-64k-procs2", Label: "offload as cryptodev-64k, GOMAXPROCS=2", Kind: "offload",
+		Suite: "aes-256-cbc-poly1305", Eng: "cryptodev", Frame: "64KiB", Device: true,
+		Env: []string{"GOMAXPROCS=2"}, Extra: true},
 	{Name: "ctr-sw-64k", Label: "offload aes-256-ctr-poly1305, software, 64 KiB", Kind: "offload",
 		Suite: "aes-256-ctr-poly1305", Eng: "software", Frame: "64KiB"},
 	{Name: "cbc-sw-64k", Label: "offload aes-256-cbc-poly1305, software, 64 KiB", Kind: "offload",

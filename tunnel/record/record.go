@@ -337,7 +337,8 @@ func New(conn net.Conn, keys Keys, s suite.Suite, opt Options) (*Conn, error) {
 	c.inline = opt.DataPath == DataPathInline
 	c.tracker, _ = opt.Policy.(Tracker)
 	if opt.Stall != nil && len(opt.Engines) > 1 {
-		c.dog = &watchdog{s: opt.Stall, born: time.Now(), done: make(chan struct{})}
+		c.dog = &watchdog{s: opt.Stall, done: make(chan struct{})}
+		c.dog.tick.Store(1)
 	}
 	c.send.init(c, engine.Encrypt, keys.Send.clone())
 	c.recv.init(c, engine.Decrypt, keys.Recv.clone())

@@ -68,16 +68,37 @@ func NewStallWatch(timeout time.Duration, onStall func(idx int, err error)) *Sta
 }
 
 // watchdog is a Conn's side of its StallWatch: the workers it looks at.
+//
+// Its clock is its own tick count, not the time: a worker stamps every
+// engine request with it, and reading the time there would cost a system
+// call per request on CPUs without a vDSO clock (32-bit MIPS), where the
+// router spends its cycles. A request is taken over once ticksPerTimeout
+// whole ticks have passed since the one it began in, so after Timeout at
+// the least and Timeout plus one tick at the most.
 type watchdog struct {
 	s       *StallWatch
-	born    time.Time // busy stamps are nanoseconds since born, plus one
+	tick    atomic.Int64 // ticks since the Conn was made, from 1
 	mu      sync.Mutex
 	workers []*worker
 	done    chan struct{} // closed once every worker has exited or been taken over
 }
 
-// now is the stamp a worker's busy holds while it waits for an engine.
-func (d *watchdog) now() int64 { return int64(time.Since(d.born)) + 1 }
+// ticksPerTimeout is how many watchdog ticks make a StallWatch's Timeout.
+const ticksPerTimeout = 4
+
+// period is the watchdog's tick.
+func (d *watchdog) period() time.Duration {
+	return max(d.s.timeout/ticksPerTimeout, time.Millisecond)
+}
+
+// overdue reports whether a request stamped v (a worker's busy) has
+// waited a Timeout by tick now: it began at some time in tick v, so it
+// has waited at least now-v-1 whole ticks. 0 (idle) and busyTaken never are.
+func overdue(now, v int64) bool { return v > 0 && now-v-1 >= ticksPerTimeout }
+
+// now is the stamp a worker's busy holds while it waits for an engine:
+// the current tick, never 0 (idle) or busyTaken.
+func (d *watchdog) now() int64 { return d.tick.Load() }
 
 func (d *watchdog) add(w *worker) {
 	d.mu.Lock()
@@ -93,7 +114,7 @@ func (d *watchdog) start(c *Conn) {
 		close(d.done)
 	}()
 	go func() {
-		t := time.NewTicker(max(d.s.timeout/4, time.Millisecond))
+		t := time.NewTicker(d.period())
 		defer t.Stop()
 		for {
 			select {
@@ -111,13 +132,13 @@ func (d *watchdog) scan(c *Conn) {
 	d.mu.Lock()
 	ws := d.workers
 	d.mu.Unlock()
-	now := d.now()
+	now := d.tick.Add(1)
 	for _, w := range ws {
 		v := w.busy.Load()
-		if v <= 0 || time.Duration(now-v) < d.s.timeout || !w.busy.CompareAndSwap(v, busyTaken) {
+		if !overdue(now, v) || !w.busy.CompareAndSwap(v, busyTaken) {
 			continue
 		}
-		d.takeOver(c, w, time.Duration(now-v))
+		d.takeOver(c, w, time.Duration(now-v-1)*d.period())
 	}
 }
 
@@ -128,7 +149,7 @@ func (d *watchdog) takeOver(c *Conn, w *worker, waited time.Duration) {
 	idx, f := int(w.busyIdx.Load()), w.cur
 	d.s.Stalls[idx].Add(1)
 	total := c.stats.Fallbacks[idx].Add(1)
-	err := fmt.Errorf("%w: engine %s held a %s request of frame %d for %v", ErrStalled, c.opt.Engines[idx].Name(), w.dir, f.seq, waited.Round(time.Millisecond))
+	err := fmt.Errorf("%w: engine %s held a %s request of frame %d for over %v", ErrStalled, c.opt.Engines[idx].Name(), w.dir, f.seq, waited.Round(time.Millisecond))
 	if c.warn.allow() {
 		c.log.Warn("engine request stalled; the frame is redone in software and the stuck worker left to the kernel",
 			zap.String("engine", c.opt.Engines[idx].Name()), zap.Uint64("fallbacks", total), zap.Error(err))

@@ -207,3 +207,25 @@ func (c delayCrypter) Decrypt(dst, src, iv []byte) error {
 	time.Sleep(c.e.d)
 	return c.Crypter.Decrypt(dst, src, iv)
 }
+
+// A request is overdue once ticksPerTimeout whole ticks have passed since
+// the tick it began in: never earlier (a request that began at the end of
+// its tick has waited barely ticksPerTimeout), and idle or taken workers never.
+func TestStallOverdue(t *testing.T) {
+	for _, c := range []struct {
+		now, v int64
+		want   bool
+	}{
+		{5, 1, false}, // 3 whole ticks (2, 3, 4) and a part
+		{6, 1, true},  // 4 whole ticks
+		{6, 2, false},
+		{1000, 1, true},
+		{6, 0, false},         // idle
+		{6, busyTaken, false}, // already taken over
+		{1, 1, false},
+	} {
+		if got := overdue(c.now, c.v); got != c.want {
+			t.Errorf("overdue(now %d, stamp %d) = %v, want %v", c.now, c.v, got, c.want)
+		}
+	}
+}
