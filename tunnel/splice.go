@@ -76,6 +76,17 @@ func (w *localWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// WriteBuffers writes v with one writev where the connection has it
+// (mux.BuffersWriter: a chunk that spans two receive segments goes out in
+// one system call).
+func (w *localWriter) WriteBuffers(v *net.Buffers) (int64, error) {
+	n, err := v.WriteTo(w.c)
+	if err != nil {
+		w.err = err
+	}
+	return n, err
+}
+
 // splice runs the copy until both directions ended, and returns nil for a
 // clean end or the cause of the abort. pre, if not nil, runs first on the
 // down side (the client reads the server's response there); its error

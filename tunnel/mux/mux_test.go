@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -660,5 +661,90 @@ func TestFillInPlace(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// gatherWriter records each call of a BuffersWriter.
+type gatherWriter struct {
+	bytes.Buffer
+	writes  int   // Write calls
+	vectors []int // buffers per WriteBuffers call
+}
+
+func (g *gatherWriter) Write(p []byte) (int, error) { g.writes++; return g.Buffer.Write(p) }
+
+func (g *gatherWriter) WriteBuffers(v *net.Buffers) (int64, error) {
+	g.vectors = append(g.vectors, len(*v))
+	var n int64
+	for _, b := range *v {
+		k, _ := g.Buffer.Write(b)
+		n += int64(k)
+	}
+	*v = (*v)[len(*v):]
+	return n, nil
+}
+
+// A chunk that spans two receive segments goes out to a BuffersWriter in
+// one call (one writev to a local TCP connection, where a Write per
+// segment made two system calls), and the segments are freed after; a
+// plain Writer gets a Write per segment.
+func TestCopyToGathersSegments(t *testing.T) {
+	for _, gather := range []bool{true, false} {
+		c, s := start(t, pairings[0])
+		st, _ := c.Open()
+		a := bytes.Repeat([]byte("a"), 40<<10)
+		b := bytes.Repeat([]byte("b"), 40<<10)
+		// Two frames of 40 KiB: the first segment (64 KiB) holds the
+		// first and 24 KiB of the second, a second segment the rest.
+		if _, err := st.Write(a); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		peer, _ := s.Accept()
+		p := peer.(*Stream)
+		waitBuffered(t, p, len(a)+len(b))
+		g := &gatherWriter{}
+		var w io.Writer = g
+		if !gather {
+			w = struct{ io.Writer }{g} // hides WriteBuffers
+		}
+		if n, err := p.CopyTo(w, int64(len(a)+len(b))); err != nil || n != int64(len(a)+len(b)) {
+			t.Fatalf("CopyTo = %d, %v", n, err)
+		}
+		if !bytes.Equal(g.Bytes(), append(a, b...)) {
+			t.Fatal("CopyTo changed the data")
+		}
+		if gather && (g.writes != 0 || !slices.Equal(g.vectors, []int{2})) {
+			t.Errorf("BuffersWriter: %d Writes and WriteBuffers of %v; want one WriteBuffers of 2", g.writes, g.vectors)
+		}
+		if !gather && (g.writes != 2 || len(g.vectors) != 0) {
+			t.Errorf("plain Writer: %d Writes; want 2, one per segment", g.writes)
+		}
+		p.mu.Lock()
+		segs, held := len(p.segs), p.held
+		p.mu.Unlock()
+		if segs != 0 || held != 0 {
+			t.Errorf("after CopyTo the stream holds %d segments (%d bytes)", segs, held)
+		}
+	}
+}
+
+// waitBuffered waits until st has n bytes buffered.
+func waitBuffered(t *testing.T, st *Stream, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st.mu.Lock()
+		got := st.buffered
+		st.mu.Unlock()
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stream buffered %d bytes, want %d", got, n)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -29,15 +29,16 @@ type Stream struct {
 	id   uint32
 
 	mu         sync.Mutex
-	segs       []*segment // received, head first
-	buffered   int        // unread bytes in segs
-	held       int        // segment memory in segs
-	filling    bool       // recvLoop is reading into the tail segment
-	reading    bool       // WriteTo is writing the head segment out
-	recvWindow uint32     // what the peer may still send
-	sendWindow uint32     // what this end may still send
-	ext        int64      // this stream's share of Session.extra
-	synSent    bool       // this end opened it
+	segs       []*segment  // received, head first
+	buffered   int         // unread bytes in segs
+	held       int         // segment memory in segs
+	filling    bool        // recvLoop is reading into the tail segment
+	reading    int         // WriteTo is writing this many head segments out
+	out        net.Buffers // copyTo's vectors (the one reader's)
+	recvWindow uint32      // what the peer may still send
+	sendWindow uint32      // what this end may still send
+	ext        int64       // this stream's share of Session.extra
+	synSent    bool        // this end opened it
 	acked      bool
 	finSent    bool
 	finRecv    bool
@@ -281,7 +282,7 @@ func (st *Stream) finish() {
 func (st *Stream) dropSegsLocked() {
 	kept := st.segs[:0]
 	for i, g := range st.segs {
-		if (st.filling && i == len(st.segs)-1) || (st.reading && i == 0) {
+		if (st.filling && i == len(st.segs)-1) || i < st.reading {
 			kept = append(kept, g)
 			continue
 		}
@@ -473,6 +474,7 @@ func (st *Stream) CopyTo(w io.Writer, n int64) (int64, error) {
 }
 
 func (st *Stream) copyTo(w io.Writer, n int64) (int64, error) {
+	bw, gather := w.(BuffersWriter)
 	var done int64
 	for n != 0 {
 		st.mu.Lock()
@@ -480,23 +482,53 @@ func (st *Stream) copyTo(w io.Writer, n int64) (int64, error) {
 			st.mu.Unlock()
 			return done, err
 		}
-		g := st.segs[0]
-		b := g.buf[g.r:g.w]
-		if n > 0 && int64(len(b)) > n {
-			b = b[:n]
+		// What is buffered, up to n, from as many segments as it spans
+		// (one writev for a chunk that crosses a segment's end, where a
+		// Write per segment would make two system calls), or the head
+		// segment alone for a plain Writer.
+		out, want := st.out[:0], 0
+		for _, g := range st.segs {
+			b := g.buf[g.r:g.w]
+			if n > 0 && int64(want+len(b)) > n {
+				b = b[:n-int64(want)]
+			}
+			if len(b) == 0 {
+				continue // a head segment read to its end, not yet freed
+			}
+			out = append(out, b)
+			want += len(b)
+			if !gather || len(out) == maxGather || int64(want) == n {
+				break
+			}
 		}
-		st.reading = true
+		st.reading = len(out)
 		st.mu.Unlock()
-		k, werr := w.Write(b)
+		var k int
+		var werr error
+		if len(out) == 1 {
+			k, werr = w.Write(out[0])
+		} else {
+			st.out = out
+			var k64 int64
+			k64, werr = bw.WriteBuffers(&st.out)
+			k = int(k64)
+		}
 		st.mu.Lock()
-		st.reading = false
+		st.reading = 0
 		var credit uint32
 		if st.discarding() {
 			st.dropSegsLocked()
 		} else {
-			g.r += k
+			for i, left := 0, k; left > 0; i++ {
+				g := st.segs[i]
+				d := min(left, g.w-g.r)
+				g.r += d
+				left -= d
+			}
 			credit = st.consumedLocked(k)
 		}
+		clear(out) // no segment stays reachable from st.out once released
+		st.out = out[:0]
 		st.mu.Unlock()
 		st.grant(credit)
 		done += int64(k)
@@ -506,12 +538,25 @@ func (st *Stream) copyTo(w io.Writer, n int64) (int64, error) {
 		if werr != nil {
 			return done, werr
 		}
-		if k < len(b) {
+		if k < want {
 			return done, io.ErrShortWrite
 		}
 	}
 	return done, nil
 }
+
+// BuffersWriter is an io.Writer that also writes several buffers in one
+// call (a writev: net.Buffers.WriteTo on a *net.TCPConn). CopyTo and
+// WriteTo use it when the bytes they write out span segments.
+type BuffersWriter interface {
+	io.Writer
+	// WriteBuffers writes all of *v (consuming it, as net.Buffers.WriteTo
+	// does) and returns how many bytes it wrote.
+	WriteBuffers(v *net.Buffers) (int64, error)
+}
+
+// maxGather bounds the segments one WriteBuffers call writes out.
+const maxGather = 16
 
 // --- writing ---
 
