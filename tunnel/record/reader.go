@@ -78,7 +78,7 @@ func (r *reader) init(c *Conn) {
 	depth := pipelineDepth(c.maxFrame, 2*c.opt.Workers+4)
 	r.queue = make(chan *frame, depth)
 	r.work = make(chan *frame, depth+1)
-	r.br = &linkReader{conn: c.conn, buf: make([]byte, readBufSize)}
+	r.br = newLinkReader(c.conn)
 	if c.inline {
 		wk := newWorker(c, engine.Decrypt, nil)
 		wk.resume = r.resume
@@ -211,14 +211,23 @@ func (r *reader) readFrame() *frame {
 // linkReader reads frames off the link. While frames are short (an idle
 // or interactive link) it reads ahead into its buffer, so one read
 // syscall brings several frames. Once they are long (bulk), the read-ahead
-// would only copy the start of each body out of the buffer again, so it
-// reads a header exactly and the body straight into the frame's buffer:
-// the same number of syscalls, no copy.
+// would only copy the start of each body out of the buffer again, so the
+// body is read straight into the frame's buffer; on a TCP link the read
+// that ends a body also takes the next frame's header into the buffer
+// (readv, readv_linux.go), so a bulk frame costs no header read of its own.
+// Elsewhere the header is read exactly: one system call more per frame.
 type linkReader struct {
 	conn net.Conn
 	buf  []byte
 	r, w int  // buf[r:w] is read and not yet taken
 	bulk bool // the last frame was long
+	vec  vecReader
+}
+
+func newLinkReader(conn net.Conn) *linkReader {
+	l := &linkReader{conn: conn, buf: make([]byte, readBufSize)}
+	l.vec.init(conn)
+	return l
 }
 
 // header fills h. It returns io.EOF only if the link ended before a byte
@@ -262,6 +271,13 @@ func (l *linkReader) body(p []byte) error {
 	l.r += k
 	if k == len(p) {
 		return nil
+	}
+	if l.bulk && l.vec.ok() {
+		// The buffer is empty (k < len(p) took all of it).
+		l.r, l.w = 0, 0
+		n, err := l.vec.read(p[k:], l.buf[:HeaderSize])
+		l.w = n
+		return err
 	}
 	_, err := io.ReadFull(l.conn, p[k:])
 	if err == io.EOF {
