@@ -149,8 +149,8 @@ type Common struct {
 	// MaxStreams caps concurrent streams on one link.
 	MaxStreams int
 	// LinkBuffer is the budget of one link's stream receive buffers in
-	// bytes; it caps the streams of a link at
-	// LinkBuffer / (YamuxWindow + 256 KiB).
+	// bytes: it bounds what they hold, not how many streams there are
+	// (MaxStreams does); a stream whose data would overrun it is reset.
 	LinkBuffer int
 	// DrainTimeout is how long SIGTERM waits for open streams to finish;
 	// 0 closes them at once.

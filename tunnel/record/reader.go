@@ -22,8 +22,9 @@ import (
 //	                                          the head frame's done, copies out
 //
 // Short frames are read ahead several at a time; long ones (bulk) have
-// their header read exactly and their body read straight into the frame's
-// buffer (linkReader), so a bulk byte is copied once, by Read.
+// their body read straight into the frame's buffer, with the next header
+// in the same readv on a TCP link (linkReader), so a bulk byte is copied
+// once, by Read, and a bulk frame costs one read where the link keeps up.
 //
 // The reader goroutine checks the length against MaxFrame (and, for CBC,
 // that it is a positive multiple of 16) before it takes a buffer or reads a
