@@ -49,26 +49,33 @@ func TestLinkReader(t *testing.T) {
 	stream := frameStream(sizes)
 	for _, piece := range []int{1, 3, 4096, 50 << 10, 1 << 20, 4 << 20} {
 		l := &linkReader{conn: &pieceConn{data: stream, piece: piece}, buf: make([]byte, readBufSize)}
-		for i, n := range sizes {
-			var h [HeaderSize]byte
-			if err := l.header(h[:]); err != nil {
-				t.Fatalf("piece %d, frame %d: header: %v", piece, i, err)
-			}
-			if got := int(binary.BigEndian.Uint32(h[:])); got != n {
-				t.Fatalf("piece %d, frame %d: length %d, want %d", piece, i, got, n)
-			}
-			body := make([]byte, n)
-			if err := l.body(body); err != nil {
-				t.Fatalf("piece %d, frame %d: body: %v", piece, i, err)
-			}
-			if !bytes.Equal(body, bytes.Repeat([]byte{byte(i + 1)}, n)) {
-				t.Fatalf("piece %d, frame %d: body changed", piece, i)
-			}
-		}
+		readFrames(t, l, sizes, piece)
+	}
+}
+
+// readFrames reads frameStream(sizes) through l, checking each frame's
+// length and body, then a clean io.EOF; piece names the case in errors.
+func readFrames(t *testing.T, l *linkReader, sizes []int, piece int) {
+	t.Helper()
+	for i, n := range sizes {
 		var h [HeaderSize]byte
-		if err := l.header(h[:]); err != io.EOF {
-			t.Fatalf("piece %d: after the last frame: %v, want io.EOF", piece, err)
+		if err := l.header(h[:]); err != nil {
+			t.Fatalf("piece %d, frame %d: header: %v", piece, i, err)
 		}
+		if got := int(binary.BigEndian.Uint32(h[:])); got != n {
+			t.Fatalf("piece %d, frame %d: length %d, want %d", piece, i, got, n)
+		}
+		body := make([]byte, n)
+		if err := l.body(body); err != nil {
+			t.Fatalf("piece %d, frame %d: body: %v", piece, i, err)
+		}
+		if !bytes.Equal(body, bytes.Repeat([]byte{byte(i + 1)}, n)) {
+			t.Fatalf("piece %d, frame %d: body changed", piece, i)
+		}
+	}
+	var h [HeaderSize]byte
+	if err := l.header(h[:]); err != io.EOF {
+		t.Fatalf("piece %d: after the last frame: %v, want io.EOF", piece, err)
 	}
 }
 

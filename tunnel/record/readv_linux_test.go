@@ -3,8 +3,6 @@
 package record
 
 import (
-	"bytes"
-	"encoding/binary"
 	"io"
 	"net"
 	"testing"
@@ -37,26 +35,7 @@ func TestLinkReaderTCP(t *testing.T) {
 		if !l.vec.ok() {
 			t.Fatal("no readv path on a *net.TCPConn")
 		}
-		for i, n := range sizes {
-			var h [HeaderSize]byte
-			if err := l.header(h[:]); err != nil {
-				t.Fatalf("piece %d, frame %d: header: %v", piece, i, err)
-			}
-			if got := int(binary.BigEndian.Uint32(h[:])); got != n {
-				t.Fatalf("piece %d, frame %d: length %d, want %d", piece, i, got, n)
-			}
-			body := make([]byte, n)
-			if err := l.body(body); err != nil {
-				t.Fatalf("piece %d, frame %d: body: %v", piece, i, err)
-			}
-			if !bytes.Equal(body, bytes.Repeat([]byte{byte(i + 1)}, n)) {
-				t.Fatalf("piece %d, frame %d: body changed", piece, i)
-			}
-		}
-		var h [HeaderSize]byte
-		if err := l.header(h[:]); err != io.EOF {
-			t.Fatalf("piece %d: after the last frame: %v, want io.EOF", piece, err)
-		}
+		readFrames(t, l, sizes, piece)
 		a.Close()
 		b.Close()
 	}
