@@ -58,6 +58,7 @@ type options struct {
 	pool               string
 	profile            string
 	kick               time.Duration
+	baseline           string
 }
 
 func main() {
@@ -87,6 +88,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.profile, "profile", "", "comma-separated offload paths (e.g. afalg-64k,cryptodev-64k) whose two ends write CPU profiles in the last boot's last round; "+
 		"copied to -out as profiles-N/, with go tool pprof -top flat and -cum beside them")
 	fs.DurationVar(&o.kick, "kick", 0, "write a console line this often during every run (the UART's i8259 interrupt releases late virtio completions; 0: never)")
+	fs.StringVar(&o.baseline, "baseline", "", "a git revision (or a mipsle offload binary) to build as the guest's "+wgcompare.Baseline+
+		" for the *-base paths, which measure it beside this tree's build in the same boots (name them in -paths)")
 	fs.StringVar(&o.kernelArgs, "kernel-args", "", "appended to the guest kernel's command line (harness/vm -kernel-args)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -153,6 +156,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if o.kick > 0 {
 		vmArgs = append(vmArgs, "-env", "OFFLOAD_ANCHOR_KICK="+o.kick.String())
 	}
+	if o.baseline != "" {
+		bin, err := buildBaseline(ctx, o.baseline, dir)
+		if err != nil {
+			return err
+		}
+		vmArgs = append(vmArgs, "-bin", bin)
+	}
 	ko, err := cryptodevModule(ctx, o.cryptodev, stderr)
 	if err != nil {
 		return err
@@ -208,6 +218,38 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		o.boots, o.rounds, o.mib, time.Now().UTC().Format("2006-01-02 15:04 UTC"), time.Since(started).Minutes())
 	writeTable(stdout, runs, o.boots)
 	return nil
+}
+
+// buildBaseline returns a mipsle offload binary named wgcompare.Baseline in
+// dir: rev itself when it is a file, else cmd/offload as of git revision
+// rev, built from a git archive of it (the work tree is left alone).
+func buildBaseline(ctx context.Context, rev, dir string) (string, error) {
+	out := filepath.Join(dir, wgcompare.Baseline)
+	if st, err := os.Stat(rev); err == nil && st.Mode().IsRegular() {
+		b, err := os.ReadFile(rev)
+		if err != nil {
+			return "", err
+		}
+		return out, os.WriteFile(out, b, 0o755)
+	}
+	src := filepath.Join(dir, "baseline-src")
+	if err := os.RemoveAll(src); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return "", err
+	}
+	archive := exec.CommandContext(ctx, "sh", "-c", `git archive "$1" | tar -x -C "$2"`, "sh", rev, src)
+	if b, err := archive.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("-baseline %s: git archive: %w\n%s", rev, err, b)
+	}
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, "./cmd/offload")
+	build.Dir = src
+	build.Env = append(os.Environ(), "GOOS=linux", "GOARCH=mipsle", "GOMIPS=softfloat", "CGO_ENABLED=0")
+	if b, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("-baseline %s: go build ./cmd/offload: %w\n%s", rev, err, b)
+	}
+	return out, nil
 }
 
 // cryptodevModule builds the cryptodev module for the mipsel kernel with

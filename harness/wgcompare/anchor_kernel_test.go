@@ -263,8 +263,7 @@ func TestKernelRouterAnchor(t *testing.T) {
 	mib := envInt(t, "OFFLOAD_ANCHOR_MIB", 32)
 	rounds := envInt(t, "OFFLOAD_ANCHOR_ROUNDS", 3)
 	payload := int64(mib) << 20
-	offload, err := exec.LookPath("offload")
-	if err != nil {
+	if _, err := exec.LookPath(Offload); err != nil {
 		t.Fatalf("no offload binary (%v): give the VM harness -bin ./cmd/offload", err)
 	}
 	if _, err := exec.LookPath("wg"); err != nil {
@@ -354,7 +353,7 @@ func TestKernelRouterAnchor(t *testing.T) {
 	helper(t, a, "relay", net.JoinHostPort(addrA, relayPort), "127.0.0.1:"+sinkPort)
 	helper(t, b, "relay", relayFwd, net.JoinHostPort(addrA, relayPort))
 	keyFile := filepath.Join(dir, "offload.key")
-	run(t, offload, "keygen", "-o", keyFile)
+	run(t, Offload, "keygen", "-o", keyFile)
 	dial := testutil.DialIn(b.file)
 
 	// waitUp sends one checked byte until it arrives: the first says
@@ -391,6 +390,10 @@ func TestKernelRouterAnchor(t *testing.T) {
 		t.Helper()
 		var stops []*proc
 		if p.Kind == "offload" {
+			offload, err := exec.LookPath(p.Command())
+			if err != nil {
+				t.Fatalf("%s: no %s in the guest (%v): harness/anchor -baseline REV builds it", p.Name, p.Command(), err)
+			}
 			srv, cli := writeConfigs(t, dir, p)
 			for _, c := range []string{srv, cli} {
 				run(t, offload, "validate", "-c", c)

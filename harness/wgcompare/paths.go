@@ -29,6 +29,24 @@ type Path struct {
 	Env []string
 	// Extra paths are experiments: measured only when -paths names them.
 	Extra bool
+	// Bin is the guest command both offload ends run; "" is Offload.
+	// Baseline names the build of another revision (harness/anchor
+	// -baseline), so a change is measured beside its base in one boot.
+	Bin string
+}
+
+// The offload commands in the guest: this tree's, and -baseline's build.
+const (
+	Offload  = "offload"
+	Baseline = "offload-base"
+)
+
+// Command is the guest command p's offload ends run.
+func (p Path) Command() string {
+	if p.Bin == "" {
+		return Offload
+	}
+	return p.Bin
 }
 
 // The anchors: every row is also given against each of them.
@@ -73,6 +91,13 @@ var Paths = []Path{
 	{Name: "cryptodev-64k-procs2", Label: "offload as cryptodev-64k, GOMAXPROCS=2", Kind: "offload",
 		Suite: "aes-256-cbc-poly1305", Eng: "cryptodev", Frame: "64KiB", Device: true,
 		Env: []string{"GOMAXPROCS=2"}, Extra: true},
+	// The same paths on -baseline's build: a change against its base.
+	{Name: "afalg-64k-base", Label: "offload as afalg-64k, the baseline build (-baseline)", Kind: "offload",
+		Suite: "aes-256-cbc-poly1305", Eng: "afalg:" + DeviceDriver, Frame: "64KiB", Device: true, Extra: true, Bin: Baseline},
+	{Name: "cryptodev-64k-base", Label: "offload as cryptodev-64k, the baseline build (-baseline)", Kind: "offload",
+		Suite: "aes-256-cbc-poly1305", Eng: "cryptodev", Frame: "64KiB", Device: true, Extra: true, Bin: Baseline},
+	{Name: "ctr-sw-64k-base", Label: "offload as ctr-sw-64k, the baseline build (-baseline)", Kind: "offload",
+		Suite: "aes-256-ctr-poly1305", Eng: "software", Frame: "64KiB", Extra: true, Bin: Baseline},
 	{Name: "ctr-sw-64k", Label: "offload aes-256-ctr-poly1305, software, 64 KiB", Kind: "offload",
 		Suite: "aes-256-ctr-poly1305", Eng: "software", Frame: "64KiB"},
 	{Name: "cbc-sw-64k", Label: "offload aes-256-cbc-poly1305, software, 64 KiB", Kind: "offload",
