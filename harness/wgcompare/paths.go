@@ -84,7 +84,9 @@ var Paths = []Path{
 	// system call that lasts over ~20 µs, and the call's return wakes it
 	// again (a futex, two clock reads and a 20 µs sleep each time); with a
 	// second P idle beside it, a call under 10 ms with nothing else
-	// runnable keeps its P. These measure whether that pays on one CPU.
+	// runnable keeps its P. These measure whether that pays on one CPU:
+	// it did not (2026-12-06, three boots: 0.65x and 0.52x WireGuard
+	// against 0.74x and 0.75x with one P; docs/lab/router-anchor.md).
 	{Name: "afalg-64k-procs2", Label: "offload as afalg-64k, GOMAXPROCS=2", Kind: "offload",
 		Suite: "aes-256-cbc-poly1305", Eng: "afalg:" + DeviceDriver, Frame: "64KiB", Device: true,
 		Env: []string{"GOMAXPROCS=2"}, Extra: true},
