@@ -27,6 +27,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -175,7 +176,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	var runs []sample
-	started := time.Now()
+	started, load0 := time.Now(), hostLoad()
 	for b := range o.boots {
 		spans := filepath.Join(dir, fmt.Sprintf("spans-%d.jsonl", b+1))
 		args := append(append([]string{}, vmArgs...), "-spans", spans, "-log", filepath.Join(dir, fmt.Sprintf("console-%d.log", b+1)))
@@ -214,10 +215,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "anchor: profiles and their go tool pprof -top (flat, cum) in %s\n", profDir)
 		}
 	}
-	fmt.Fprintf(stdout, "\nRouter anchor: %d boot(s) × %d round(s), %d MiB per run, mipsel malta 24Kc, 1 CPU, virtio-crypto; %s, %.0f min\n\n",
-		o.boots, o.rounds, o.mib, time.Now().UTC().Format("2006-01-02 15:04 UTC"), time.Since(started).Minutes())
+	fmt.Fprintf(stdout, "\nRouter anchor: %d boot(s) × %d round(s), %d MiB per run, mipsel malta 24Kc, 1 CPU, virtio-crypto; %s, %.0f min; "+
+		"host load average %s at the start, %s at the end (on a busy host the guest batches more per wakeup and every path costs less: compare tables made on alike hosts)\n\n",
+		o.boots, o.rounds, o.mib, time.Now().UTC().Format("2006-01-02 15:04 UTC"), time.Since(started).Minutes(), load0, hostLoad())
 	writeTable(stdout, runs, o.boots)
 	return nil
+}
+
+// hostLoad is the host's 1-minute load average as /proc/loadavg has it
+// (with the CPU count), or "unknown".
+func hostLoad() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if err != nil || len(f) == 0 {
+		return "unknown"
+	}
+	return fmt.Sprintf("%s (%d CPUs)", f[0], runtime.NumCPU())
 }
 
 // buildBaseline returns a mipsle offload binary named wgcompare.Baseline in
