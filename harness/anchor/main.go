@@ -252,9 +252,13 @@ func buildBaseline(ctx context.Context, rev, dir string) (string, error) {
 	if err := os.MkdirAll(src, 0o755); err != nil {
 		return "", err
 	}
-	archive := exec.CommandContext(ctx, "sh", "-c", `git archive "$1" | tar -x -C "$2"`, "sh", rev, src)
-	if b, err := archive.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("-baseline %s: git archive: %w\n%s", rev, err, b)
+	// Two steps, not a pipe: a pipe's status would be tar's, and tar
+	// can pass on what a failed git archive left unwritten.
+	tarball := src + ".tar"
+	for _, args := range [][]string{{"git", "archive", "--format=tar", "-o", tarball, rev}, {"tar", "-x", "-f", tarball, "-C", src}} {
+		if b, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("-baseline %s: %s: %w\n%s", rev, strings.Join(args[:2], " "), err, b)
+		}
 	}
 	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, "./cmd/offload")
 	build.Dir = src
