@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -35,7 +36,7 @@ func init() {
 	register(&command{
 		Name:  "bench",
 		Short: "real throughput through the tunnel for each engine policy (in-process on loopback, or against a server)",
-		Usage: "[-policy all|P,P...] [-streams 1,8] [-bytes N | -seconds S] [-repeat N] [-check [-tolerance F]] [-suite S] [-server ADDR -key FILE [-service NAME]] [-irq] [-json] | -sink ADDR",
+		Usage: "[-policy all|P,P...] [-streams 1,8] [-bytes N | -seconds S] [-repeat N] [-check [-tolerance F]] [-profile FILE] [-save-profile FILE] [-suite S] [-server ADDR -key FILE [-service NAME]] [-irq] [-json] | -sink ADDR",
 		Flags: benchFlags,
 	})
 }
@@ -55,7 +56,7 @@ type benchOpts struct {
 	sink                   string
 	irq, json              bool
 	cpuProfile             string
-	profile                string
+	profile, saveProfile   string
 	cost                   bool
 	check                  bool
 	tolerance              float64
@@ -86,7 +87,9 @@ func benchFlags(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int,
 	fs.StringVar(&o.sink, "sink", "", "only run a bench sink on `ADDR` until interrupted, for a server's bench service")
 	fs.BoolVar(&o.irq, "irq", false, "show the /proc/interrupts lines that moved during each run")
 	fs.BoolVar(&o.json, "json", false, "print JSON for machines instead of the table")
-	fs.StringVar(&o.profile, "profile", "", "selector profile for the auto and hybrid policies (default: the selector's default path; measured if missing or stale)")
+	fs.StringVar(&o.profile, "profile", "", "selector profile `FILE` auto and hybrid read (default: the selector's default path); "+
+		"bench never changes it: one missing or stale is measured for this run only")
+	fs.StringVar(&o.saveProfile, "save-profile", "", "write the profile auto and hybrid used (read, or measured now) to `FILE`, for a config's profile:")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the runs (both ends in-process) to `FILE`, for go tool pprof")
 	fs.BoolVar(&o.cost, "cost", false, "then show where a frame's time goes for the suite: cipher per engine, its MAC, copies, syscalls (offload frame-cost)")
 	return func(ctx context.Context, env *runEnv, args []string) (int, error) {
@@ -228,20 +231,24 @@ func runBench(ctx context.Context, env *runEnv, o benchOpts) (int, error) {
 	sess := &benchmethod.Session[benchRun]{Measure: func(ctx context.Context, c *benchCell, t benchmethod.Turn) (benchRun, error) {
 		return b.measure(ctx, c, setups[c.Name], t), nil
 	}}
-	profile := cmp.Or(o.profile, selector.DefaultPath())
+	prof, err := newBenchProfile(cmp.Or(o.profile, selector.DefaultPath()))
+	if err != nil {
+		return 1, err
+	}
+	defer prof.close()
 	for _, p := range policies {
 		var before profileStamp
 		if selector.IsPolicy(p) {
-			before = stampProfile(profile)
+			before = stampProfile(prof.work)
 		}
 		set, err := openEngineSet(ctx, p, st.Cipher, selector.EngineOptions{
-			Logger: log.Named("engine"), MaxFrame: maxFrame, Profile: profile,
+			Logger: log.Named("engine"), MaxFrame: maxFrame, Profile: prof.work,
 		})
 		if selector.IsPolicy(p) && err == nil {
-			rep.Profile = profile
+			rep.Profile = prof.src
 			// The first policy that measured decides: a later one
-			// reads what it wrote.
-			if state := profileState(before, stampProfile(profile)); rep.ProfileState != "wrote" && rep.ProfileState != "not saved" {
+			// reads what it measured.
+			if state := profileState(before, stampProfile(prof.work)); rep.ProfileState != "measured" {
 				rep.ProfileState = state
 			}
 		}
@@ -254,6 +261,12 @@ func runBench(ctx context.Context, env *runEnv, o benchOpts) (int, error) {
 		for _, n := range streams {
 			sess.Cells = append(sess.Cells, &benchCell{Name: p, Streams: n})
 		}
+	}
+	if o.saveProfile != "" && rep.Profile != "" {
+		if err := prof.save(o.saveProfile); err != nil {
+			return 1, fmt.Errorf("-save-profile: %w", err)
+		}
+		rep.SavedProfile = o.saveProfile
 	}
 	if err := sess.Rounds(ctx, sess.Cells, o.repeat); err != nil {
 		return 130, err
@@ -347,9 +360,51 @@ func parseInts(s string) ([]int, error) {
 	return out, nil
 }
 
+// benchProfile keeps bench from changing the system (issue 26): auto and
+// hybrid read a copy of the profile src in a temporary directory, so that
+// one missing or stale is measured into the copy, which the next policy
+// reads, and src stays as it was. -save-profile writes the copy where the
+// user says.
+type benchProfile struct {
+	src  string // the profile named (-profile, or the default path)
+	dir  string // the temporary directory
+	work string // the copy the policies use
+}
+
+func newBenchProfile(src string) (*benchProfile, error) {
+	dir, err := os.MkdirTemp("", "offload-bench-")
+	if err != nil {
+		return nil, fmt.Errorf("bench: a directory for the profile: %w", err)
+	}
+	p := &benchProfile{src: src, dir: dir, work: filepath.Join(dir, "profile.json")}
+	b, err := os.ReadFile(src)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return p, nil // measured, if auto or hybrid runs
+	case err == nil:
+		err = os.WriteFile(p.work, b, 0o600)
+	}
+	if err != nil {
+		p.close()
+		return nil, fmt.Errorf("bench: profile: %w", err)
+	}
+	return p, nil
+}
+
+// save writes the profile the policies used to path.
+func (p *benchProfile) save(path string) error {
+	prof, err := selector.Load(p.work)
+	if err != nil {
+		return err
+	}
+	return selector.Save(path, prof)
+}
+
+func (p *benchProfile) close() { _ = os.RemoveAll(p.dir) }
+
 // profileStamp is what bench needs to tell whether setting up auto or
-// hybrid wrote the selector profile: whether the file is there, and its
-// modification time and size.
+// hybrid measured the selector profile: whether its copy is there, and
+// its modification time and size.
 type profileStamp struct {
 	exists  bool
 	modTime time.Time
@@ -364,15 +419,12 @@ func stampProfile(path string) profileStamp {
 	return profileStamp{true, fi.ModTime(), fi.Size()}
 }
 
-// profileState is "wrote" if the profile changed between the stamps,
-// "read" if it was there and did not, "not saved" if it is still missing
-// (the selector measured and could not save it).
+// profileState is "measured" if the policy's setup measured the profile
+// (its copy changed, or is still missing: measured and not kept), "read"
+// if it was fresh.
 func profileState(before, after profileStamp) string {
-	switch {
-	case !after.exists:
-		return "not saved"
-	case after != before:
-		return "wrote"
+	if !after.exists || after != before {
+		return "measured"
 	}
 	return "read"
 }

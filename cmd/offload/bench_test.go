@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -84,8 +85,8 @@ func TestBenchJSONSoftwareAndUnavailable(t *testing.T) {
 	if rep.Mode != "in-process" || rep.Suite != suite.Default.String() || rep.Bytes != size {
 		t.Errorf("report header %+v", rep)
 	}
-	// hybrid goes to the selector, which measures this machine into the
-	// profile; without a kernel engine it picks software everywhere.
+	// hybrid goes to the selector, which measures this machine (bench
+	// keeps the profile from it unless -save-profile); without a kernel engine it picks software everywhere.
 	if len(rep.Runs) != 4 || rep.Runs[0].Streams != 1 || rep.Runs[1].Streams != 3 || rep.Runs[2].Policy != "hybrid" {
 		t.Fatalf("runs %+v; want software and hybrid with 1 and 3 streams", rep.Runs)
 	}
@@ -95,8 +96,11 @@ func TestBenchJSONSoftwareAndUnavailable(t *testing.T) {
 			t.Errorf("software's gain over itself is %v", r.Gain)
 		}
 	}
-	if _, err := os.Stat(profile); err != nil {
-		t.Errorf("hybrid did not write its profile: %v", err)
+	if rep.Profile != profile || rep.ProfileState != "measured" {
+		t.Errorf("profile %q %q; want %s measured", rep.Profile, rep.ProfileState, profile)
+	}
+	if _, err := os.Stat(profile); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("bench wrote the profile %s (stat: %v) unasked", profile, err)
 	}
 	// Streams end cleanly: no stream cut at shutdown, nothing refused.
 	if strings.Contains(errOut, "WARN") || strings.Contains(errOut, "ERROR") {
@@ -550,23 +554,50 @@ func TestBenchVerdict(t *testing.T) {
 	}
 }
 
-// bench names the selector profile auto used, and says whether it wrote
-// it (measured now) or read it.
+// bench names the selector profile auto used and says whether it read it
+// or measured it for the run; it writes a profile only where -save-profile
+// says, never at -profile.
 func TestBenchNamesProfile(t *testing.T) {
 	testutil.LeakCheck(t)
-	prof := filepath.Join(t.TempDir(), "profile.json")
-	args := []string{"-policy", "auto", "-streams", "1", "-bytes", "64KiB", "-repeat", "1", "-profile", prof}
+	dir := t.TempDir()
+	prof, saved := filepath.Join(dir, "profile.json"), filepath.Join(dir, "saved.json")
+	args := []string{"-policy", "auto,hybrid", "-streams", "1", "-bytes", "64KiB", "-repeat", "1", "-profile", prof}
 	code, out, errOut := runBenchCmd(t, args...)
-	if code != 0 || !strings.Contains(out, "and wrote "+prof+" ") {
-		t.Fatalf("first run: exit %d, want the profile named as written:\n%s\nstderr:\n%s", code, out, errOut)
+	if code != 0 || !strings.Contains(out, "profile: "+prof+" was missing or stale") {
+		t.Fatalf("first run: exit %d, want the profile named as measured:\n%s\nstderr:\n%s", code, out, errOut)
 	}
-	if _, err := os.Stat(prof); err != nil {
-		t.Fatalf("no profile written: %v", err)
+	if _, err := os.Stat(prof); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("bench wrote -profile %s (stat: %v); it must change nothing unless asked", prof, err)
 	}
+	code, out, errOut = runBenchCmd(t, append(args, "-save-profile", saved)...)
+	if code != 0 || !strings.Contains(out, "wrote the profile they used to "+saved) {
+		t.Fatalf("-save-profile run: exit %d, want the saved profile named:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if _, err := selector.Load(saved); err != nil {
+		t.Fatalf("-save-profile: %v", err)
+	}
+	args[len(args)-1] = saved
 	code, out, errOut = runBenchCmd(t, append(args, "-json")...)
 	var rep benchReport
-	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil || rep.Profile != prof || rep.ProfileState != "read" {
-		t.Fatalf("second run: exit %d, %v, profile %q %q; want it read\nstderr:\n%s", code, err, rep.Profile, rep.ProfileState, errOut)
+	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil || rep.Profile != saved || rep.ProfileState != "read" {
+		t.Fatalf("run on the saved profile: exit %d, %v, profile %q %q; want it read\nstderr:\n%s", code, err, rep.Profile, rep.ProfileState, errOut)
+	}
+}
+
+// TestBenchLeavesDefaultProfile: without -profile, bench reads the
+// selector's default path (for root /var/lib/offload/profile.json) and,
+// measuring auto's profile, leaves that file as it was (issue 26).
+func TestBenchLeavesDefaultProfile(t *testing.T) {
+	testutil.LeakCheck(t)
+	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // a normal user's default; root's is /var/lib/offload
+	def := selector.DefaultPath()
+	before := stampProfile(def)
+	code, out, errOut := runBenchCmd(t, "-policy", "auto", "-streams", "1", "-bytes", "64KiB", "-repeat", "1")
+	if code != 0 || !strings.Contains(out, "profile: "+def) {
+		t.Fatalf("exit %d, want the default profile %s named:\n%s\nstderr:\n%s", code, def, out, errOut)
+	}
+	if after := stampProfile(def); after != before {
+		t.Fatalf("bench changed %s: %+v, was %+v", def, after, before)
 	}
 }
 

@@ -40,11 +40,13 @@ type benchReport struct {
 	// for the suite's cipher (engine.All): none means every policy runs
 	// in software, which the verdict says.
 	KernelEngines []string `json:"kernel_engines"`
-	// Profile is the selector profile auto and hybrid used, and
-	// ProfileState what bench did with it: "wrote" (measured this
-	// machine and saved it), "read" (it was fresh), or "not saved".
+	// Profile is the selector profile auto and hybrid read, and
+	// ProfileState what they did with it: "read" (it was fresh) or
+	// "measured" (missing or stale: measured for this run; bench leaves
+	// Profile as it was). SavedProfile is -save-profile's file.
 	Profile      string                `json:"profile,omitempty"`
 	ProfileState string                `json:"profile_state,omitempty"`
+	SavedProfile string                `json:"saved_profile,omitempty"`
 	Runs         []benchRun            `json:"runs"`
 	Skipped      []benchmethod.Skipped `json:"skipped,omitempty"`
 	// Tolerance and Checks are -check's: the final result of every check.
@@ -264,12 +266,19 @@ func printBenchTable(w io.Writer, rep *benchReport) {
 	fmt.Fprintln(w, "handed to the CPU (hybrid): frames of a device's band that hybrid gave a CPU engine because the device was loaded, in all rounds.")
 	fmt.Fprintf(w, "routed as E: %.0f%% or more of the row's bytes went to engine E, as in E's own row: no gain or loss is shown against it.\n", 100*benchmethod.RoutedShare)
 	switch rep.ProfileState {
-	case "wrote":
-		fmt.Fprintf(w, "\nprofile: measured this machine's engines for auto and hybrid and wrote %s (a config's engine: auto reads it).\n", rep.Profile)
+	case "measured":
+		fmt.Fprintf(w, "\nprofile: %s was missing or stale: auto and hybrid measured this machine's engines for this run and left it as it was", rep.Profile)
+		if rep.SavedProfile == "" {
+			fmt.Fprintf(w, " (offload calibrate writes it; -save-profile FILE keeps this run's).\n")
+		}
 	case "read":
-		fmt.Fprintf(w, "\nprofile: auto and hybrid used %s (delete it, or run offload calibrate, to measure again).\n", rep.Profile)
-	case "not saved":
-		fmt.Fprintf(w, "\nprofile: measured this machine's engines for auto and hybrid but could not write %s (see the warning above).\n", rep.Profile)
+		fmt.Fprintf(w, "\nprofile: auto and hybrid used %s (delete it, or run offload calibrate, to measure again)", rep.Profile)
+	}
+	switch {
+	case rep.SavedProfile != "":
+		fmt.Fprintf(w, "; wrote the profile they used to %s (a config's profile: names it).\n", rep.SavedProfile)
+	case rep.ProfileState == "read":
+		fmt.Fprintln(w, ".")
 	}
 	if len(rep.Skipped) > 0 {
 		fmt.Fprintln(w, "\nskipped (unavailable here):")
