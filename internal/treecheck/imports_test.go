@@ -28,6 +28,11 @@ type importRule struct {
 	// never lists packages of this module that must not be in the
 	// package's dependencies at all, directly or through another.
 	never []string
+	// heavy lists packages of any module (full import paths, "/..."
+	// allowed) that must not be linked into the package at all: what
+	// docs/budgets.md's size cuts took out of the router binary, which
+	// one stray import would bring back.
+	heavy []string
 	// awaited marks a rule for a package issue 18 plans and the tree lacks
 	// yet; it applies when the package appears. A rule that matches no
 	// package and is not awaited is a typo, and fails.
@@ -72,6 +77,9 @@ var importRules = []importRule{
 	// serve every package's tests, so they know none of them.
 	{pkg: "internal/testutil", project: []string{}},
 	{pkg: "harness/...", never: []string{"cmd/..."}},
+	// net/http links crypto/tls, x509, the NIST curves and ML-KEM: 1 MB
+	// of the mipsle binary (docs/budgets.md, "Where the bytes go").
+	{pkg: "cmd/offload", heavy: []string{"net/http/...", "crypto/tls/...", "crypto/x509/..."}},
 }
 
 // listedPackage is the part of `go list -json` the rules need.
@@ -164,6 +172,9 @@ func importViolations(pkgs map[string]listedPackage) (problems []string, unmatch
 				if drel, inModule := relative(dep); inModule && matchesAny(r.never, drel) {
 					problems = append(problems, rel+" depends on "+drel+" (directly or through another package): never "+strings.Join(r.never, ", "))
 				}
+				if matchesAny(r.heavy, dep) {
+					problems = append(problems, rel+" links "+dep+" (directly or through another package): too heavy for the router binary, see docs/budgets.md")
+				}
 			}
 		}
 		if !seen {
@@ -218,6 +229,7 @@ func TestImportRulesCatch(t *testing.T) {
 		module + "/tunnel/internal/socks5": p(module+"/tunnel/internal/socks5", "fmt"),
 		module + "/tunnel/metricsserver":   p(module + "/tunnel/metricsserver"),
 		module + "/tunnel/status":          p(module+"/tunnel/status", module+"/tunnel/metricsserver"),
+		module + "/cmd/offload":            {ImportPath: module + "/cmd/offload", Imports: []string{"go.uber.org/zap"}, Deps: []string{"go.uber.org/zap", "net/http", "crypto/tls"}},
 	}
 	problems, _ := importViolations(pkgs)
 	for _, want := range []string{
@@ -227,6 +239,8 @@ func TestImportRulesCatch(t *testing.T) {
 		"tunnel depends on selector",
 		"harness/vm depends on cmd/offload/internal/x",
 		"tunnel depends on tunnel/metricsserver",
+		"cmd/offload links net/http",
+		"cmd/offload links crypto/tls",
 	} {
 		found := false
 		for _, got := range problems {
