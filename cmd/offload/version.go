@@ -69,14 +69,23 @@ func printVersion(w io.Writer, bi *debug.BuildInfo) {
 	fmt.Fprintf(w, "revision: %s, committed %s, %s\n", v.revision, cmp.Or(v.time, "at an unknown time"), modified)
 }
 
-// version is the module version, or the VCS revision for a build from a
-// checkout: what reports (bench, speed) record.
+// buildVersion is the version the packaging command stamps into the
+// binaries it builds (-ldflags -X main.buildVersion=..., the tree's git
+// describe; packaging/build), so that a packaged binary names its version
+// whatever else the build info holds. Empty in other builds.
+var buildVersion string
+
+// version is the stamped version, the module version, or the VCS revision
+// for a build from a checkout: what reports (bench, speed) record.
 func version() string {
 	bi, _ := debug.ReadBuildInfo()
 	return versionOf(bi)
 }
 
 func versionOf(bi *debug.BuildInfo) string {
+	if buildVersion != "" {
+		return buildVersion
+	}
 	if bi == nil {
 		return "(unknown)"
 	}
