@@ -73,3 +73,35 @@ func TestKeygenUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestKeygenFingerprint: keygen -o prints the new key's fingerprint and
+// -fingerprint the same for the file, and neither prints the key.
+func TestKeygenFingerprint(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "offload.key")
+	code, made, stderr := runCmd(t, "keygen", "-o", p)
+	if code != 0 {
+		t.Fatalf("keygen: exit %d: %s", code, stderr)
+	}
+	key, err := config.LoadKey(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := config.KeyFingerprint(key) + "\n"
+	if made != want {
+		t.Fatalf("keygen -o printed %q, want the fingerprint %q", made, want)
+	}
+	code, shown, stderr := runCmd(t, "keygen", "-fingerprint", p)
+	if code != 0 || shown != want {
+		t.Fatalf("keygen -fingerprint: exit %d, %q (want %q): %s", code, shown, want, stderr)
+	}
+	enc := strings.TrimSpace(string(config.EncodeKey(key)))
+	if strings.Contains(made+shown+stderr, enc) || strings.Contains(made+shown+stderr, enc[:12]) {
+		t.Fatal("keygen printed the key")
+	}
+	if code, _, _ := runCmd(t, "keygen", "-fingerprint", p, "-o", p); code != 2 {
+		t.Fatalf("-o with -fingerprint: exit %d, want 2 (usage)", code)
+	}
+	if code, _, stderr := runCmd(t, "keygen", "-fingerprint", filepath.Join(t.TempDir(), "none")); code != 1 || stderr == "" {
+		t.Fatalf("-fingerprint of a missing file: exit %d: %s", code, stderr)
+	}
+}
