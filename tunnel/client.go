@@ -19,10 +19,6 @@ import (
 	"github.com/offload-dev/offload/tunnel/record"
 )
 
-// stableLink is how long a link must have lived for the next redial to
-// start again from RedialMin.
-const stableLink = 10 * time.Second
-
 // Forward is one client listener: every connection accepted on Listener
 // goes to the server's service Service.
 type Forward struct {
@@ -78,6 +74,7 @@ type Client struct {
 	socksUsers atomic.Pointer[map[string]string] // of the next SOCKS connections; Reload replaces it
 
 	refuseLog netguard.RateLimit
+	failLog   repeatLog   // linkLoop's "link failed; redialling"
 	running   atomic.Bool // Run is serving: Healthy
 
 	psk  atomic.Pointer[[]byte] // the key of the next handshake; Reload replaces it
@@ -139,7 +136,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		down:        make(chan struct{}),
 		gone:        make(chan *mux.Session, 1),
 		roll:        make(chan struct{}, 1),
-		link:        newLinkState(),
+		link:        newLinkState(min(cfg.RedialMin, DefaultRedialMin)),
 	}
 	psk := cfg.PSK
 	c.psk.Store(&psk)
@@ -222,14 +219,21 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.S
 			d := c.redial.next()
 			c.link.retry(fmt.Errorf("%s: %w", c.servers.addr(), err), d)
 			failed := c.servers.addr()
-			c.log.Warn("link failed; redialling", zap.String("server", failed), zap.Error(err),
-				zap.String("next", c.servers.advance()), zap.Duration("in", d))
-			if !sleep(ctx, d) {
+			next := c.servers.advance()
+			if lvl, n := c.failLog.level(failed + ": " + err.Error()); c.log.Core().Enabled(lvl) {
+				c.log.Log(lvl, "link failed; redialling", zap.String("server", failed), zap.Error(err),
+					zap.String("next", next), zap.Duration("in", d), zap.Uint64("repeats_not_logged", n))
+			}
+			if !c.link.sleep(ctx) {
 				break
 			}
 			c.ctr.redials.Add(1)
 			continue
 		}
+		// A completed handshake: the next redial waits RedialMin,
+		// and none more than upMax from now on (backoff.go).
+		c.redial.linkedUp()
+		c.failLog = repeatLog{}
 		start := time.Now()
 		c.mu.Lock()
 		c.sess = sess
@@ -298,14 +302,11 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.S
 		if rotate {
 			next = c.servers.advance()
 		}
-		if up >= stableLink {
-			c.redial.reset()
-		}
 		if wait {
 			d := c.redial.next()
 			c.link.retry(fmt.Errorf("link to %s went down (%s)", server, reason), d)
 			c.log.Info("redialling", zap.String("server", next), zap.Duration("in", d))
-			if !sleep(ctx, d) {
+			if !c.link.sleep(ctx) {
 				break
 			}
 		}

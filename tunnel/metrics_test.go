@@ -145,9 +145,9 @@ func TestBackoff(t *testing.T) {
 		}
 		prevCeil = ceil
 	}
-	b.reset()
+	b.linkedUp()
 	if d := b.next(); d != b.min {
-		t.Fatalf("after reset: %v, want %v", d, b.min)
+		t.Fatalf("after a link came up: %v, want %v", d, b.min)
 	}
 	// Jitter: the delays are not all the same.
 	seen := map[time.Duration]bool{}
@@ -160,8 +160,62 @@ func TestBackoff(t *testing.T) {
 	}
 	// A huge attempt count does not overflow.
 	b.attempt = 1000
-	if d := b.next(); d < b.max/2 || d > b.max {
-		t.Fatalf("attempt 1000: %v", d)
+	if d := b.next(); d < upMax/2 || d > upMax {
+		t.Fatalf("attempt 1000 after a link: %v", d)
+	}
+}
+
+// Before any link the delay doubles up to max; once a handshake has
+// completed, no delay exceeds upMax however many dials fail after it, and
+// the first after it is min (issue 26: a client serves again soon after
+// its server returns from an outage of any length).
+func TestBackoffAfterLink(t *testing.T) {
+	b := backoff{min: 100 * time.Millisecond, max: 30 * time.Second}
+	var d time.Duration
+	for range 12 {
+		d = b.next()
+	}
+	if d < b.max/2 {
+		t.Fatalf("never linked: delay %v after 12 failures, want up to max %v", d, b.max)
+	}
+	b.linkedUp()
+	if d := b.next(); d != b.min {
+		t.Fatalf("first delay after a link: %v, want %v", d, b.min)
+	}
+	for i := range 100 {
+		if d := b.next(); d > upMax || d < b.min {
+			t.Fatalf("delay %d after a link: %v, want in [%v, %v]", i, d, b.min, upMax)
+		}
+	}
+	// A max below upMax still rules; a min above it is the floor.
+	low := backoff{min: 10 * time.Millisecond, max: 200 * time.Millisecond, linked: true, attempt: 50}
+	if d := low.next(); d > low.max {
+		t.Fatalf("max %v: delay %v", low.max, d)
+	}
+	high := backoff{min: 5 * time.Second, max: time.Minute, linked: true, attempt: 50}
+	if d := high.next(); d != high.min {
+		t.Fatalf("min %v: delay %v", high.min, d)
+	}
+}
+
+// A failure repeated is logged at Warn once per repeatEvery, with the
+// count of repeats not logged; a new message is logged at once.
+func TestRepeatLog(t *testing.T) {
+	var r repeatLog
+	if lvl, n := r.level("a: refused"); lvl != zapcore.WarnLevel || n != 0 {
+		t.Fatalf("first: %v %d", lvl, n)
+	}
+	for range 3 {
+		if lvl, _ := r.level("a: refused"); lvl != zapcore.DebugLevel {
+			t.Fatalf("repeat logged at %v", lvl)
+		}
+	}
+	if lvl, n := r.level("a: timeout"); lvl != zapcore.WarnLevel || n != 3 {
+		t.Fatalf("new message: %v, %d not logged; want warn, 3", lvl, n)
+	}
+	r.logged = r.logged.Add(-repeatEvery)
+	if lvl, _ := r.level("a: timeout"); lvl != zapcore.WarnLevel {
+		t.Fatalf("repeat after repeatEvery: %v", lvl)
 	}
 }
 
