@@ -15,7 +15,9 @@
 #   - reload sends SIGHUP to the running offload server (same pid, and it
 #     logs the reload), refuses a bad config without touching the process,
 #     and restarts it only for a changed memory_limit or YAML path (option
-#     config, which reload then signals too); stop ends it.
+#     config, which reload then signals too); stop ends it;
+#   - check FILE (what LuCI runs before Save & Apply) names a bad value by
+#     its UCI option, enabled or not, and installs nothing.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -274,6 +276,29 @@ echo "ok  option config: restarted as pid $pid3 for the new path, then SIGHUP on
 rc stop >/dev/null
 ! alive "$pid3" || bad "stop left pid $pid3 running"
 echo "ok  stop ended pid $pid3"
+
+echo "== check FILE: what LuCI's Save & Apply runs on the changes it is about to apply"
+use "$here/examples/client"
+uci set offload.main.enabled=0 && uci commit offload
+cp "$conf/offload" "$tmp/staged"
+cp "$conf/offload" "$tmp/conf-before"
+out=$(rc check "$tmp/staged" 2>&1) || bad "check of a good file (disabled): $out"
+[ "$out" = "offload: $tmp/staged: valid (client)" ] || bad "check of a good file: $out"
+echo "ok  check passes a good file, disabled or not"
+printf "\toption max_frame '2MiB'\n" >>"$tmp/staged" # into the last section, an unnamed one
+sed -i "s/^config client 'client'\$/&\n\toption max_frame '2MiB'/" "$tmp/staged"
+if out=$(rc check "$tmp/staged" 2>&1); then bad "check of a bad file passed: $out"; fi
+case $out in
+*"$tmp/staged: offload.client.max_frame: max_frame: 2MiB is more than"*) ;;
+*) bad "check of a bad file: $out" ;;
+esac
+case $out in
+*"offload.@"*"].max_frame: unknown option"*) ;;
+*) bad "check of a bad file, an unnamed section: $out" ;;
+esac
+cmp -s "$tmp/conf-before" "$conf/offload" || bad "check changed $conf/offload"
+[ ! -e "$run/client.yaml.new" ] || bad "check left $run/client.yaml.new"
+echo "ok  check names each problem by UCI option and installs nothing"
 
 [ "$failed" -eq 0 ] || exit 1
 echo "check-init: the init script renders, validates, starts and reloads what /etc/config/offload says"
