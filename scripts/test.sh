@@ -19,7 +19,9 @@
 #               (offload validate), systemd units (systemd-analyze verify)
 #   prometheus  Debian's Prometheus scrapes a real server and client with the
 #               documented scrape config (packaging/prometheus/check.sh):
-#               promtool check metrics, up = 1, a byte counter that moved
+#               promtool check metrics, up = 1, a byte counter that moved;
+#               the alert rules: promtool check/test rules, and
+#               OffloadLinkDown raised when the server stops
 #   qemu-user   engine tests for mipsle and arm under qemu-user-static
 #   vm          the runs listed in vm_runs below, in Debian's kernel under qemu
 #   cryptodev   the cryptodev-linux module (/dev/crypto), built for each VM

@@ -22,6 +22,7 @@ type metricFamily struct {
 // holds the code's writers, this table and that one to each other.
 var metricFamilies = map[string]metricFamily{
 	"offload_auth_failures_total":          {"counter", "Frames whose tag did not verify; each closes its link."},
+	"offload_build_info":                   {"gauge", "1, labelled with the running build: version, revision, Go version, platform."},
 	"offload_bytes_total":                  {"counter", "Bytes each engine encrypted or decrypted."},
 	"offload_client_link_bytes_total":      {"counter", "Plaintext bytes sent and received on a client's links, counted as they pass."},
 	"offload_client_link_errors_total":     {"counter", "A client's links that ended with a record-layer error."},
@@ -66,7 +67,8 @@ var metricFamilies = map[string]metricFamily{
 // writes samples only (its own metadata has no help text), and writers
 // registered by several parts of a process can each write samples of one
 // family, so the samples are grouped here, in the order families first
-// appear. A family missing from metricFamilies is written without
+// appear. The process_ and go_ families' metadata is the metrics
+// package's (StandardFamilies). A family missing from both is written without
 // metadata, which promtool reports and TestMetricFamilies prevents.
 func WriteExposition(w io.Writer, set *metrics.Set) {
 	var raw bytes.Buffer
@@ -81,6 +83,12 @@ func WriteExposition(w io.Writer, set *metrics.Set) {
 		if i := strings.IndexAny(line, "{ "); i >= 0 {
 			name = line[:i]
 		}
+		// A summary's _sum and _count are samples of its family.
+		for _, suffix := range []string{"_sum", "_count"} {
+			if base, ok := strings.CutSuffix(name, suffix); ok && metrics.StandardFamilies[base].Type == "summary" {
+				name = base
+			}
+		}
 		if _, seen := samples[name]; !seen {
 			order = append(order, name)
 		}
@@ -89,9 +97,22 @@ func WriteExposition(w io.Writer, set *metrics.Set) {
 	for _, name := range order {
 		if f, ok := metricFamilies[name]; ok {
 			fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", name, f.help, name, f.typ)
+		} else if f, ok := metrics.StandardFamilies[name]; ok {
+			fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", name, f.Help, name, f.Type)
 		}
 		for _, l := range samples[name] {
 			_, _ = io.WriteString(w, l+"\n")
 		}
 	}
+}
+
+// BuildInfo labels offload_build_info: which build answers, so a scrape
+// (and an alert) can tell the ends' versions apart.
+type BuildInfo struct {
+	Version, Revision, GoVersion, Platform string
+}
+
+// WritePrometheus writes offload_build_info, 1 with the build's labels.
+func (b BuildInfo) WritePrometheus(w io.Writer) {
+	metrics.WriteGaugeUint64(w, fmt.Sprintf("offload_build_info{version=%q,revision=%q,goversion=%q,platform=%q}", b.Version, b.Revision, b.GoVersion, b.Platform), 1)
 }

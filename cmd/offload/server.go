@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"runtime/debug"
 
 	"github.com/offload-dev/offload/internal/metrics"
@@ -214,6 +215,9 @@ func startMetrics(ctx context.Context, c *config.Common, register func(*metrics.
 	}
 	set := metrics.NewSet()
 	register(set)
+	set.RegisterMetricsWriter(buildInfo().WritePrometheus)
+	set.RegisterMetricsWriter(metrics.WriteProcess)
+	set.RegisterMetricsWriter(metrics.WriteGo)
 	log.Info("metrics", zap.String("url", fmt.Sprintf("http://%s/metrics", ln.Addr())), zap.Bool("token", token != nil))
 	done := make(chan struct{})
 	mctx, stop := context.WithCancel(context.WithoutCancel(ctx))
@@ -233,6 +237,13 @@ func startMetrics(ctx context.Context, c *config.Common, register func(*metrics.
 		}
 	}()
 	return func() { stop(); <-done }, nil
+}
+
+// buildInfo is offload_build_info's labels for this binary.
+func buildInfo() tunnel.BuildInfo {
+	bi, _ := debug.ReadBuildInfo()
+	vcs, _ := vcsOf(bi)
+	return tunnel.BuildInfo{Version: version(), Revision: vcs.revision, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
 }
 
 // applyMemoryLimit sets the runtime's soft memory limit from the config's

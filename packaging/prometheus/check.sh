@@ -8,8 +8,10 @@
 # byte for byte); promtool check metrics on each /metrics; then Prometheus
 # itself, polled through its HTTP API (bounded) until it has scraped both:
 # up is 1 for each, and offload_bytes_total (the bytes each end's engine
-# encrypted) holds at least what was sent. Every process it starts is
-# ended on exit. Needs prometheus, promtool, curl and python3 (scripts/deps.sh).
+# encrypted) holds at least what was sent; the alert rules (alerts.yml)
+# pass promtool check rules and their unit tests (alerts_test.yml), load
+# in Prometheus, and OffloadLinkDown rises when the server is stopped.
+# Every process it starts is ended on exit. Needs prometheus, promtool, curl and python3 (scripts/deps.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 [ $# -eq 1 ] || { echo "usage: bash $0 OFFLOAD_BINARY" >&2; exit 2; }
@@ -50,6 +52,14 @@ wait_for() {
 free_port() {
 	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
+
+# The rules: promtool checks the config with its rule files, then runs
+# alerts_test.yml, where each alert fires on made-up series.
+promtool check config "$scrape" >"$tmp/promtool" 2>&1 || fail "promtool check config: $(cat "$tmp/promtool")"
+promtool check rules "$here/alerts.yml" >"$tmp/promtool" 2>&1 || fail "promtool check rules: $(cat "$tmp/promtool")"
+echo "ok  promtool check rules: $(grep -o '[0-9]* rules found' "$tmp/promtool")"
+(cd "$here" && promtool test rules alerts_test.yml) >"$tmp/promtool" 2>&1 || fail "promtool test rules alerts_test.yml: $(cat "$tmp/promtool")"
+echo "ok  promtool test rules alerts_test.yml: every alert fires on its series, none on healthy ones"
 
 # The targets, server's first, from the scrape config itself.
 mapfile -t targets < <(grep -E '^ *- targets:' "$scrape" | grep -o '127\.0\.0\.1:[0-9]*')
@@ -152,4 +162,25 @@ moved=$(query "sum by (instance) (offload_bytes_total{job=\"offload\",dir=\"encr
 [ "$(echo "$moved" | grep -c .)" -eq 2 ] ||
 	fail "offload_bytes_total{dir=encrypt} is under $bytes on some end: $(query 'sum by (instance) (offload_bytes_total{dir="encrypt"})')"
 while read -r l; do echo "ok  offload_bytes_total{dir=\"encrypt\"} $l"; done <<<"$moved"
-echo "prometheus check: Prometheus scraped offload's server and client with $(basename "$scrape")"
+# The rules as Prometheus loaded them: each evaluated without error.
+rules_ok() {
+	curl -fsS "http://127.0.0.1:$prom/api/v1/rules" | python3 -c '
+import json, sys
+rules = [r for g in json.load(sys.stdin)["data"]["groups"] for r in g["rules"]]
+bad = [r["name"] for r in rules if r.get("health") != "ok"]
+sys.exit(0 if rules and not bad else "rules not healthy (yet): %s" % (bad or "none loaded"))'
+}
+wait_for "Prometheus to evaluate every rule of alerts.yml without error" 60 rules_ok
+echo "ok  alerts.yml loaded and evaluated by Prometheus"
+# Stop the server: the client's link goes down and OffloadLinkDown rises
+# (pending during its for: 1m, then firing), for the client's instance.
+kill "${pids[1]}"
+link_down() {
+	curl -fsS "http://127.0.0.1:$prom/api/v1/alerts" | python3 -c '
+import json, sys
+a = [x for x in json.load(sys.stdin)["data"]["alerts"] if x["labels"]["alertname"] == "OffloadLinkDown" and x["labels"].get("instance") == sys.argv[1]]
+sys.exit(0 if a and a[0]["state"] in ("pending", "firing") else 1)' "${targets[1]}"
+}
+wait_for "OffloadLinkDown for ${targets[1]} after the server stopped" 120 link_down
+echo "ok  OffloadLinkDown raised for the client (${targets[1]}) once its server stopped"
+echo "prometheus check: Prometheus scraped offload's server and client with $(basename "$scrape") and raised an alert of alerts.yml"
