@@ -58,10 +58,16 @@ func WriteCounterUint64(w io.Writer, name string, v uint64) { writeSample(w, nam
 func WriteGaugeUint64(w io.Writer, name string, v uint64) { writeSample(w, name, v) }
 
 func writeSample(w io.Writer, name string, v uint64) {
-	b := make([]byte, 0, len(name)+24)
+	writeLine(w, name, func(b []byte) []byte { return strconv.AppendUint(b, v, 10) })
+}
+
+// writeLine writes "name value\n" in one Write, the value appended by
+// appendValue.
+func writeLine(w io.Writer, name string, appendValue func([]byte) []byte) {
+	b := make([]byte, 0, len(name)+32)
 	b = append(b, name...)
 	b = append(b, ' ')
-	b = strconv.AppendUint(b, v, 10)
+	b = appendValue(b)
 	b = append(b, '\n')
 	_, _ = w.Write(b)
 }

@@ -56,12 +56,7 @@ func WriteGaugeFloat64(w io.Writer, name string, v float64) { writeFloat(w, name
 func WriteCounterFloat64(w io.Writer, name string, v float64) { writeFloat(w, name, v) }
 
 func writeFloat(w io.Writer, name string, v float64) {
-	b := make([]byte, 0, len(name)+32)
-	b = append(b, name...)
-	b = append(b, ' ')
-	b = strconv.AppendFloat(b, v, 'g', -1, 64)
-	b = append(b, '\n')
-	_, _ = w.Write(b)
+	writeLine(w, name, func(b []byte) []byte { return strconv.AppendFloat(b, v, 'g', -1, 64) })
 }
 
 // WriteGo writes the go_* families: goroutines, the heap, GC pauses and
