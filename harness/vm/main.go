@@ -72,6 +72,7 @@ type options struct {
 	out          string
 	spans        string
 	kernelArgs   string
+	qemuArgs     listFlag
 }
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -107,6 +108,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Var(&o.pprof, "pprof", "guest CPU profile to copy out and print with go tool pprof -top on the host, then summed by component (repeatable)")
 	fs.StringVar(&o.out, "out", "", "folder for -fetch and -pprof files (default for -pprof: the work folder)")
 	fs.StringVar(&o.kernelArgs, "kernel-args", "", "appended to the guest kernel's command line (e.g. nohz=off)")
+	fs.Var(&o.qemuArgs, "qemu-arg", "one more qemu argument, appended to its command line as it is (repeatable; e.g. -qemu-arg=-nic -qemu-arg=tap,ifname=t0,script=no,model=virtio-net-pci "+
+		"for a network card, or -qemu-arg=-pidfile -qemu-arg=FILE)")
 	fs.StringVar(&o.spans, "spans", "", "write every span (spans.go) to this file, one JSON object a line, pass or fail")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: go run ./harness/vm [flags]\n\n")
@@ -424,7 +427,7 @@ func prepare(ctx context.Context, o *options, logf func(string, ...any)) (*guest
 	if err := writeInitramfs(initrd, tree); err != nil {
 		return nil, vmConfig{}, work, err
 	}
-	cfg := vmConfig{Arch: a, SMP: o.smp, MemMB: o.mem, Kernel: k, Initrd: initrd, VirtioCrypto: o.virtioCrypto, KernelArgs: o.kernelArgs}
+	cfg := vmConfig{Arch: a, SMP: o.smp, MemMB: o.mem, Kernel: k, Initrd: initrd, VirtioCrypto: o.virtioCrypto, KernelArgs: o.kernelArgs, Extra: o.qemuArgs}
 	return plan, cfg, work, nil
 }
 

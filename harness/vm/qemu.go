@@ -23,7 +23,8 @@ type vmConfig struct {
 	Kernel       *kernel
 	Initrd       string
 	VirtioCrypto bool
-	KernelArgs   string // appended to the kernel command line (-kernel-args)
+	KernelArgs   string   // appended to the kernel command line (-kernel-args)
+	Extra        []string // appended to qemu's command line (-qemu-arg)
 }
 
 // qemuArgs returns the qemu command line (without the binary). The console
@@ -51,7 +52,8 @@ func qemuArgs(c vmConfig) []string {
 			"-device", a.VirtioDevice+",id=crypto0,cryptodev=cryptodev0")
 		args = append(args, a.VirtioArgs...)
 	}
-	return append(args, a.ExtraQEMUArgs...)
+	args = append(args, a.ExtraQEMUArgs...)
+	return append(args, c.Extra...)
 }
 
 // errTimeout is returned when the VM had to be killed.

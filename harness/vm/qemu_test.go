@@ -37,7 +37,12 @@ func TestQEMUArgs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		line := strings.Join(qemuArgs(vmConfig{Arch: a, SMP: 2, MemMB: 512, Kernel: &kk, Initrd: "/w/initrd.gz", VirtioCrypto: c.virtio}), " ")
+		extra := []string{"-nic", "tap,ifname=t0,script=no,downscript=no,model=virtio-net-pci"}
+		line := strings.Join(qemuArgs(vmConfig{Arch: a, SMP: 2, MemMB: 512, Kernel: &kk, Initrd: "/w/initrd.gz", VirtioCrypto: c.virtio, Extra: extra}), " ")
+		// -qemu-arg's arguments come last, each as given.
+		if !strings.HasSuffix(line, " -nic "+extra[1]) {
+			t.Errorf("%s: %q does not end with -qemu-arg's %q", c.arch, line, extra)
+		}
 		for _, w := range c.want {
 			if !strings.Contains(line, w) {
 				t.Errorf("%s: %q lacks %q", c.arch, line, w)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/offload-dev/offload/harness/internal/qemucpu"
 	"io"
 	"os"
 	"slices"
@@ -267,74 +268,7 @@ func trunc(s string, n int) string {
 	return s
 }
 
-// qemuCPU reads utime+stime of process pid from /proc (all threads).
-func qemuCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	return parseProcStatCPU(string(b))
-}
-
-// vcpuCPU sums utime+stime of qemu's vCPU threads, which -name
-// debug-threads=on names "CPU N/TCG" (or "CPU N/KVM").
-func vcpuCPU(pid int) (time.Duration, error) {
-	dir := fmt.Sprintf("/proc/%d/task", pid)
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return 0, err
-	}
-	var sum time.Duration
-	found := false
-	for _, e := range ents {
-		b, err := os.ReadFile(dir + "/" + e.Name() + "/stat")
-		if err != nil {
-			continue // the thread exited
-		}
-		if !isVCPUThread(string(b)) {
-			continue
-		}
-		c, err := parseProcStatCPU(string(b))
-		if err != nil {
-			return 0, err
-		}
-		sum += c
-		found = true
-	}
-	if !found {
-		return 0, fmt.Errorf("%s: no vCPU thread (qemu without debug-threads=on?)", dir)
-	}
-	return sum, nil
-}
-
-// isVCPUThread reports whether a /proc/PID/task/TID/stat line is a qemu
-// vCPU thread's.
-func isVCPUThread(stat string) bool {
-	i, j := strings.IndexByte(stat, '('), strings.LastIndexByte(stat, ')')
-	return i >= 0 && j > i && strings.HasPrefix(stat[i+1:j], "CPU ")
-}
-
-// userHZ is the unit of /proc/PID/stat's times; Linux fixes it at 100 for
-// user space whatever the kernel's own HZ.
-const userHZ = 100
-
-// parseProcStatCPU returns utime+stime from a /proc/PID/stat line. The
-// command name may hold spaces and parentheses, so fields are counted from
-// the last ')'.
-func parseProcStatCPU(stat string) (time.Duration, error) {
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc stat: no ')' in %q", stat)
-	}
-	f := strings.Fields(stat[i+1:])
-	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc stat: %d fields after the name, want at least 13", len(f))
-	}
-	u, err1 := strconv.ParseUint(f[11], 10, 64)
-	s, err2 := strconv.ParseUint(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc stat: bad utime/stime %q %q", f[11], f[12])
-	}
-	return time.Duration(u+s) * time.Second / userHZ, nil
-}
+// qemuCPU and vcpuCPU are qemu's CPU time, all threads and the vCPU
+// threads alone (harness/internal/qemucpu, shared with harness/anchor).
+func qemuCPU(pid int) (time.Duration, error) { return qemucpu.Process(pid) }
+func vcpuCPU(pid int) (time.Duration, error) { return qemucpu.VCPU(pid) }

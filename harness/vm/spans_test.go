@@ -14,29 +14,6 @@ import (
 	"time"
 )
 
-func TestParseProcStatCPU(t *testing.T) {
-	// comm with a space and a ')' inside, as the kernel prints it.
-	line := "4242 (qemu (x) sys) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 75 3 4 20 0 5 0 100 0 0"
-	got, err := parseProcStatCPU(line)
-	if err != nil || got != 3250*time.Millisecond {
-		t.Fatalf("parseProcStatCPU = %v, %v; want 3.25s (250+75 ticks)", got, err)
-	}
-	for _, bad := range []string{"no paren", "1 (x) S 1 2", "1 (x) S 1 2 3 4 5 6 7 8 9 10 u s"} {
-		if _, err := parseProcStatCPU(bad); err == nil {
-			t.Errorf("parseProcStatCPU(%q): no error", bad)
-		}
-	}
-}
-
-func TestQemuCPUOwnProcess(t *testing.T) {
-	if _, err := os.Stat("/proc/self/stat"); err != nil {
-		t.Skip("no /proc")
-	}
-	if _, err := qemuCPU(os.Getpid()); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // feedSpans runs marker lines through a report whose host samples come
 // from a fake clock: each line advances wall time by 1s and qemu CPU by
 // cpuStep.
@@ -325,18 +302,5 @@ func TestSpanFile(t *testing.T) {
 	}
 	if rec.Name != "wg" || !rec.Ref || rec.Bytes != 4000000 || rec.QemuS != 2 || rec.HostS != 1 || rec.End["irq"] != "7" {
 		t.Errorf("record %+v from %s", rec, b)
-	}
-}
-
-func TestIsVCPUThread(t *testing.T) {
-	for stat, want := range map[string]bool{
-		"4177 (CPU 0/TCG) R 1 4177 0 0 -1 4194560 0 0 0 0 1200 30 0 0 20 0 4 0": true,
-		"4177 (qemu-system-mip) S 1 4177":                                       false,
-		"4177 (worker) S 1 4177":                                                false,
-		"4177 CPU 0/TCG S":                                                      false,
-	} {
-		if got := isVCPUThread(stat); got != want {
-			t.Errorf("isVCPUThread(%q) = %v, want %v", stat, got, want)
-		}
 	}
 }
