@@ -194,21 +194,7 @@ func setupSSH(t *testing.T, dir string, a, b *netns) {
 		t.Fatal(err)
 	}
 	conf := filepath.Join(dir, "sshd_config")
-	body := fmt.Sprintf(`ListenAddress %s:%s
-HostKey %s
-PidFile none
-PermitRootLogin prohibit-password
-AuthorizedKeysFile %s
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-StrictModes no
-UseDNS no
-Ciphers aes256-ctr
-MACs hmac-sha2-256
-Compression no
-AllowTcpForwarding yes
-`, addrA, sshPort, hostKey, auth)
+	body := SSHDConfig(net.JoinHostPort(addrA, sshPort), dir)
 	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
