@@ -33,6 +33,14 @@
 #               the same on Debian sid's Linux 7.2, where AF_ALG must
 #               refuse the device and say why; the runs are in
 #               cryptodev_runs below
+#   anchor2     the two-router anchor's smoke (harness/anchor -routers 2): two
+#               mipsel routers, each its own qemu with its own virtio-crypto,
+#               a UDP wire between them on loopback, the sender and the sink
+#               on the host in two network namespaces behind TAP devices;
+#               WireGuard, plain routing and offload on the device (afalg)
+#               move 4 MiB each, sha256 checked at the sink, and the
+#               per-router table prints (no speed verdicts; needs root and
+#               mipsle among OFFLOAD_VM_ARCHES; about 3-4 minutes)
 #   budgets     harness/budget: RSS of server and client (printed; a generous
 #               sanity bound), stripped binary size per router target
 #               (fails over 8 MiB); figures and meaning in docs/budgets.md
@@ -437,6 +445,12 @@ have() { command -v "$1" >/dev/null 2>&1; }
 # docs/performance.md has the figures).
 s_compare() { go run ./harness/compare -quick -cpuprofile "$work/compare-profiles"; }
 
+# s_anchor2 is the two-router anchor's smoke (docs/router-anchor.md): both
+# routers boot, the paths come up, every stream arrives whole (the host's
+# sink checks its sha256), each run crosses the path it names (the wire's
+# counters, the engine's frame counts on both ends) and the table prints.
+s_anchor2() { go run ./harness/anchor -routers 2 -mib 4 -rounds 1 -paths plaintext,afalg-64k -cryptodev off -quiet; }
+
 stage deps "install missing tools" s_deps
 stage gofmt "gofmt -l ." s_gofmt
 stage vet "go vet ./..." s_vet
@@ -479,6 +493,15 @@ elif [ "${CI:-}" = true ] || [ "${OFFLOAD_REQUIRE_CRYPTODEV:-}" = 1 ]; then
 	fail "no cryptodev-linux-*.tar.gz in ${OFFLOAD_THIRD_PARTY:-third_party/cryptodev-linux} (CI must have the fixture; set OFFLOAD_THIRD_PARTY)"
 else
 	skip cryptodev "no cryptodev-linux-*.tar.gz in ${OFFLOAD_THIRD_PARTY:-third_party/cryptodev-linux}; set OFFLOAD_THIRD_PARTY to its folder"
+fi
+if [ "${OFFLOAD_SKIP_VM:-}" = 1 ]; then
+	skip anchor2 "OFFLOAD_SKIP_VM=1"
+elif [[ " ${OFFLOAD_VM_ARCHES-amd64 arm mipsle} " != *" mipsle "* ]]; then
+	skip anchor2 "mipsle is not among OFFLOAD_VM_ARCHES"
+elif [ "$(id -u)" != 0 ]; then
+	skip anchor2 "needs root (network namespaces and TAP devices)"
+else
+	stage anchor2 "two routers, a wire, sender and sink outside them (harness/anchor -routers 2, smoke)" s_anchor2
 fi
 stage budgets "binary size and RSS budgets (harness/budget)" s_budgets
 

@@ -60,6 +60,7 @@ type options struct {
 	profile            string
 	kick               time.Duration
 	baseline           string
+	routers            int
 }
 
 func main() {
@@ -91,6 +92,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&o.kick, "kick", 0, "write a console line this often during every run (the UART's i8259 interrupt releases late virtio completions; 0: never)")
 	fs.StringVar(&o.baseline, "baseline", "", "a git revision (or a mipsle offload binary) to build as the guest's "+wgcompare.Baseline+
 		" for the *-base paths, which measure it beside this tree's build in the same boots (name them in -paths)")
+	fs.IntVar(&o.routers, "routers", 1, "1: one guest holds both tunnel ends, the load and the sink (harness/wgcompare's TestKernelRouterAnchor); "+
+		"2: two routers, each its own qemu, joined by a wire, the sender and the sink on the host behind them (routers.go), each router's CPU per byte measured")
 	fs.StringVar(&o.kernelArgs, "kernel-args", "", "appended to the guest kernel's command line (harness/vm -kernel-args)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -100,8 +103,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return errors.New("-mib, -rounds and -boots must be positive")
 	case o.cryptodev != "auto" && o.cryptodev != "on" && o.cryptodev != "off":
 		return fmt.Errorf("-cryptodev %q: want auto, on or off", o.cryptodev)
+	case o.routers != 1 && o.routers != 2:
+		return fmt.Errorf("-routers %d: want 1 or 2", o.routers)
+	case o.routers == 2 && o.kick > 0:
+		return errors.New("-kick: one guest only (-routers 2 kicks a stalled run from each router's agent)")
 	case fs.NArg() > 0:
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.pool != "" && o.routers == 2 {
+		var runs []routerRun
+		files := strings.Split(o.pool, ",")
+		for b, f := range files {
+			got, err := readRouterSpans(f, b)
+			if err != nil {
+				return err
+			}
+			runs = append(runs, got...)
+		}
+		fmt.Fprintf(stdout, "Router anchor, two routers: %d boot(s) pooled from %s\n\n", len(files), o.pool)
+		writeRouterTable(stdout, runs, len(files))
+		return nil
 	}
 	if o.pool != "" {
 		var runs []sample
@@ -167,6 +188,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ko, err := cryptodevModule(ctx, o.cryptodev, stderr)
 	if err != nil {
 		return err
+	}
+	if o.routers == 2 {
+		common := []string{"-arch", "mipsle", "-smp", "1", "-virtio-crypto", "-modules", routerModules,
+			"-bin", o.offload, "-bin", "./harness/anchor/router", "-timeout", o.timeout.String()}
+		for _, d := range debs {
+			common = append(common, "-deb", d)
+		}
+		if o.kernelArgs != "" {
+			common = append(common, "-kernel-args", o.kernelArgs)
+		}
+		if o.baseline != "" {
+			bin, err := buildBaseline(ctx, o.baseline, dir)
+			if err != nil {
+				return err
+			}
+			common = append(common, "-bin", bin)
+		}
+		if ko != "" {
+			common = append(common, "-ko", ko)
+		} else if o.cryptodev != "off" {
+			o.cryptodev = "off" // auto without the fixture: no cryptodev paths
+		}
+		return runRouters(ctx, o, vm, common, dir, stdout, stderr)
 	}
 	if ko != "" {
 		vmArgs = append(vmArgs, "-ko", ko, "-env", "OFFLOAD_ANCHOR_CRYPTODEV=1")

@@ -47,7 +47,7 @@ type row struct {
 
 // pool groups runs by path and computes each row's medians and ratios.
 func pool(runs []sample) []*row {
-	var rows []*row
+	var rows []*row // in the paths' order
 	by := map[string]*row{}
 	values := map[string][]float64{}
 	boots := map[string]map[int][]float64{}
@@ -90,15 +90,8 @@ func pool(runs []sample) []*row {
 		boots[r.Name][r.Boot] = append(boots[r.Name][r.Boot], r.perCPU())
 		irqs[r.Name] = append(irqs[r.Name], float64(r.IRQ)/(float64(r.Bytes)/1e6))
 	}
-	for _, p := range wgcompare.Paths {
-		if w := by[p.Name]; w != nil {
-			rows = append(rows, w)
-		}
-	}
+	rows = inPathOrder(by)
 	for name, w := range by {
-		if _, ok := wgcompare.PathByName(name); !ok {
-			rows = append(rows, w)
-		}
 		w.perCPU, w.irqMB = median(values[name]), median(irqs[name])
 		for b, v := range boots[name] {
 			w.byBoot[b] = median(v)
@@ -112,6 +105,45 @@ func pool(runs []sample) []*row {
 		}
 	}
 	return rows
+}
+
+// inPathOrder lists by's rows in wgcompare.Paths' order, then the rows of
+// names Paths does not know, by name.
+func inPathOrder[T any](by map[string]T) []T {
+	var rows []T
+	for _, p := range wgcompare.Paths {
+		if w, ok := by[p.Name]; ok {
+			rows = append(rows, w)
+		}
+	}
+	var others []string
+	for name := range by {
+		if _, ok := wgcompare.PathByName(name); !ok {
+			others = append(others, name)
+		}
+	}
+	slices.Sort(others)
+	for _, name := range others {
+		rows = append(rows, by[name])
+	}
+	return rows
+}
+
+// perBootCell is a row's figure over WireGuard's in each boot, "a / b /
+// c", with "–" for a boot that lacks either; "–" for one boot.
+func perBootCell(boots int, row, wg map[int]float64) string {
+	if boots < 2 {
+		return "–"
+	}
+	var v []string
+	for b := range boots {
+		if x, ok := row[b]; ok && wg[b] > 0 {
+			v = append(v, fmt.Sprintf("%.2f", x/wg[b]))
+		} else {
+			v = append(v, "–") // not measured in that boot
+		}
+	}
+	return strings.Join(v, " / ")
 }
 
 // writeTable prints the pooled table in Markdown, then the notes that read
@@ -142,16 +174,8 @@ func writeTable(w io.Writer, runs []sample, boots int) {
 			return "–"
 		}
 		perBoot := "–"
-		if wg := by[wgcompare.WireGuard]; wg != nil && boots > 1 {
-			var v []string
-			for b := range boots {
-				if x, ok := r.byBoot[b]; ok && wg.byBoot[b] > 0 {
-					v = append(v, fmt.Sprintf("%.2f", x/wg.byBoot[b]))
-				} else {
-					v = append(v, "–") // not measured in that boot
-				}
-			}
-			perBoot = strings.Join(v, " / ")
+		if wg := by[wgcompare.WireGuard]; wg != nil {
+			perBoot = perBootCell(boots, r.byBoot, wg.byBoot)
 		}
 		label := r.path.Label
 		if r.stalled > 0 {
