@@ -139,6 +139,9 @@ type routerCost struct {
 	ClockS float64 `json:"clock_s"` // the host's clock over the same two readings
 	IRQ    int64   `json:"irq"`     // interrupts on the crypto device's line
 	Kicks  int     `json:"kicks"`   // console lines the stall watch wrote
+	// Guest is the guest's own CPU account over the run and the reads
+	// around it (USER_HZ ticks; the guest's ticks, so read as shares).
+	Guest guestCPU `json:"guest_ticks"`
 }
 
 // rate is the guest timer's rate against the host clock over the run.
@@ -680,6 +683,36 @@ func offloadConfigs(p wgcompare.Path) (server, client string) {
 // counters are a router's byte and interrupt counters around a run.
 type counters struct {
 	wanRx, wgTx, espBytes, irq int64
+	cpu                        guestCPU
+}
+
+// guestCPU is the guest's own account of its CPU (/proc/stat's cpu line,
+// USER_HZ ticks): user space, kernel, softirq (the network stack's and the
+// crypto completions' bottom halves), hard interrupts, idle.
+type guestCPU struct {
+	User, Sys, Softirq, IRQ, Idle int64
+}
+
+func (g guestCPU) sub(o guestCPU) guestCPU {
+	return guestCPU{g.User - o.User, g.Sys - o.Sys, g.Softirq - o.Softirq, g.IRQ - o.IRQ, g.Idle - o.Idle}
+}
+
+// parseStatCPU reads /proc/stat's "cpu user nice system idle iowait irq
+// softirq ..." line (nice counts as user).
+func parseStatCPU(line string) (guestCPU, error) {
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return guestCPU{}, fmt.Errorf("counters: bad /proc/stat line %q", line)
+	}
+	var v [7]int64
+	for i := range v {
+		n, err := strconv.ParseInt(f[i+1], 10, 64)
+		if err != nil {
+			return guestCPU{}, fmt.Errorf("counters: bad /proc/stat line %q", line)
+		}
+		v[i] = n
+	}
+	return guestCPU{User: v[0] + v[1], Sys: v[2], Idle: v[3] + v[4], IRQ: v[5], Softirq: v[6]}, nil
 }
 
 var espBytesRE = regexp.MustCompile(`(\d+)\(bytes\)`)
@@ -687,7 +720,7 @@ var espBytesRE = regexp.MustCompile(`(\d+)\(bytes\)`)
 // read reads router i's counters with one shell line (outside the
 // measured window: it forks).
 func (r *routersRig) counters(i int) (counters, error) {
-	cmd := fmt.Sprintf("set -e; cat /sys/class/net/wan/statistics/rx_bytes /sys/class/net/wg0/statistics/tx_bytes; grep -w '%s' /proc/interrupts; %s -s xfrm state get src 10.77.0.1 dst 10.77.0.2 proto esp spi %s",
+	cmd := fmt.Sprintf("set -e; cat /sys/class/net/wan/statistics/rx_bytes /sys/class/net/wg0/statistics/tx_bytes; grep -w '%s' /proc/interrupts; head -1 /proc/stat; %s -s xfrm state get src 10.77.0.1 dst 10.77.0.2 proto esp spi %s",
 		r.irqLine[i], ip, espSPIAB)
 	out, err := r.ctl[i].sh(cmd)
 	if err != nil {
@@ -697,11 +730,11 @@ func (r *routersRig) counters(i int) (counters, error) {
 }
 
 // parseCounters reads counters' output: two numbers, the interrupt line,
-// then ip -s xfrm state's text.
+// /proc/stat's cpu line, then ip -s xfrm state's text.
 func parseCounters(out string) (counters, error) {
 	var c counters
 	lines := strings.Split(out, "\n")
-	if len(lines) < 3 {
+	if len(lines) < 4 {
 		return c, fmt.Errorf("counters: short output %q", out)
 	}
 	var err1, err2 error
@@ -718,7 +751,10 @@ func parseCounters(out string) (counters, error) {
 	if c.irq, err = strconv.ParseInt(f[1], 10, 64); err != nil {
 		return c, fmt.Errorf("counters: bad interrupt line %q", lines[2])
 	}
-	if m := espBytesRE.FindStringSubmatch(strings.Join(lines[3:], "\n")); m != nil {
+	if c.cpu, err = parseStatCPU(lines[3]); err != nil {
+		return c, err
+	}
+	if m := espBytesRE.FindStringSubmatch(strings.Join(lines[4:], "\n")); m != nil {
 		c.espBytes, _ = strconv.ParseInt(m[1], 10, 64)
 	}
 	return c, nil
@@ -826,6 +862,7 @@ func (r *routersRig) measure(ctx context.Context, p wgcompare.Path, round int, p
 		run.Router[i].GuestS = float64(g1[i]-g0[i]) / 1e9
 		run.Router[i].ClockS = h1[i].Sub(h0[i]).Seconds()
 		run.Router[i].IRQ = c1[i].irq - c0[i].irq
+		run.Router[i].Guest = c1[i].cpu.sub(c0[i].cpu)
 	}
 	// The stream must have crossed the path it names.
 	if d := c1[1].wanRx - c0[1].wanRx; d < payload {

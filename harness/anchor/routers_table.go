@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/offload-dev/offload/harness/wgcompare"
 )
@@ -191,10 +192,60 @@ func writeRouterTable(w io.Writer, runs []routerRun, boots int) {
 	for _, l := range goalLines(by) {
 		fmt.Fprintln(w, l)
 	}
+	writeGuestSplit(w, runs)
 	fmt.Fprintln(w, "\nMB per qemu CPU s: 10^6 payload bytes per second of that router's qemu process's CPU (utime+stime, all threads), "+
 		"median over the in-regime runs of every boot; busier router: per run, bytes over the larger of A's and B's qemu CPU, median; "+
 		"× X: X's cost per byte over this row's, on the busier router (above 1 is cheaper than X); per boot: × WireGuard in each boot; "+
 		"MB per vCPU s: the same by the vCPU thread alone (the guest's instructions; the rest of qemu's CPU is device and I/O emulation).")
+}
+
+// writeGuestSplit prints where each router's guest CPU went, by the
+// guest's own /proc/stat (shares of its ticks over the in-regime runs):
+// user space (the tunnel's processes), kernel, softirq (the network stack,
+// the crypto completions), hard interrupts and idle. Nothing when the
+// spans have no guest ticks (older runs).
+func writeGuestSplit(w io.Writer, runs []routerRun) {
+	type acc struct {
+		name   string
+		shares [2][5][]float64
+	}
+	by := map[string]*acc{}
+	seen := false
+	for _, r := range runs {
+		if r.Off {
+			continue
+		}
+		if by[r.Name] == nil {
+			by[r.Name] = &acc{name: r.Name}
+		}
+		for i, c := range r.Router {
+			g := c.Guest
+			total := float64(g.User + g.Sys + g.Softirq + g.IRQ + g.Idle)
+			if total <= 0 {
+				continue
+			}
+			seen = true
+			for k, v := range []int64{g.User, g.Sys, g.Softirq, g.IRQ, g.Idle} {
+				by[r.Name].shares[i][k] = append(by[r.Name].shares[i][k], 100*float64(v)/total)
+			}
+		}
+	}
+	if !seen {
+		return
+	}
+	fmt.Fprintln(w, "\nWhere each router's CPU went, by the guest's /proc/stat (median % of its ticks: user / kernel / softirq / irq / idle):")
+	fmt.Fprintln(w, "\n| path | router A (encrypt) | router B (decrypt) |\n|---|---|---|")
+	for _, a := range inPathOrder(by) {
+		var cells [2]string
+		for i := range cells {
+			var v []string
+			for k := range 5 {
+				v = append(v, fmt.Sprintf("%.0f", median(a.shares[i][k])))
+			}
+			cells[i] = strings.Join(v, " / ")
+		}
+		fmt.Fprintf(w, "| %s | %s | %s |\n", a.name, cells[0], cells[1])
+	}
 }
 
 // goalLines says, for each goal, met or not with the figure.

@@ -191,12 +191,14 @@ func TestRouterPaths(t *testing.T) {
 }
 
 func TestParseCounters(t *testing.T) {
-	out := "123456\n789\n 11:      40321    XT-PIC  11  virtio2\nsrc 10.77.0.1 dst 10.77.0.2\n\tlifetime current:\n\t  33554432(bytes), 23000(packets)\n"
+	out := "123456\n789\n 11:      40321    XT-PIC  11  virtio2\ncpu  100 5 200 300 7 11 13 0 0 0\nsrc 10.77.0.1 dst 10.77.0.2\n\tlifetime current:\n\t  33554432(bytes), 23000(packets)\n"
 	c, err := parseCounters(out)
-	if err != nil || c.wanRx != 123456 || c.wgTx != 789 || c.irq != 40321 || c.espBytes != 33554432 {
+	if err != nil || c.wanRx != 123456 || c.wgTx != 789 || c.irq != 40321 || c.espBytes != 33554432 ||
+		c.cpu != (guestCPU{User: 105, Sys: 200, Idle: 307, IRQ: 11, Softirq: 13}) {
 		t.Errorf("parseCounters = %+v, %v", c, err)
 	}
-	for _, bad := range []string{"1\n2\n", "x\n2\n 11: 5 XT-PIC\n", "1\n2\nnot an interrupt line\n"} {
+	for _, bad := range []string{"1\n2\n", "x\n2\n 11: 5 XT-PIC\ncpu 1 2 3 4 5 6 7\n", "1\n2\nnot an interrupt line\ncpu 1 2 3 4 5 6 7\n",
+		"1\n2\n 11: 5 XT-PIC\ncpux 1 2 3 4 5 6 7\n", "1\n2\n 11: 5 XT-PIC\ncpu 1 2\n"} {
 		if _, err := parseCounters(bad); err == nil {
 			t.Errorf("parseCounters(%q): no error", bad)
 		}
@@ -263,5 +265,25 @@ func TestEngineFrames(t *testing.T) {
 		if got := engineFrames(sum, c.name, c.engine, c.dir); got != c.want {
 			t.Errorf("engineFrames(%s, %s, %s) = %d, want %d", c.name, c.engine, c.dir, got, c.want)
 		}
+	}
+}
+
+// The guest's own split: shares of its ticks per router, off-regime runs
+// left out, nothing at all for spans without ticks.
+func TestWriteGuestSplit(t *testing.T) {
+	var out bytes.Buffer
+	writeGuestSplit(&out, []routerRun{run2(0, "relay", 1, 1, 1, 1)})
+	if out.Len() != 0 {
+		t.Errorf("spans without guest ticks printed %q", out.String())
+	}
+	r := run2(0, "relay", 1, 1, 1, 1)
+	r.Router[0].Guest = guestCPU{User: 50, Sys: 30, Softirq: 10, IRQ: 0, Idle: 10}
+	r.Router[1].Guest = guestCPU{User: 20, Sys: 20, Softirq: 40, IRQ: 10, Idle: 10}
+	off := r
+	off.Off = true
+	off.Router[0].Guest = guestCPU{Idle: 100}
+	writeGuestSplit(&out, []routerRun{r, off})
+	if want := "| relay | 50 / 30 / 10 / 0 / 10 | 20 / 20 / 40 / 10 / 10 |"; !strings.Contains(out.String(), want) {
+		t.Errorf("split lacks %q:\n%s", want, out.String())
 	}
 }
