@@ -1,7 +1,11 @@
 package main
 
 import (
+	"context"
+	"crypto/rand"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -162,5 +166,58 @@ func TestRSSTableHeader(t *testing.T) {
 		"|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n"
 	if b.String() != want {
 		t.Errorf("header:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+// TestXZSize: xzSize is the length of xz's output: small for repetitive
+// data, about the input for random data, and an error for a missing file.
+func TestXZSize(t *testing.T) {
+	if _, err := exec.LookPath("xz"); err != nil {
+		t.Skip("no xz (scripts/deps.sh installs xz-utils)")
+	}
+	dir := t.TempDir()
+	zeros, random := filepath.Join(dir, "zeros"), filepath.Join(dir, "random")
+	if err := os.WriteFile(zeros, make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := make([]byte, 256<<10)
+	if _, err := rand.Read(r); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(random, r, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if n, err := xzSize(ctx, zeros); err != nil || n <= 0 || n > 4096 {
+		t.Errorf("1 MiB of zeros: %d bytes, %v", n, err)
+	}
+	if n, err := xzSize(ctx, random); err != nil || n < int64(len(r)) || n > int64(len(r))+4096 {
+		t.Errorf("256 KiB of random bytes: %d bytes, %v", n, err)
+	}
+	if _, err := xzSize(ctx, filepath.Join(dir, "missing")); err == nil {
+		t.Error("a missing file gave no error")
+	}
+}
+
+// TestSizeOverBudget: a budget under the binary's size fails the run with
+// errOver, naming the target (built for the first target only, to keep it
+// short: -max applies to every target, so the first build already fails).
+func TestSizeOverBudget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds cmd/offload")
+	}
+	if _, err := exec.LookPath("xz"); err != nil {
+		t.Skip("no xz (scripts/deps.sh installs xz-utils)")
+	}
+	saved := sizeTargets
+	sizeTargets = sizeTargets[:1]
+	defer func() { sizeTargets = saved }()
+	var out, errOut strings.Builder
+	err := runSize(context.Background(), []string{"-max", "1MiB", "-pkg", "../../cmd/offload"}, &out, &errOut)
+	if !errors.Is(err, errOver) || !strings.Contains(err.Error(), sizeTargets[0].Name) {
+		t.Fatalf("budget 1 MiB: %v\n%s%s", err, out.String(), errOut.String())
+	}
+	if !strings.Contains(out.String(), "| "+sizeTargets[0].Name+" |") {
+		t.Errorf("no table row for %s:\n%s", sizeTargets[0].Name, out.String())
 	}
 }

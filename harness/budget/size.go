@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -17,24 +18,34 @@ import (
 
 // sizeTarget is one router target of the size budget.
 type sizeTarget struct {
-	Name string   // as printed, e.g. linux/mipsle
-	Env  []string // GOOS, GOARCH and GOMIPS/GOARM
+	Name   string   // as printed, e.g. linux/mipsle
+	Env    []string // GOOS, GOARCH and GOMIPS/GOARM
+	Budget int64    // bytes of the stripped binary; bigger fails
 }
 
+// sizeTargets and their budgets (docs/budgets.md, "Binary size"). ARM
+// binaries fit the 6 MiB the routers' flash asks for; MIPS code is about
+// 15 % bigger, and offload's is 6.7 MiB there, so its budget is 7 MiB until
+// the cuts docs/budgets.md lists (the YAML parser, pprof) are made.
 var sizeTargets = []sizeTarget{
-	{"linux/mipsle softfloat", []string{"GOOS=linux", "GOARCH=mipsle", "GOMIPS=softfloat"}},
-	{"linux/mips softfloat", []string{"GOOS=linux", "GOARCH=mips", "GOMIPS=softfloat"}},
-	{"linux/arm GOARM=7", []string{"GOOS=linux", "GOARCH=arm", "GOARM=7"}},
-	{"linux/arm64", []string{"GOOS=linux", "GOARCH=arm64"}},
+	{"linux/mipsle softfloat", []string{"GOOS=linux", "GOARCH=mipsle", "GOMIPS=softfloat"}, 7 << 20},
+	{"linux/mips softfloat", []string{"GOOS=linux", "GOARCH=mips", "GOMIPS=softfloat"}, 7 << 20},
+	{"linux/arm GOARM=7", []string{"GOOS=linux", "GOARCH=arm", "GOARM=7"}, 6 << 20},
+	{"linux/arm64", []string{"GOOS=linux", "GOARCH=arm64"}, 6 << 20},
 }
 
 // stripFlags are the build flags of a router binary (docs/routers.md).
 var stripFlags = []string{"-trimpath", "-ldflags=-s -w"}
 
+// xzArgs compress as OpenWrt's squashfs does (xz, its strongest preset),
+// the whole file in one stream: squashfs compresses 256 KiB blocks apart,
+// so what the image stores is a little more (docs/budgets.md).
+var xzArgs = []string{"-9e", "-T1", "-c"}
+
 func runSize(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("size", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	maxFlag := fs.String("max", "8MiB", "budget per stripped binary; a bigger one fails")
+	maxFlag := fs.String("max", "", "budget for every stripped binary, instead of each target's own")
 	pkg := fs.String("pkg", "./cmd/offload", "command package to build")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
 		if err == nil {
@@ -42,9 +53,18 @@ func runSize(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		return errUsage
 	}
-	budget, err := parseBytes(*maxFlag)
-	if err != nil {
-		return fmt.Errorf("-max: %w", err)
+	targets := slices.Clone(sizeTargets)
+	if *maxFlag != "" {
+		budget, err := parseBytes(*maxFlag)
+		if err != nil {
+			return fmt.Errorf("-max: %w", err)
+		}
+		for i := range targets {
+			targets[i].Budget = budget
+		}
+	}
+	if _, err := exec.LookPath("xz"); err != nil {
+		return fmt.Errorf("xz (the compressed size column; scripts/deps.sh installs xz-utils): %w", err)
 	}
 	dir, err := os.MkdirTemp("", "offload-budget-size-")
 	if err != nil {
@@ -52,13 +72,13 @@ func runSize(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer os.RemoveAll(dir)
 
-	fmt.Fprintf(stdout, "stripped size of %s (CGO_ENABLED=0 go build %s), budget %s MiB\n\n", *pkg, strings.Join(quoteArgs(stripFlags), " "), mib(budget))
-	table := benchmethod.Table{Columns: []benchmethod.Column{{Title: "target"}, {Title: "bytes", Right: true}, {Title: "MiB", Right: true}, {Title: "of budget", Right: true}}}
+	fmt.Fprintf(stdout, "stripped size of %s (CGO_ENABLED=0 go build %s), and compressed with xz %s (what squashfs stores, near enough)\n\n", *pkg, strings.Join(quoteArgs(stripFlags), " "), strings.Join(xzArgs[:2], " "))
+	table := benchmethod.Table{Columns: []benchmethod.Column{{Title: "target"}, {Title: "bytes", Right: true}, {Title: "MiB", Right: true}, {Title: "budget MiB", Right: true}, {Title: "of budget", Right: true}, {Title: "xz bytes", Right: true}, {Title: "xz MiB", Right: true}}}
 	if err := table.WriteMarkdownHeader(stdout); err != nil {
 		return fmt.Errorf("size table: %w", err)
 	}
 	var over []string
-	for _, t := range sizeTargets {
+	for _, t := range targets {
 		out := filepath.Join(dir, strings.NewReplacer("/", "-", " ", "-", "=", "").Replace(t.Name))
 		if err := goBuild(ctx, out, *pkg, t.Env, stderr); err != nil {
 			return fmt.Errorf("%s: %w", t.Name, err)
@@ -68,17 +88,43 @@ func runSize(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		n := st.Size()
-		if err := benchmethod.WriteMarkdownRow(stdout, t.Name, strconv.FormatInt(n, 10), mib(n), fmt.Sprintf("%.0f%%", 100*float64(n)/float64(budget))); err != nil {
+		xzN, err := xzSize(ctx, out)
+		if err != nil {
+			return fmt.Errorf("%s: %w", t.Name, err)
+		}
+		if err := benchmethod.WriteMarkdownRow(stdout, t.Name, strconv.FormatInt(n, 10), mib(n), mib(t.Budget), fmt.Sprintf("%.0f%%", 100*float64(n)/float64(t.Budget)), strconv.FormatInt(xzN, 10), mib(xzN)); err != nil {
 			return fmt.Errorf("size table: %w", err)
 		}
-		if n > budget {
-			over = append(over, fmt.Sprintf("%s is %s MiB", t.Name, mib(n)))
+		if n > t.Budget {
+			over = append(over, fmt.Sprintf("%s is %s MiB, budget %s MiB", t.Name, mib(n), mib(t.Budget)))
 		}
 	}
 	if len(over) > 0 {
-		return fmt.Errorf("%w: %s (budget %s MiB)", errOver, strings.Join(over, ", "), mib(budget))
+		return fmt.Errorf("%w: %s", errOver, strings.Join(over, ", "))
 	}
 	return nil
+}
+
+// xzSize returns the size of path compressed with xz xzArgs.
+func xzSize(ctx context.Context, path string) (int64, error) {
+	cmd := exec.CommandContext(ctx, "xz", append(slices.Clone(xzArgs), path)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, err
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("xz: %w", err)
+	}
+	n, copyErr := io.Copy(io.Discard, out)
+	if err := cmd.Wait(); err != nil {
+		return 0, fmt.Errorf("xz %s: %w: %s", strings.Join(cmd.Args[1:], " "), err, strings.TrimSpace(stderr.String()))
+	}
+	if copyErr != nil {
+		return 0, fmt.Errorf("xz output: %w", copyErr)
+	}
+	return n, nil
 }
 
 // goBuild builds a stripped static binary of pkg for env into out.
