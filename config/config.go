@@ -57,6 +57,15 @@ const (
 	DefaultMemoryLimit = 20 << 20
 	MinMemoryLimit     = 4 << 20
 
+	// MaxMaxProcs caps max_procs, the Go runtime's GOMAXPROCS: how many
+	// CPUs run the end's Go code at once. 0 (the default) leaves the
+	// runtime's own choice (every CPU the process may use); GOMAXPROCS in
+	// the environment wins over the config. One is cheaper per byte where
+	// the ends share a few cores with other work: a hand-off between the
+	// data path's goroutines then never wakes a second thread
+	// (docs/performance.md, "max_procs").
+	MaxMaxProcs = 1024
+
 	// DefaultKeepalive and DefaultDrainTimeout are the config's: the
 	// tunnel's zero values turn keepalives and the drain off.
 	DefaultKeepalive        = 15 * time.Second // 0 disables keepalives
@@ -167,6 +176,9 @@ type Common struct {
 	// MemoryLimit is the runtime's soft memory limit in bytes; 0 means
 	// none.
 	MemoryLimit int
+	// MaxProcs is the runtime's GOMAXPROCS; 0 means the runtime's own
+	// choice.
+	MaxProcs int
 	// Verify re-checks one in Verify frames an engine other than
 	// software sealed or opened against software; 0 (default) is off.
 	Verify int
@@ -472,6 +484,21 @@ func (d *decoder) count(v value, dst *int, hi int) {
 	*dst = n
 }
 
+// upTo sets dst to v, a whole number from 0 to hi; otherwise it reports
+// the value quoted, then want (a format with hi's %d).
+func (d *decoder) upTo(v value, dst *int, hi int, want string) {
+	s, ok := d.scalar(v)
+	if !ok {
+		return
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || n < 0 || n > hi {
+		d.errorf(v.at, v.field, "%q: "+want, s, hi)
+		return
+	}
+	*dst = n
+}
+
 // checkLinkBuffer reports a link_buffer too small for one stream at the
 // configured window.
 func (d *decoder) checkLinkBuffer(c *Common) {
@@ -543,16 +570,7 @@ func (d *decoder) common(c *Common) []fieldSpec {
 		}),
 		track("engine", func(v value) { d.str(v, &c.Engine, checkEngineSuggest) }),
 		track("verify", func(v value) {
-			s, ok := d.scalar(v)
-			if !ok {
-				return
-			}
-			n, err := strconv.Atoi(strings.TrimSpace(s))
-			if err != nil || n < 0 || n > MaxVerify {
-				d.errorf(v.at, v.field, "%q: want 0 (off) or N from 1 to %d, to re-check one in N engine frames", s, MaxVerify)
-				return
-			}
-			c.Verify = n
+			d.upTo(v, &c.Verify, MaxVerify, "want 0 (off) or N from 1 to %d, to re-check one in N engine frames")
 		}),
 		track("engine_check_interval", func(v value) {
 			t := c.EngineCheckInterval // kept if the value is refused
@@ -577,6 +595,9 @@ func (d *decoder) common(c *Common) []fieldSpec {
 			default:
 				c.MemoryLimit = n
 			}
+		}),
+		track("max_procs", func(v value) {
+			d.upTo(v, &c.MaxProcs, MaxMaxProcs, "want 0 (the runtime's choice: every CPU) or a number of CPUs from 1 to %d")
 		}),
 		track("profile", func(v value) {
 			d.str(v, &c.Profile, func(s string) error {

@@ -410,6 +410,26 @@ func TestParseMemoryLimit(t *testing.T) {
 	}
 }
 
+func TestParseMaxProcs(t *testing.T) {
+	c, err := ParseClient("client.yaml", []byte(goodClient))
+	if err != nil || c.MaxProcs != 0 {
+		t.Fatalf("default: %v %d, want 0 (the runtime's choice)", err, c.MaxProcs)
+	}
+	for src, want := range map[string]int{"0": 0, "1": 1, "4": 4, "1024": 1024} {
+		c, err := ParseClient("client.yaml", []byte(goodClient+"max_procs: "+src+"\n"))
+		if err != nil || c.MaxProcs != want {
+			t.Errorf("max_procs %s: %v %d, want %d", src, err, c.MaxProcs, want)
+		}
+	}
+	for _, src := range []string{"-1", "1025", "two", "1.5", "[1]"} {
+		_, err := ParseClient("client.yaml", []byte(goodClient+"max_procs: "+src+"\n"))
+		var errs Errors
+		if !errors.As(err, &errs) || errs[0].Field != "max_procs" || errs[0].Line != 6 {
+			t.Errorf("max_procs %s: %v", src, err)
+		}
+	}
+}
+
 // The config's defaults are the tunnel's: a setting left out means the
 // same whether the tunnel or the config fills it in.
 func TestDefaultsMatchTunnel(t *testing.T) {

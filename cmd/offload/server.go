@@ -113,6 +113,7 @@ func configFlags(usage string, run func(context.Context, *runEnv, string) (int, 
 // start with its reason.
 func tunnelOptions(ctx context.Context, c *config.Common, key []byte, log *zap.Logger) (tunnel.Options, error) {
 	applyMemoryLimit(c.MemoryLimit, log)
+	applyMaxProcs(c.MaxProcs, log)
 	set, err := openEngines(ctx, c, log)
 	if err != nil {
 		return tunnel.Options{}, err
@@ -257,6 +258,22 @@ func applyMemoryLimit(limit int, log *zap.Logger) {
 	if limit > 0 {
 		debug.SetMemoryLimit(int64(limit))
 		log.Info("memory limit", zap.Int("bytes", limit))
+	}
+}
+
+// applyMaxProcs sets the runtime's GOMAXPROCS from the config's
+// max_procs, unless GOMAXPROCS in the environment already set it; 0 leaves
+// the runtime's own choice.
+func applyMaxProcs(n int, log *zap.Logger) {
+	if env := os.Getenv("GOMAXPROCS"); env != "" {
+		if n > 0 {
+			log.Info("max_procs: GOMAXPROCS from the environment wins", zap.String("GOMAXPROCS", env), zap.Int("max_procs", n))
+		}
+		return
+	}
+	if n > 0 {
+		runtime.GOMAXPROCS(n)
+		log.Info("max procs", zap.Int("procs", n))
 	}
 }
 
