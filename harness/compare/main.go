@@ -77,6 +77,7 @@ type options struct {
 	json       bool
 	quick      bool
 	maxFrame   string
+	maxProcs   int           // offload's max_procs in both configs; 0 leaves it out
 	frame      int           // max_frame in bytes, for the crypto floor
 	floorTime  time.Duration // per part of the crypto floor
 	profileDir string
@@ -100,13 +101,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	bin := fs.String("offload", "", "offload binary (default: go build ./cmd/offload)")
 	digest := fs.String("digest", "crc32c", "the sink's check: crc32c (cheap, for speed) or sha256")
 	maxFrame := fs.String("max-frame", "", "offload's max_frame in both configs and the crypto floor's frame size (default: the config default, "+benchmethod.Size(config.DefaultMaxFrame)+")")
+	maxProcs := fs.Int("max-procs", 0, "offload's max_procs (GOMAXPROCS of each end) in both configs (default: left out, the runtime's choice)")
 	profileDir := fs.String("cpuprofile", "", "write a CPU profile of each offload end, from start to exit, to `DIR`/SUITE/{server,client}.pprof")
 	asJSON := fs.Bool("json", false, "print JSON instead of the tables")
 	quick := fs.Bool("quick", false, "smoke test: 4 MiB per run, one round, SHA-256, 100 streams of 16 KiB, a short crypto floor; checks that every tool ran and the data arrived intact, not the speeds")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	o := options{repeat: *repeat, rssStreams: *rssStreams, offload: *bin, json: *asJSON, quick: *quick, maxFrame: *maxFrame,
+	o := options{repeat: *repeat, rssStreams: *rssStreams, offload: *bin, json: *asJSON, quick: *quick, maxFrame: *maxFrame, maxProcs: *maxProcs,
 		frame: config.DefaultMaxFrame, floorTime: 500 * time.Millisecond, profileDir: *profileDir}
 	if o.maxFrame != "" {
 		n, err := config.ParseSize(o.maxFrame)
@@ -115,6 +117,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		o.frame = int(n)
+	}
+	if o.maxProcs < 0 || o.maxProcs > config.MaxMaxProcs {
+		fmt.Fprintf(stderr, "compare: -max-procs %d: want 0 to %d\n", o.maxProcs, config.MaxMaxProcs)
+		return 2
 	}
 	n, err := config.ParseSize(*size)
 	if err != nil {
@@ -348,7 +354,7 @@ func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
 			if o.profileDir != "" {
 				prof = filepath.Join(o.profileDir, suite)
 			}
-			return setupOffload(ctx, work, sink, offloadConfig{name: name, bin: offloadBin, suite: suite, maxFrame: o.maxFrame, profileDir: prof,
+			return setupOffload(ctx, work, sink, offloadConfig{name: name, bin: offloadBin, suite: suite, maxFrame: o.maxFrame, maxProcs: o.maxProcs, profileDir: prof,
 				streams: max(o.rssStreams, slices.Max(o.streams))})
 		}
 	}

@@ -214,6 +214,7 @@ func setupSpiped(ctx context.Context, dir, sink string) (*tunnelUnderTest, toolI
 type offloadConfig struct {
 	name, bin, suite string
 	maxFrame         string // "" for the default
+	maxProcs         int    // 0 for the default
 	profileDir       string // "" for no CPU profiles
 	streams          int    // the most streams a run opens at once
 }
@@ -246,6 +247,10 @@ func setupOffload(ctx context.Context, dir, sink string, c offloadConfig) (*tunn
 	if c.maxFrame != "" {
 		common += "max_frame: " + c.maxFrame + "\n"
 		how = "max_frame " + c.maxFrame + ", " + how
+	}
+	if c.maxProcs != 0 {
+		common += fmt.Sprintf("max_procs: %d\n", c.maxProcs)
+		how = fmt.Sprintf("max_procs %d, ", c.maxProcs) + how
 	}
 	srvConf, cliConf := filepath.Join(dir, "server.yaml"), filepath.Join(dir, "client.yaml")
 	if err := os.WriteFile(srvConf, []byte(fmt.Sprintf("listen: %s\nservices:\n  sink: %s\n%s", srvAddr, sink, common)), 0o600); err != nil {
