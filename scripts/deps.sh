@@ -7,6 +7,8 @@
 #   qemu-user-static, iproute2, xz-utils, shellcheck and systemd (for
 #   systemd-analyze verify), cmake, pkgconf and libjson-c-dev (OpenWrt's
 #   uci and libubox for the packaging checks, packaging/openwrt/build-uci.sh),
+#   meson, ninja-build, libssl-dev, zlib1g-dev and libcrypt-dev (OpenWrt's
+#   opkg and apk-tools for the openwrt-pkg stage),
 #   prometheus (the prometheus stage; its service, which the package
 #   starts, is stopped and disabled again), haproxy (the load-balancer test); for the cryptodev stage's module builds
 #   (scripts/cryptodev-ko.sh) make, gcc and libelf1 (the kernel's build
@@ -44,6 +46,10 @@ packages+=(socat openssh-server openssh-client spiped)
 packages+=(shellcheck systemd)
 # packaging checks: building OpenWrt's uci and libubox from third_party/openwrt.
 packages+=(cmake pkgconf libjson-c-dev)
+# openwrt-pkg stage: OpenWrt's opkg and apk-tools v3 (and uci) built from
+# ../shared/third_party by build-openwrt-userland.sh; busybox-static (above)
+# is the shell of the chroot that plays the router.
+packages+=(meson ninja-build libssl-dev zlib1g-dev libcrypt-dev)
 # prometheus stage: Debian's Prometheus (prometheus, promtool) against a
 # running server and client; only the binaries are used.
 packages+=(prometheus)

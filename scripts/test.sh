@@ -17,6 +17,15 @@
 #               examples rendered and validated, bad values named by UCI
 #               option, reload = SIGHUP to a running server), router configs
 #               (offload validate), systemd units (systemd-analyze verify)
+#   openwrt-pkg go run ./packaging/build's packages installed by OpenWrt's
+#               real opkg (24.10) and apk-tools v3 (25.12), built from the
+#               fixtures by ../shared/third_party/build-openwrt-userland.sh:
+#               into an empty root, offline: files and modes, uci-defaults'
+#               fw4 rule (server yes, client no), check-init.sh on the
+#               installed tree, upgrade keeps a changed /etc/config/offload,
+#               removal (in a chroot) stops the running server and keeps
+#               the conffile (packaging/build TestInstall); without the
+#               fixtures it is skipped with the reason, except under CI=true
 #   prometheus  Debian's Prometheus scrapes a real server and client with the
 #               documented scrape config (packaging/prometheus/check.sh):
 #               promtool check metrics, up = 1, a byte counter that moved;
@@ -56,6 +65,8 @@
 #                       guests, which take about 2-3 minutes each on 2 busy
 #                       cores; deps.sh adds the dpkg architectures and
 #                       qemu-system-arm/-mips for the ones named)
+#   OFFLOAD_OPENWRT_FIXTURES  folder with build-openwrt-userland.sh and its
+#                       tarballs for openwrt-pkg (default ../shared/third_party)
 #   OFFLOAD_THIRD_PARTY folder with cryptodev-linux-*.tar.gz for the cryptodev
 #                       stage (default third_party/cryptodev-linux, the
 #                       fixture in the repository); without one the stage
@@ -388,7 +399,7 @@ s_packaging() {
 	local init=packaging/openwrt/offload/files/offload.init dir="$work/packaging" bin r out uci
 	echo "sh -n and shellcheck $init"
 	sh -n "$init"
-	shellcheck "$init"
+	shellcheck "$init" packaging/openwrt/offload/files/offload.firewall packaging/openwrt/offload/files/offload.uci-defaults
 	shellcheck -x packaging/openwrt/check-init.sh packaging/openwrt/build-uci.sh \
 		packaging/openwrt/test/*.sh packaging/openwrt/test/rc.common packaging/prometheus/check.sh
 	mkdir -p "$dir"
@@ -439,6 +450,24 @@ s_budgets() {
 
 have() { command -v "$1" >/dev/null 2>&1; }
 
+# s_openwrt_pkg builds OpenWrt's opkg, apk-tools v3 and uci from the
+# shared fixtures into a cache (build-openwrt-userland.sh keeps a stamp per
+# component: a rerun costs nothing) and runs packaging/build's install test
+# against them, with the reproducibility and feed Makefile tests.
+s_openwrt_pkg() {
+	local fx=${OFFLOAD_OPENWRT_FIXTURES:-../shared/third_party} root uci
+	if [ ! -f "$fx/build-openwrt-userland.sh" ]; then
+		echo "openwrt-pkg: no $fx/build-openwrt-userland.sh (OpenWrt's opkg, apk-tools and uci fixtures; set OFFLOAD_OPENWRT_FIXTURES)"
+		[ "${CI:-}" = true ] && return 1
+		echo "openwrt-pkg: not under CI: skipped"
+		return 0
+	fi
+	root=${OFFLOAD_OWRT_CACHE:-$HOME/.cache/offload-owrt}
+	sh "$fx/build-openwrt-userland.sh" "$root" libubox uci opkg apk
+	uci=$(bash packaging/openwrt/build-uci.sh)
+	OFFLOAD_OWRT_ROOT=$root OFFLOAD_UCI_PREFIX=$uci go test -count=1 -v -run 'TestInstall|TestReproducible|TestFeedMakefileSource' ./packaging/build
+}
+
 # s_compare is the smoke run of the comparison with socat, ssh -L (two
 # ciphers), spiped and offload (two suites): every tool comes up, the data
 # arrives intact, the crypto floor is measured, and each offload end exits
@@ -460,6 +489,7 @@ stage test-race "go test -race -count=1 ./..." s_race
 stage test-noaes "GODEBUG=cpu.aes=off go test -count=1 ./engine/..." s_noaes
 stage cross "cross-builds" s_cross
 stage packaging "OpenWrt and systemd packaging checks" s_packaging
+stage openwrt-pkg "OpenWrt packages installed, upgraded, removed by the real opkg and apk" s_openwrt_pkg
 # Under CI=true a missing Prometheus fails the stage (check.sh says so).
 if { have prometheus && have promtool; } || [ "${CI:-}" = true ]; then
 	stage prometheus "Debian's Prometheus scrapes a server and client (packaging/prometheus)" s_prometheus

@@ -2,6 +2,8 @@
 # Checks the procd init script (offload.init) the way OpenWrt runs it, with
 # the shell OpenWrt has:
 #   busybox sh packaging/openwrt/check-init.sh UCI_PREFIX OFFLOAD_BINARY
+# OFFLOAD_CHECK_INIT and OFFLOAD_CHECK_CONFIG name an installed init
+# script and /etc/config/offload to check instead of the tree's.
 # UCI_PREFIX is what build-uci.sh prints: OpenWrt's real uci tool and
 # config_* shell functions, built from third_party/openwrt; procd is
 # played by test/procd.sh (each call printed; with PROCD_LIVE=1 real
@@ -28,8 +30,10 @@ repo=$(cd "$here/../.." && pwd)
 OFFLOAD_UCI=$(cd "$1" && pwd)
 bin=$2
 case $bin in /*) ;; *) bin="$PWD/$bin" ;; esac
-init="$here/offload/files/offload.init"
-shipped="$here/offload/files/offload.config"
+# An installed tree's init script and UCI file instead of the tree's
+# (packaging/build's install test: the files a package put in place).
+init=${OFFLOAD_CHECK_INIT:-$here/offload/files/offload.init}
+shipped=${OFFLOAD_CHECK_CONFIG:-$here/offload/files/offload.config}
 tmp=$(mktemp -d)
 conf="$tmp/conf"
 etc="$tmp/etc"
