@@ -129,6 +129,7 @@ type routerRun struct {
 	HostS  float64       `json:"host_s"` // wall time of the stream, by the host
 	Router [2]routerCost `json:"router"` // A, B
 	Off    bool          `json:"-"`      // another timer regime than the rest (set by markRegimes)
+	Err    string        `json:"error,omitempty"`
 }
 
 // routerCost is one router's share of a run.
@@ -198,6 +199,9 @@ func runRouters(ctx context.Context, o *options, vm string, vmArgs []string, dir
 		"%s, %.0f min; host load average %s at the start, %s at the end\n\n",
 		o.boots, o.rounds, o.mib, time.Now().UTC().Format("2006-01-02 15:04 UTC"), time.Since(started).Minutes(), load0, hostLoad())
 	writeRouterTable(stdout, runs, o.boots)
+	if n := failed(runs); n > 0 {
+		return fmt.Errorf("%d run(s) failed (listed above the table, their errors in the log and the spans)", n)
+	}
 	return nil
 }
 
@@ -326,7 +330,16 @@ func (r *routersRig) run(ctx context.Context, vm string, common []string, paths 
 			prof := round == r.o.rounds-1 && r.boot == r.o.boots-1 && slices.Contains(strings.Split(r.o.profile, ","), p.Name)
 			run, err := r.measure(ctx, p, round, prof)
 			if err != nil {
-				return runs, fmt.Errorf("%s (round %d): %w", p.Name, round+1, err)
+				// A failed run is kept (its error in the spans, out of
+				// every figure) and the boot goes on while both routers
+				// still answer; the command fails at the end.
+				run.Err = err.Error()
+				runs = append(runs, run)
+				r.logf("round %d %s FAILED: %v", round+1, p.Name, err)
+				if ctx.Err() != nil || !r.alive() || failed(runs) > maxFailedRuns {
+					return runs, fmt.Errorf("%s (round %d): %w", p.Name, round+1, err)
+				}
+				continue
 			}
 			runs = append(runs, run)
 			a, b := run.Router[0], run.Router[1]
@@ -352,6 +365,32 @@ func (r *routersRig) run(ctx context.Context, vm string, common []string, paths 
 		}
 	}
 	return runs, nil
+}
+
+// maxFailedRuns is how many failed runs a boot goes on after.
+const maxFailedRuns = 3
+
+func failed(runs []routerRun) int {
+	n := 0
+	for _, r := range runs {
+		if r.Err != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// alive says whether both agents still answer, after stopping whatever a
+// failed run left running (an offload end).
+func (r *routersRig) alive() bool {
+	for i := range r.ctl {
+		_, _ = r.ctl[i].do(request{Op: "stop", ID: "offload"})
+		if _, err := r.ctl[i].do(request{Op: "clock"}); err != nil {
+			r.logf("router %s no longer answers: %v", sides[i].name, err)
+			return false
+		}
+	}
+	return true
 }
 
 // waitQEMU waits for qemu's pid file and for qemu to hold the tap, then
@@ -844,6 +883,9 @@ func (r *routersRig) measure(ctx context.Context, p wgcompare.Path, round int, p
 			if err != nil {
 				return run, fmt.Errorf("offload on %s: %w\n%s", sides[i].name, err, ans.Out)
 			}
+			if sendErr != nil {
+				endsOut += fmt.Sprintf("\n%s's offload said:\n%s", sides[i].name, ans.Out)
+			}
 		}
 		r.logf("%s:%s", p.Name, endsOut)
 		if profile {
@@ -853,7 +895,7 @@ func (r *routersRig) measure(ctx context.Context, p wgcompare.Path, round int, p
 		}
 	}
 	if sendErr != nil {
-		return run, sendErr
+		return run, fmt.Errorf("%w%s", sendErr, endsOut)
 	}
 	run.Bytes = res.Bytes
 	for i := range run.Router {

@@ -138,6 +138,15 @@ var routerGoals = []goal{
 // regime first, then each path's cost on A, on B and on the busier of the
 // two (the figure every ratio is taken on), then the goals.
 func writeRouterTable(w io.Writer, runs []routerRun, boots int) {
+	var ok []routerRun
+	for _, r := range runs {
+		if r.Err != "" {
+			fmt.Fprintf(w, "- FAILED, out of the figures: boot %d round %d %s: %s\n", r.Boot+1, r.Round+1, r.Name, firstLine(r.Err))
+			continue
+		}
+		ok = append(ok, r)
+	}
+	runs = ok
 	med := markRegimes(runs)
 	off := 0
 	var rates [2][]float64
@@ -270,6 +279,11 @@ func goalLines(by map[string]*routerRow) []string {
 		out = append(out, fmt.Sprintf("- %s: %s (%s %.2fx %s)", g.what, verdict, bestName, best, g.anchor))
 	}
 	return out
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
 }
 
 // span is "min–max" of v, or "–".

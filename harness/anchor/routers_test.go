@@ -67,6 +67,8 @@ func TestPoolRouters(t *testing.T) {
 		run2(1, "afalg-64k", 0.04, 0.20, 1, 1),     // 5
 		run2(1, "afalg-64k", 0.001, 0.001, 0.4, 1), // off-regime: would be 1000
 	}
+	failedRun := run2(1, "afalg-64k", 0.0001, 0.0001, 1, 1) // failed: would be 10000
+	failedRun.Err = "send: connection reset by peer\nA's offload said: ..."
 	markRegimes(runs)
 	rows := poolRouters(runs)
 	by := map[string]*routerRow{}
@@ -88,10 +90,11 @@ func TestPoolRouters(t *testing.T) {
 		t.Errorf("afalg per boot %v, want 5 and 4.5", af.byBoot)
 	}
 	var out bytes.Buffer
-	writeRouterTable(&out, runs, 2)
+	writeRouterTable(&out, append(runs, failedRun), 2)
 	s := out.String()
 	for _, want := range []string{
 		"1 of 7 runs in another regime",
+		"- FAILED, out of the figures: boot 2 round 1 afalg-64k: send: connection reset by peer\n",
 		"marked, another regime: boot 2 round 1 afalg-64k (timer A 0.40, B 1.00)",
 		"| 0.50 | 0.50 / 0.45 |", // × WireGuard, then per boot (boot 2's WireGuard is 10)
 		"offload with the device ≥ 1.0x kernel WireGuard: NOT met (afalg-64k 0.50x wireguard)",
