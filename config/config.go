@@ -173,6 +173,11 @@ type Common struct {
 	// requires; empty means none. Relative paths are relative to the
 	// config file; read it with LoadMetricsToken.
 	MetricsTokenFile string
+	// Control is the end's control socket (tunnel/control), which
+	// offload status asks: the control setting, relative paths relative
+	// to the config file, or by default control.DefaultPath of the
+	// config's ControlName; "" when the setting is off.
+	Control string
 	// MemoryLimit is the runtime's soft memory limit in bytes; 0 means
 	// none.
 	MemoryLimit int
@@ -304,6 +309,7 @@ func (c *Common) LoadMetricsToken() ([]byte, error) {
 func defaultCommon(file string) Common {
 	return Common{
 		File:                file,
+		Control:             defaultControl(file),
 		Suite:               suite.Default,
 		Engine:              DefaultEngine,
 		MaxFrame:            DefaultMaxFrame,
@@ -664,6 +670,20 @@ func (d *decoder) common(c *Common) []fieldSpec {
 				}
 				return checkHostPort(s, addrListen, "address")
 			})
+		}),
+		track("control", func(v value) {
+			d.str(v, &c.Control, func(s string) error {
+				if s == "" {
+					return errors.New("is empty (leave it out for the default socket, or say off)")
+				}
+				return nil
+			})
+			switch {
+			case c.Control == ControlOff:
+				c.Control = ""
+			case c.Control != "" && !filepath.IsAbs(c.Control):
+				c.Control = filepath.Join(filepath.Dir(c.File), c.Control)
+			}
 		}),
 		track("metrics_token_file", func(v value) {
 			d.str(v, &c.MetricsTokenFile, func(s string) error {

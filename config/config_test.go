@@ -16,6 +16,7 @@ import (
 	"github.com/offload-dev/offload/engine"
 	"github.com/offload-dev/offload/selector"
 	"github.com/offload-dev/offload/tunnel"
+	"github.com/offload-dev/offload/tunnel/control"
 	"github.com/offload-dev/offload/tunnel/record"
 	"github.com/offload-dev/offload/tunnel/suite"
 )
@@ -65,6 +66,7 @@ func TestParseServerDefaults(t *testing.T) {
 	// Not in the literal above, so that its alignment stays as it was.
 	want.EngineCheckInterval = 5 * time.Minute
 	want.RekeyInterval = time.Hour
+	want.Control = control.DefaultPath(ControlName("dir/server.yaml"))
 	s.fields = nil
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("got  %+v\nwant %+v", s, want)

@@ -210,7 +210,8 @@ func (c *Client) Run(ctx context.Context) error {
 func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.Session) {
 	for ctx.Err() == nil {
 		c.link.dialStart()
-		sess, rc, err := c.connect(ctx)
+		psk := *c.psk.Load() // the key connect uses (a reload may replace it meanwhile)
+		sess, rc, err := c.connect(ctx, psk)
 		if err != nil {
 			if ctx.Err() != nil {
 				break
@@ -243,7 +244,7 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.S
 		c.ctr.links.Store(1)
 		server := c.servers.addr()
 		c.log.Info("link up", zap.String("server", server), zap.Stringer("suite", c.opt.Suite))
-		stat := c.ctr.live.linkUp(rc.Conn, rc.RemoteAddr(), server)
+		stat := c.ctr.live.linkUp(rc.Conn, rc.RemoteAddr(), server, handshake.Fingerprint(psk))
 		c.reverseUp(ctx, sess)
 
 		reason := "closed"
@@ -316,7 +317,7 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.S
 }
 
 // connect dials the server and brings a link up.
-func (c *Client) connect(ctx context.Context) (*mux.Session, *pingGuard, error) {
+func (c *Client) connect(ctx context.Context, psk []byte) (*mux.Session, *pingGuard, error) {
 	dctx, cancel := context.WithTimeout(ctx, c.opt.DialTimeout)
 	conn, err := c.dial(dctx, "tcp", c.servers.addr())
 	cancel()
@@ -324,7 +325,7 @@ func (c *Client) connect(ctx context.Context) (*mux.Session, *pingGuard, error) 
 		return nil, nil, fmt.Errorf("dial: %w", err)
 	}
 	hc := c.opt.handshakeConfig()
-	hc.PSK = *c.psk.Load()
+	hc.PSK = psk
 	keys, err := handshake.Client(ctx, conn, hc)
 	if err != nil {
 		_ = conn.Close()

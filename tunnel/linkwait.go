@@ -157,6 +157,13 @@ func (c *Client) awaitLink(ctx context.Context, up <-chan struct{}, deadline tim
 	}
 }
 
+// nextDial is when the next dial starts, or whether one is under way.
+func (s *linkState) nextDial() (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.next, s.dialing
+}
+
 // linkDownError says why there is no link: the last dial's error and when
 // the next one starts.
 func linkDownError(lastErr error, dialing bool, next time.Duration) error {

@@ -337,7 +337,7 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 		_ = replaced.sess.Close()
 	}
 	defer s.removeLink(l)
-	l.stat = s.ctr.live.linkUp(rc, remote, l.client)
+	l.stat = s.ctr.live.linkUp(rc, remote, l.client, l.keyFP)
 	defer s.ctr.live.linkDown(l.stat)
 	log := l.log
 	log.Info("link up")

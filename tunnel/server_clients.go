@@ -11,6 +11,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/offload-dev/offload/internal/metrics"
 	"github.com/offload-dev/offload/tunnel/mux"
@@ -107,14 +108,17 @@ type serverState struct {
 	keys     *handshake.KeySet
 	owner    []*clientEntry // by key index in keys
 	keyIDs   [][32]byte     // by key index: which key, without holding it
+	keyFPs   []string       // by key index: its fingerprint (status)
+	named    bool           // the clients are the config's (else DefaultClient, the key_file's)
 
 	maxLinks, perClient int // ServerConfig's MaxLinks and MaxLinksPerClient, defaults applied
 }
 
 type clientEntry struct {
-	name   string
-	access *access
-	keyIDs [][32]byte
+	name         string
+	access       *access
+	keyIDs       [][32]byte
+	fingerprints []string // of its keys, for status
 }
 
 func (c *clientEntry) hasKey(id [32]byte) bool { return slices.Contains(c.keyIDs, id) }
@@ -144,6 +148,7 @@ func newServerState(cfg *ServerConfig) (*serverState, error) {
 		st.services[name] = target
 	}
 	clients := cfg.Clients
+	st.named = len(clients) > 0
 	if len(clients) == 0 {
 		if len(cfg.PSK) != handshake.PSKSize {
 			return nil, fmt.Errorf("%w: pre-shared key is %d bytes, want %d", ErrConfig, len(cfg.PSK), handshake.PSKSize)
@@ -171,10 +176,12 @@ func newServerState(cfg *ServerConfig) (*serverState, error) {
 		}
 		e := &clientEntry{name: c.Name, access: newAccess(c.Access)}
 		for _, k := range c.Keys {
-			id := keyID(k)
+			id, fp := keyID(k), handshake.Fingerprint(k)
 			e.keyIDs = append(e.keyIDs, id)
+			e.fingerprints = append(e.fingerprints, fp)
 			st.owner = append(st.owner, e)
 			st.keyIDs = append(st.keyIDs, id)
+			st.keyFPs = append(st.keyFPs, fp)
 			psks = append(psks, k)
 		}
 		st.clients[c.Name] = e
@@ -222,6 +229,7 @@ type link struct {
 	seq    uint64 // order of coming up: the lowest of a client's is its oldest
 	client string
 	keyID  [32]byte
+	keyFP  string // its key's fingerprint (status)
 	sess   *mux.Session
 	log    *zap.Logger // with the remote address and the client
 	ctr    *clientCounters
@@ -297,6 +305,7 @@ func (s *Server) addLinkLocked(l *link) (replaced *link, err error) {
 	l.seq = s.linkSeq
 	s.links[l] = struct{}{}
 	l.ctr.links.Add(1)
+	l.ctr.lastSeen.Store(time.Now().UnixNano())
 	s.ctr.links.Add(1)
 	return replaced, nil
 }
@@ -311,6 +320,7 @@ func (s *Server) removeLink(l *link) {
 func (s *Server) removeLinkLocked(l *link) {
 	if _, ok := s.links[l]; ok {
 		delete(s.links, l)
+		l.ctr.lastSeen.Store(time.Now().UnixNano())
 		l.ctr.links.Add(-1)
 		s.ctr.links.Add(-1)
 	}
@@ -462,6 +472,7 @@ func (s *Server) newLink(sess *mux.Session, st *serverState, keyIdx int, remote 
 	return &link{
 		client:  owner.name,
 		keyID:   st.keyIDs[keyIdx],
+		keyFP:   st.keyFPs[keyIdx],
 		sess:    sess,
 		log:     s.log.With(zap.Stringer("remote", remote), zap.String("client", owner.name)),
 		ctr:     s.clientCounters(owner.name),
@@ -481,6 +492,7 @@ type clientCounters struct {
 	linkErrors atomic.Uint64
 	toTarget   atomic.Uint64 // stream bytes the server wrote to targets
 	fromTarget atomic.Uint64 // and read from them
+	lastSeen   atomic.Int64  // when a link of it last came up or went down (Unix ns; 0: never)
 
 	traffic record.Traffic // its links' bytes as they pass (status.go)
 }
@@ -503,6 +515,13 @@ func (s *Server) clientCounters(name string) *clientCounters {
 		s.clientCtr.m[name] = c
 	}
 	return c
+}
+
+// peek is the counters of client name, nil if it never had any.
+func (m *clientMetrics) peek(name string) *clientCounters {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.m[name]
 }
 
 // writePrometheus writes every client's counters, by name. They are

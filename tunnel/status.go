@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/tunnel/handshake"
 	"github.com/offload-dev/offload/tunnel/record"
 )
 
@@ -62,13 +63,25 @@ type Status struct {
 	Time    time.Time `json:"time"`
 	// Started is when Serve or Run began (zero before).
 	Started time.Time `json:"started"`
+	// Key is the fingerprint (handshake.Fingerprint) of the end's
+	// pre-shared key: the client's, or a server's key_file; a server
+	// with clients lists theirs in Clients.
+	Key string `json:"key,omitempty"`
 
 	// Client only: the server the link goes to (or the next dial does),
-	// and the last handshake tried, with its error if it failed.
+	// and the last handshake tried, with its error if it failed. While
+	// the link is down, NextDial is when the next dial starts, or
+	// Dialing says one is under way.
 	Server        string     `json:"server,omitempty"`
 	LastAttempt   *time.Time `json:"last_attempt,omitempty"`
 	LastError     string     `json:"last_error,omitempty"`
+	NextDial      *time.Time `json:"next_dial,omitempty"`
+	Dialing       bool       `json:"dialing,omitempty"`
 	ClientStreams []Streams  `json:"client_streams,omitempty"`
+
+	// Clients (server only) are every client the server accepts, by
+	// name, whether or not it is connected.
+	Clients []ClientStatus `json:"clients,omitempty"`
 
 	// Links are the links up now, oldest first.
 	Links []LinkStatus `json:"links"`
@@ -91,11 +104,25 @@ type Traffic struct {
 	RateReceived  float64 `json:"rate_received"`
 }
 
+// ClientStatus is one client of a server's config.
+type ClientStatus struct {
+	Name string `json:"name"`
+	// Keys are the fingerprints of the keys it may hold (two while it
+	// moves from one to the other).
+	Keys []string `json:"keys"`
+	// Links are its links up now (one; two briefly while it redials).
+	Links int `json:"links"`
+	// LastSeen is when it last had a link: now while it has one; nil if
+	// it never had one since the server started.
+	LastSeen *time.Time `json:"last_seen,omitempty"`
+}
+
 // LinkStatus is one link.
 type LinkStatus struct {
 	Link   uint64 `json:"link"`             // this end's number for it: 1 for its first link
 	Peer   string `json:"peer"`             // the other end's address
 	Client string `json:"client,omitempty"` // server: the client's name
+	Key    string `json:"key,omitempty"`    // the fingerprint of the key it was made with
 	// UpSince is when its handshake completed and it began to carry
 	// streams.
 	UpSince time.Time `json:"up_since"`
@@ -236,6 +263,7 @@ type linkStat struct {
 	n       uint64 // the end's number for it
 	peer    string
 	name    string // server: the client's name; client: the server's address
+	key     string // the fingerprint of its key
 	up      time.Time
 	rc      *record.Conn
 	meter   rateMeter
@@ -277,10 +305,11 @@ func newLiveStats() *liveStats {
 }
 
 // linkUp registers the link rc (to peer; name: the client's name on the
-// server, the server's address on the client); linkDown ends it.
-func (v *liveStats) linkUp(rc *record.Conn, peer net.Addr, name string) *linkStat {
+// server, the server's address on the client; key: its key's
+// fingerprint); linkDown ends it.
+func (v *liveStats) linkUp(rc *record.Conn, peer net.Addr, name, key string) *linkStat {
 	now := time.Now()
-	ls := &linkStat{peer: peer.String(), name: name, up: now, rc: rc}
+	ls := &linkStat{peer: peer.String(), name: name, key: key, up: now, rc: rc}
 	ls.meter.add(sample{t: now}) // the rate until the first tick is since the link came up
 	v.mu.Lock()
 	v.seq++
@@ -344,7 +373,7 @@ func (v *liveStats) status(st *Status, now time.Time) {
 	v.mu.Unlock()
 	st.Links = []LinkStatus{}
 	for _, ls := range v.linkList() {
-		l := LinkStatus{Link: ls.n, Peer: ls.peer, UpSince: ls.up, Traffic: ls.meter.traffic(ls.rc.Traffic(), now), Streams: ls.streams.list()}
+		l := LinkStatus{Link: ls.n, Peer: ls.peer, Key: ls.key, UpSince: ls.up, Traffic: ls.meter.traffic(ls.rc.Traffic(), now), Streams: ls.streams.list()}
 		if st.Role == "server" {
 			l.Client = ls.name
 		}
@@ -382,17 +411,52 @@ func (c *counters) status(suite string, now time.Time) *Status {
 }
 
 // Status returns the server's state now: its links, their traffic and
-// streams, and its counters.
+// streams, every client of its config (connected, last seen, never seen;
+// their keys' fingerprints), and its counters.
 func (s *Server) Status() *Status {
-	return s.ctr.status(s.opt.Suite.String(), time.Now())
+	now := time.Now()
+	st := s.ctr.status(s.opt.Suite.String(), now)
+	state := s.state.Load()
+	names := make([]string, 0, len(state.clients))
+	for n := range state.clients {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		e := state.clients[n]
+		cs := ClientStatus{Name: n, Keys: append([]string{}, e.fingerprints...)}
+		if ctr := s.clientCtr.peek(n); ctr != nil {
+			cs.Links = int(max(ctr.links.Load(), 0))
+			if t := ctr.lastSeen.Load(); cs.Links > 0 {
+				cs.LastSeen = &now
+			} else if t != 0 {
+				seen := time.Unix(0, t)
+				cs.LastSeen = &seen
+			}
+		}
+		st.Clients = append(st.Clients, cs)
+	}
+	if e := state.clients[DefaultClient]; len(state.clients) == 1 && e != nil && !state.named {
+		st.Key = e.fingerprints[0] // key_file's, no clients:
+	}
+	return st
 }
 
-// Status returns the client's state now: its link, its traffic, its
-// streams by forward, and its counters.
+// Status returns the client's state now: its link (or when it dials
+// next, and why the last failed), its key's fingerprint, its traffic,
+// its streams by forward, and its counters.
 func (c *Client) Status() *Status {
 	st := c.ctr.status(c.opt.Suite.String(), time.Now())
 	st.Server = c.servers.addr()
+	st.Key = handshake.Fingerprint(*c.psk.Load())
 	st.ClientStreams = c.ctr.live.streams.list()
+	if len(st.Links) == 0 {
+		if next, dialing := c.link.nextDial(); dialing {
+			st.Dialing = true
+		} else {
+			st.NextDial = &next
+		}
+	}
 	return st
 }
 

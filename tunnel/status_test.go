@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/offload-dev/offload/internal/testutil"
+	"github.com/offload-dev/offload/tunnel/handshake"
 	"github.com/offload-dev/offload/tunnel/metricsserver"
 )
 
@@ -175,5 +176,80 @@ func TestStatusEndpoint(t *testing.T) {
 	// Without Status in the options, /status is not there.
 	if code, _ := statusGET(t, startMetricsServer(t, metrics.NewSet(), metricsserver.Options{}), ""); code != 404 {
 		t.Errorf("no Status: %d, want 404", code)
+	}
+}
+
+// A server's status lists every client of its config: the one connected
+// (its link, now as last seen), one that was connected and left (last
+// seen then), one never seen; each with its keys' fingerprints, which are
+// the fingerprints the clients' own status shows. A client whose server is
+// down says when it dials next and why the last dial failed.
+func TestStatusClientsAndKeys(t *testing.T) {
+	testutil.LeakCheck(t)
+	log, _ := testutil.ObservedLogger(t)
+	tg := startTarget(t, testutil.Echo)
+	keyA, keyB, keyC := testPSK(1), testPSK(2), testPSK(3)
+	opt := testOptions(log)
+	all := Access{AllServices: true}
+	saddr, srv, _ := startServer(t, ServerConfig{Options: opt, Services: map[string]string{"echo": tg.addr()}, Clients: []ServerClient{
+		{Name: "alpha", Keys: [][]byte{keyA}, Access: all},
+		{Name: "beta", Keys: [][]byte{keyB}, Access: all},
+		{Name: "gamma", Keys: [][]byte{keyC, testPSK(4)}, Access: all},
+	}})
+	addrsA, cliA, _ := clientOf(t, log, saddr, keyA, "echo")
+	_, _, runB := clientOf(t, log, saddr, keyB, "echo")
+	openEcho(t, addrsA["echo"])
+	eventually(t, time.Minute, "both clients linked", func() bool { return srv.ctr.links.Load() == 2 })
+	runB.stop(t)
+	eventually(t, time.Minute, "beta gone", func() bool { return srv.ctr.links.Load() == 1 })
+
+	st := srv.Status()
+	if len(st.Clients) != 3 {
+		t.Fatalf("clients %+v; want alpha, beta, gamma", st.Clients)
+	}
+	a, b, g := st.Clients[0], st.Clients[1], st.Clients[2]
+	if a.Name != "alpha" || a.Links != 1 || a.LastSeen == nil || !a.LastSeen.Equal(st.Time) {
+		t.Errorf("alpha %+v; want connected, seen now", a)
+	}
+	if b.Name != "beta" || b.Links != 0 || b.LastSeen == nil || !b.LastSeen.Before(st.Time) {
+		t.Errorf("beta %+v; want gone, seen before now", b)
+	}
+	if g.Name != "gamma" || g.Links != 0 || g.LastSeen != nil || len(g.Keys) != 2 {
+		t.Errorf("gamma %+v; want never seen, two keys", g)
+	}
+	if st.Key != "" {
+		t.Errorf("server with clients shows key %q; its clients' keys are in Clients", st.Key)
+	}
+	stA := cliA.Status()
+	if stA.Key != handshake.Fingerprint(keyA) || a.Keys[0] != stA.Key || len(st.Links) != 1 || st.Links[0].Key != stA.Key {
+		t.Errorf("fingerprints: client %q, server's alpha %v, link %+v; want the same", stA.Key, a.Keys, st.Links)
+	}
+	if stA.NextDial != nil || stA.Dialing {
+		t.Errorf("linked client: next dial %v, dialing %v", stA.NextDial, stA.Dialing)
+	}
+
+	// A client of a server that is down.
+	down := testutil.Listen(t)
+	downAddr := down.Addr().String()
+	_ = down.Close()
+	clog, clogs := testutil.ObservedLogger(t)
+	_, cliD, _ := startClient(t, ClientConfig{Options: testOptions(clog), Server: downAddr, RedialMin: time.Hour, RedialMax: time.Hour}, "echo")
+	waitLog(t, clogs, "link failed; redialling")
+	stD := cliD.Status()
+	if stD.NextDial == nil || !stD.NextDial.After(stD.Time) || stD.LastError == "" || stD.Dialing {
+		t.Errorf("down client: next dial %v (now %v), last error %q, dialing %v; want a next dial ahead and the error", stD.NextDial, stD.Time, stD.LastError, stD.Dialing)
+	}
+}
+
+// A server with a key_file and no clients shows the key's fingerprint
+// and its one client, "default".
+func TestStatusServerKey(t *testing.T) {
+	testutil.LeakCheck(t)
+	log, _ := testutil.ObservedLogger(t)
+	opt := testOptions(log)
+	_, srv, _ := startServer(t, ServerConfig{Options: opt, Services: map[string]string{"echo": "127.0.0.1:1"}})
+	st := srv.Status()
+	if st.Key != handshake.Fingerprint(opt.PSK) || len(st.Clients) != 1 || st.Clients[0].Name != DefaultClient || st.Clients[0].LastSeen != nil {
+		t.Errorf("key %q, clients %+v; want %s and one never-seen default client", st.Key, st.Clients, handshake.Fingerprint(opt.PSK))
 	}
 }

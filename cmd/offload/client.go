@@ -24,6 +24,11 @@ func runClient(ctx context.Context, env *runEnv, file string) (int, error) {
 	if err != nil {
 		return 1, err
 	}
+	ctl, err := listenControl(&cfg.Common)
+	if err != nil {
+		return 1, err
+	}
+	defer closeControl(ctl)
 	// clientSettings reads the key file, as every reload does: once.
 	live, socks, _, err := clientSettings(cfg, clientSockets{})
 	if err != nil {
@@ -50,7 +55,9 @@ func runClient(ctx context.Context, env *runEnv, file string) (int, error) {
 		socks.close()
 		return 1, err
 	}
-	stopMetrics, err := startMetrics(ctx, &cfg.Common, cli.RegisterMetrics, cli.Healthy, endStatus(cli.Status, &cfg.Common, ""), log)
+	status := endStatus(cli.Status, &cfg.Common, "")
+	defer serveControl(ctx, ctl, status, log)()
+	stopMetrics, err := startMetrics(ctx, &cfg.Common, cli.RegisterMetrics, cli.Healthy, status, log)
 	if err != nil {
 		socks.close()
 		return 1, err

@@ -57,12 +57,22 @@ var built struct {
 	err      error
 }
 
-// TestMain removes the binary the tests shared.
+// TestMain removes the binary the tests shared. The ends the tests start
+// (in this process and built) make their control sockets in a directory
+// of the run (RUNTIME_DIRECTORY, tunnel/control), not in root's
+// /var/run/offload.
 func TestMain(m *testing.M) {
+	run, err := os.MkdirTemp("", "offload-run-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("RUNTIME_DIRECTORY", run)
 	code := m.Run()
 	if built.dir != "" {
 		_ = os.RemoveAll(built.dir)
 	}
+	_ = os.RemoveAll(run)
 	os.Exit(code)
 }
 

@@ -36,6 +36,11 @@ func runServer(ctx context.Context, env *runEnv, file string) (int, error) {
 	if err != nil {
 		return 1, err
 	}
+	ctl, err := listenControl(&cfg.Common)
+	if err != nil {
+		return 1, err
+	}
+	defer closeControl(ctl)
 	key, err := loadKey(&cfg.Common)
 	if err != nil {
 		return 1, err
@@ -57,7 +62,9 @@ func runServer(ctx context.Context, env *runEnv, file string) (int, error) {
 	if err != nil {
 		return 1, cfg.FieldError("listen", err)
 	}
-	stopMetrics, err := startMetrics(ctx, &cfg.Common, srv.RegisterMetrics, srv.Healthy, endStatus(srv.Status, &cfg.Common, cfg.Listen), log)
+	status := endStatus(srv.Status, &cfg.Common, cfg.Listen)
+	defer serveControl(ctx, ctl, status, log)()
+	stopMetrics, err := startMetrics(ctx, &cfg.Common, srv.RegisterMetrics, srv.Healthy, status, log)
 	if err != nil {
 		_ = ln.Close()
 		return 1, err

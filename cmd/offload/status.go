@@ -10,42 +10,42 @@ import (
 	"io"
 	"net"
 	"net/textproto"
+	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/offload-dev/offload/config"
 	"github.com/offload-dev/offload/tunnel"
+	"github.com/offload-dev/offload/tunnel/control"
 )
 
-// offload status asks a running server or client for its live view
-// through its metrics listener (GET /status, tunnel/metricsserver/status.go), the
-// way `wg show` asks the kernel. The metrics listener, not a control
-// socket of its own: it is there already with its access rules (loopback,
-// or a bearer token) and its defences against connection floods, a
-// Prometheus scrape and a status read see the same counters, and a
-// status works from another host where a token allows it. An end without
-// `metrics:` has no status to ask; the error says how to add it.
+// offload status asks a running server or client for its live view, the
+// way `wg show` asks the kernel: through the end's control socket
+// (tunnel/control), which every end has unless its config says
+// control: off, or through its metrics listener (GET /status,
+// tunnel/metricsserver/status.go; -addr, or -c with control: off). Both
+// serve the same tunnel.Status.
 
 func init() {
 	register(&command{
 		Name:  "status",
-		Short: "show a running server's or client's links, traffic, rates and streams (from its metrics listener)",
-		Usage: "-c FILE | -addr HOST:PORT [-token-file FILE] [-json]",
+		Short: "show a running server's or client's links, clients, keys, traffic, rates and streams",
+		Usage: "-c FILE | -socket PATH | -addr HOST:PORT [-token-file FILE] [-json]",
 		Flags: func(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (int, error) {
-			file := fs.String("c", "", "the running end's config `FILE`: its metrics address and token")
+			file := fs.String("c", "", "the running end's config `FILE`: its control socket (or metrics address and token)")
+			socket := fs.String("socket", "", "the end's control socket `PATH`, instead of -c")
 			addr := fs.String("addr", "", "the metrics listener's `HOST:PORT`, instead of -c")
 			tokenFile := fs.String("token-file", "", "bearer token `FILE` for -addr (the end's metrics_token_file)")
 			asJSON := fs.Bool("json", false, "print the status as JSON, as /status serves it")
 			return func(ctx context.Context, env *runEnv, args []string) (int, error) {
-				if len(args) != 0 || (*file == "") == (*addr == "") || (*tokenFile != "" && *addr == "") {
+				if len(args) != 0 || countSet(*file, *socket, *addr) != 1 || (*tokenFile != "" && *addr == "") {
 					return 2, errUsage
 				}
-				target, token, err := statusTarget(*file, *addr, *tokenFile)
-				if err != nil {
-					return 1, err
-				}
-				body, err := fetchStatus(ctx, target, token)
+				body, err := askStatus(ctx, *file, *socket, *addr, *tokenFile)
 				if err != nil {
 					return 1, err
 				}
@@ -55,7 +55,7 @@ func init() {
 				}
 				var st tunnel.Status
 				if err := json.Unmarshal(body, &st); err != nil {
-					return 1, fmt.Errorf("%s/status: %w", target, err)
+					return 1, fmt.Errorf("status: %w", err)
 				}
 				printStatus(env.Stdout, &st)
 				return 0, nil
@@ -64,28 +64,43 @@ func init() {
 	})
 }
 
-// errNoMetrics means the config has no metrics listener to ask.
-var errNoMetrics = errors.New("no metrics listener: offload status reads /status from it; add a line such as\n" +
-	"    metrics: 127.0.0.1:9100\n" +
-	"to the config (loopback; beyond it needs metrics_token_file) and restart the end")
+func countSet(ss ...string) int {
+	n := 0
+	for _, s := range ss {
+		if s != "" {
+			n++
+		}
+	}
+	return n
+}
 
-// statusTarget is the address to ask and the token to show: from the
-// config file, or -addr and -token-file.
-func statusTarget(file, addr, tokenFile string) (string, []byte, error) {
-	if addr != "" {
+// errNoStatus means the config has neither a control socket nor a
+// metrics listener to ask.
+var errNoStatus = errors.New("control: off and no metrics listener: nothing to ask; remove control: off (or add metrics: 127.0.0.1:9100) and restart the end")
+
+// askStatus is the running end's status as JSON: from the control socket
+// of the config file (its metrics listener if it has control: off, or if
+// it has no socket there and has a metrics listener: an end started
+// before the socket existed), the socket at socket, or the metrics
+// listener at addr.
+func askStatus(ctx context.Context, file, socket, addr, tokenFile string) ([]byte, error) {
+	switch {
+	case socket != "":
+		return control.Ask(ctx, socket, statusCommand)
+	case addr != "":
 		var token []byte
 		if tokenFile != "" {
 			t, err := config.LoadToken(tokenFile)
 			if err != nil {
-				return "", nil, err
+				return nil, err
 			}
 			token = t
 		}
-		return addr, token, nil
+		return fetchStatus(ctx, addr, token)
 	}
 	cfg, err := config.Load(file)
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	var c *config.Common
 	switch v := cfg.(type) {
@@ -94,16 +109,72 @@ func statusTarget(file, addr, tokenFile string) (string, []byte, error) {
 	case *config.Client:
 		c = &v.Common
 	default:
-		return "", nil, fmt.Errorf("%s: neither a server nor a client config", file)
+		return nil, fmt.Errorf("%s: neither a server nor a client config", file)
+	}
+	if c.Control != "" {
+		body, err := control.Ask(ctx, c.Control, statusCommand)
+		if err == nil || c.Metrics == "" || !errors.Is(err, os.ErrNotExist) {
+			if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
+				err = fmt.Errorf("%w (is the end of %s running, as this user or root?)", err, file)
+			}
+			return body, err
+		}
 	}
 	if c.Metrics == "" {
-		return "", nil, fmt.Errorf("%s: %w", file, errNoMetrics)
+		return nil, fmt.Errorf("%s: %w", file, errNoStatus)
 	}
 	token, err := c.LoadMetricsToken()
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
-	return dialable(c.Metrics), token, nil
+	return fetchStatus(ctx, dialable(c.Metrics), token)
+}
+
+// statusCommand is the control socket's command for the status.
+const statusCommand = "status"
+
+// listenControl makes the end's control socket (config's control; nil
+// if off) before the end binds anything else, so that the same config
+// started twice is refused for that, clearly, first. The caller closes
+// it (serveControl's stop does; closing twice is harmless).
+func listenControl(c *config.Common) (*control.Listener, error) {
+	if c.Control == "" {
+		return nil, nil
+	}
+	ln, err := control.Listen(c.Control)
+	if err != nil {
+		return nil, c.FieldError("control", err)
+	}
+	return ln, nil
+}
+
+// closeControl closes ln if there is one.
+func closeControl(ln *control.Listener) {
+	if ln != nil {
+		_ = ln.Close()
+	}
+}
+
+// serveControl serves the end's status on ln until the returned func is
+// called, which stops it and removes the socket. Like the metrics
+// listener it outlives ctx, so a status can be read while the end drains.
+func serveControl(ctx context.Context, ln *control.Listener, status func() *tunnel.Status, log *zap.Logger) func() {
+	if ln == nil {
+		return func() {}
+	}
+	log.Info("control socket", zap.String("path", ln.Path()))
+	done := make(chan struct{})
+	cctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		defer close(done)
+		err := control.Serve(cctx, ln, map[string]control.Handler{
+			statusCommand: func() (any, error) { return status(), nil },
+		})
+		if err != nil {
+			log.Error("control socket failed", zap.Error(err))
+		}
+	}()
+	return func() { stop(); <-done }
 }
 
 // dialable is a listen address made one to connect to: an unspecified
@@ -215,13 +286,20 @@ func printStatus(w io.Writer, st *tunnel.Status) {
 	if !st.Started.IsZero() {
 		row("  ", "started", stamp(st.Started, now))
 	}
-	if st.Role == "client" {
+	if st.Key != "" {
+		row("  ", "key", st.Key+" (fingerprint)")
+	}
+	if st.Role == "client" && len(st.Links) == 0 {
+		link := "down"
 		switch {
-		case len(st.Links) > 0:
-		case st.LastAttempt != nil && st.LastError != "":
-			row("  ", "link", "down; last attempt "+ago(*st.LastAttempt, now)+": "+st.LastError)
-		default:
-			row("  ", "link", "down")
+		case st.Dialing:
+			link += "; dialling now"
+		case st.NextDial != nil:
+			link += "; next dial " + until(*st.NextDial, now)
+		}
+		row("  ", "link", link)
+		if st.LastAttempt != nil && st.LastError != "" {
+			row("  ", "last error", ago(*st.LastAttempt, now)+": "+st.LastError)
 		}
 	}
 	printTraffic(w, "  ", st.Traffic)
@@ -238,10 +316,14 @@ func printStatus(w io.Writer, st *tunnel.Status) {
 		}
 		row("  ", "frames "+f.Engine, v)
 	}
+	printClients(w, st.Clients, now)
 	for _, l := range st.Links {
 		fmt.Fprintf(w, "\nlink %d: %s\n", l.Link, l.Peer)
 		if l.Client != "" {
 			row("  ", "client", l.Client)
+		}
+		if l.Key != "" {
+			row("  ", "key", l.Key)
 		}
 		row("  ", "up since", stamp(l.UpSince, now))
 		row("  ", "latest handshake", ago(l.UpSince, now))
@@ -251,6 +333,41 @@ func printStatus(w io.Writer, st *tunnel.Status) {
 			row("  ", "streams", streamList(l.Streams))
 		}
 	}
+}
+
+// printClients lists a server's clients: each with its keys'
+// fingerprints and whether it is connected, when it was last seen, or
+// that it never was.
+func printClients(w io.Writer, cs []tunnel.ClientStatus, now time.Time) {
+	if len(cs) == 0 {
+		return
+	}
+	width := 0
+	for _, c := range cs {
+		width = max(width, len(c.Name))
+	}
+	fmt.Fprintln(w, "\nclients:")
+	for _, c := range cs {
+		state := "never seen"
+		switch {
+		case c.Links == 1:
+			state = "connected (1 link)"
+		case c.Links > 1:
+			state = fmt.Sprintf("connected (%d links)", c.Links)
+		case c.LastSeen != nil:
+			state = "last seen " + stamp(*c.LastSeen, now)
+		}
+		fmt.Fprintf(w, "  %-*s  key %s  %s\n", width, c.Name, strings.Join(c.Keys, ", "), state)
+	}
+}
+
+// until is how long after now t is: "in 1.2s", or "now".
+func until(t, now time.Time) string {
+	d := t.Sub(now).Round(100 * time.Millisecond)
+	if d <= 0 {
+		return "now"
+	}
+	return "in " + d.String()
 }
 
 func printTraffic(w io.Writer, indent string, t tunnel.Traffic) {

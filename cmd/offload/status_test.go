@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap/zaptest"
 
@@ -139,15 +140,22 @@ func TestStatusCommand(t *testing.T) {
 		t.Errorf("-addr with the token: exit %d\n%s%s", code, out, errOut)
 	}
 
-	// A config without metrics: the error says what to add.
+	// A config whose end is not running (no socket): the error says so;
+	// with control: off and no metrics, what to change.
 	bare := filepath.Join(dir, "bare.yaml")
 	if err := os.WriteFile(bare, []byte(fmt.Sprintf("listen: %s\nkey_file: offload.key\nservices:\n  held: %s\n", sln.Addr(), target)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, errOut := runStatusCmd("-c", bare); code != 1 || !strings.Contains(errOut, "metrics: 127.0.0.1:9100") {
-		t.Errorf("no metrics: exit %d, %q", code, errOut)
+	if code, _, errOut := runStatusCmd("-c", bare); code != 1 || !strings.Contains(errOut, "is the end of "+bare+" running") {
+		t.Errorf("no end running: exit %d, %q", code, errOut)
 	}
-	for _, args := range [][]string{{}, {"-c", file, "-addr", metricsAddr}, {"-c", file, "-token-file", tokFile}, {"-c", file, "extra"}} {
+	if err := os.WriteFile(bare, []byte(fmt.Sprintf("listen: %s\nkey_file: offload.key\ncontrol: off\nservices:\n  held: %s\n", sln.Addr(), target)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runStatusCmd("-c", bare); code != 1 || !strings.Contains(errOut, "metrics: 127.0.0.1:9100") || !strings.Contains(errOut, "control: off") {
+		t.Errorf("control off, no metrics: exit %d, %q", code, errOut)
+	}
+	for _, args := range [][]string{{}, {"-c", file, "-addr", metricsAddr}, {"-c", file, "-socket", "x.sock"}, {"-c", file, "-token-file", tokFile}, {"-c", file, "extra"}} {
 		if code, _, _ := runStatusCmd(args...); code != 2 {
 			t.Errorf("%q: exit %d, want 2 (usage)", args, code)
 		}
@@ -167,4 +175,101 @@ func TestStatusDialable(t *testing.T) {
 			t.Errorf("dialable(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// offload status works on every running end with no setting for it: with
+// default configs (no metrics:), status -c asks each end's control socket.
+// The server lists every client of its config (the one connected, one
+// never seen) with the keys' fingerprints, which the client shows for its
+// own key; the client shows its live link. The socket is the end's user's
+// alone (mode 0600); the same config started twice is refused, naming the
+// socket; a client killed (its socket left behind) starts again and
+// replaces it; a client whose server is down says when it dials next.
+func TestStatusDefaultConfig(t *testing.T) {
+	testutil.LeakCheck(t)
+	bin := buildOffload(t)
+	dir := t.TempDir()
+	keygen(t, bin, filepath.Join(dir, "a.key"))
+	keygen(t, bin, filepath.Join(dir, "b.key"))
+	tg := startE2ETarget(t, testutil.Echo)
+	srvAddr, fwdAddr := testutil.FreePort(t), testutil.FreePort(t)
+	srvFile, cliFile := filepath.Join(dir, "server.yaml"), filepath.Join(dir, "client.yaml")
+	write := func(file, body string) {
+		if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(srvFile, fmt.Sprintf("listen: %s\nengine: software\nservices:\n  echo: %s\nclients:\n  alpha:\n    key_file: a.key\n    services: [echo]\n  beta:\n    key_file: b.key\n    services: [echo]\n", srvAddr, tg.ln.Addr()))
+	write(cliFile, fmt.Sprintf("server: %s\nkey_file: a.key\nengine: software\nforwards:\n  - listen: %s\n    service: echo\n", srvAddr, fwdAddr))
+	keyA, err := config.LoadKey(filepath.Join(dir, "a.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyB, err := config.LoadKey(filepath.Join(dir, "b.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fpA, fpB := config.KeyFingerprint(keyA), config.KeyFingerprint(keyB)
+
+	srv := startProc(t, "server", bin, "server", "-c", srvFile)
+	cli := startProc(t, "client", bin, "client", "-c", cliFile)
+	waitFor(t, time.Minute, "an echo through the link", func() error { return testutil.EchoRoundTripWithin(fwdAddr, 64, 1, 30*time.Second) })
+
+	code, out, errOut := runStatusCmd("-c", srvFile)
+	if code != 0 {
+		t.Fatalf("status of the server: exit %d: %s", code, errOut)
+	}
+	for _, re := range []string{
+		`(?m)^server ` + regexp.QuoteMeta(srvAddr) + `$`,
+		`(?m)^  alpha +key ` + fpA + `  connected \(1 link\)$`,
+		`(?m)^  beta +key ` + fpB + `  never seen$`,
+		`(?m)^link 1: 127\.0\.0\.1:\d+\n  client: +alpha\n  key: +` + fpA + `$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("server status lacks %s:\n%s", re, out)
+		}
+	}
+	code, out, errOut = runStatusCmd("-c", cliFile, "-json")
+	var st tunnel.Status
+	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil {
+		t.Fatalf("status -json of the client: exit %d, %v: %s", code, err, errOut)
+	}
+	if st.Role != "client" || st.Key != fpA || len(st.Links) != 1 || st.Links[0].Key != fpA {
+		t.Errorf("client status: role %s, key %s, links %+v; want a live link with key %s", st.Role, st.Key, st.Links, fpA)
+	}
+
+	// Only the end's user and root.
+	cfg, err := config.LoadClient(cliFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(cfg.Control)
+	if err != nil || fi.Mode().Type() != os.ModeSocket || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("control socket %s: %v, %v; want a socket of mode 0600", cfg.Control, fi, err)
+	}
+
+	// The same config again: refused at once, the socket named.
+	second := startProc(t, "second client", bin, "client", "-c", cliFile)
+	if code := second.ExitCode(); code != 1 || !strings.Contains(second.Out.String(), cfg.Control) || !strings.Contains(second.Out.String(), "in use by a running offload end") {
+		t.Fatalf("a second client of the same config: exit %d:\n%s", code, second.Out)
+	}
+
+	// Killed: the socket stays; a new start replaces it.
+	cli.Kill()
+	if _, err := os.Lstat(cfg.Control); err != nil {
+		t.Fatalf("a killed client's socket is gone (%v); the stale case is not tested", err)
+	}
+	stop(t, srv)
+	startProc(t, "client again", bin, "client", "-c", cliFile)
+	waitFor(t, time.Minute, "the new client's status", func() error {
+		code, out, errOut := runStatusCmd("-c", cliFile)
+		if code != 0 {
+			return fmt.Errorf("exit %d: %s", code, errOut)
+		}
+		if !regexp.MustCompile(`(?m)^  link: +down; (next dial in [0-9.]+m?s|dialling now)$`).MatchString(out) ||
+			!strings.Contains(out, "last error:") {
+			return fmt.Errorf("no down link with its next dial and last error:\n%s", out)
+		}
+		return nil
+	})
 }

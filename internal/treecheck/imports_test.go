@@ -57,6 +57,10 @@ var importRules = []importRule{
 	// Status, Health): it knows no Server, so tunnel's tests can serve
 	// a real one through it, and cmd wires the two.
 	{pkg: "tunnel/metricsserver", project: []string{"tunnel/internal/netguard"}},
+	// The control socket serves answers others make (Handlers), as the
+	// metrics listener does, with the standard library alone: no
+	// net/http, which the metrics listener may drop (docs/budgets.md).
+	{pkg: "tunnel/control", stdOnly: true, heavy: []string{"net/http"}},
 	// The sample writers /metrics is made of, for every layer that counts.
 	{pkg: "internal/metrics", stdOnly: true},
 	// The tunnel sees engines only through engine and its own layers
