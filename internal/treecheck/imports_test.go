@@ -87,6 +87,9 @@ var importRules = []importRule{
 	// Nor the packaging command's archive libraries (nfpm and what it
 	// pulls in): packaging/build is a main package of its own.
 	{pkg: "cmd/offload", heavy: []string{"github.com/goreleaser/..."}},
+	// Nor the browser driver of LuCI's test (packaging/luci): a test-only
+	// dependency, for the test binary alone.
+	{pkg: "cmd/offload", heavy: []string{"github.com/chromedp/..."}},
 }
 
 // listedPackage is the part of `go list -json` the rules need.
@@ -236,7 +239,7 @@ func TestImportRulesCatch(t *testing.T) {
 		module + "/tunnel/internal/socks5": p(module+"/tunnel/internal/socks5", "fmt"),
 		module + "/tunnel/metricsserver":   p(module + "/tunnel/metricsserver"),
 		module + "/tunnel/status":          p(module+"/tunnel/status", module+"/tunnel/metricsserver"),
-		module + "/cmd/offload":            {ImportPath: module + "/cmd/offload", Imports: []string{"go.uber.org/zap"}, Deps: []string{"go.uber.org/zap", "net/http", "crypto/tls", "github.com/goreleaser/nfpm/v2/ipk"}},
+		module + "/cmd/offload":            {ImportPath: module + "/cmd/offload", Imports: []string{"go.uber.org/zap"}, Deps: []string{"go.uber.org/zap", "net/http", "crypto/tls", "github.com/goreleaser/nfpm/v2/ipk", "github.com/chromedp/chromedp"}},
 	}
 	problems, _ := importViolations(pkgs)
 	for _, want := range []string{
@@ -249,6 +252,7 @@ func TestImportRulesCatch(t *testing.T) {
 		"cmd/offload links net/http",
 		"cmd/offload links crypto/tls",
 		"cmd/offload links github.com/goreleaser/nfpm/v2/ipk",
+		"cmd/offload links github.com/chromedp/chromedp",
 	} {
 		found := false
 		for _, got := range problems {

@@ -56,6 +56,7 @@ type options struct {
 	version string // overrides git describe (and the package version)
 	formats map[string]bool
 	source  bool
+	luci    bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -77,6 +78,7 @@ tarball and Makefile. Run from the repository. Flags:
 	fs.StringVar(&format, "format", "ipk,apk", "package `FORMATS`: ipk, apk")
 	fs.StringVar(&o.version, "version", "", "the package `VERSION` (apk syntax, e.g. 1.2.0-r1) and the version stamped in the binary, instead of the tree's git describe")
 	fs.BoolVar(&o.source, "source", true, "also write the source tarball and the feed Makefile")
+	fs.BoolVar(&o.luci, "luci", true, "also write luci-app-offload (all/ and noarch/)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -237,6 +239,22 @@ func build(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 			p, err := writePackage(t, a, f, bin, files, filepath.Join(work, a.Arch), o.out)
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", a.Arch, f, err)
+			}
+			made = append(made, p)
+		}
+	}
+	if o.luci {
+		fl, err := luciFiles(t)
+		if err != nil {
+			return fmt.Errorf("%s: %w", luciName, err)
+		}
+		for _, f := range []string{"ipk", "apk"} {
+			if !o.formats[f] {
+				continue
+			}
+			p, err := writeLuciPackage(t, f, fl, work, o.out)
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", luciName, f, err)
 			}
 			made = append(made, p)
 		}

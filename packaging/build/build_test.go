@@ -79,7 +79,7 @@ func TestReproducible(t *testing.T) {
 	var dirs [2]string
 	for i := range dirs {
 		dirs[i] = t.TempDir()
-		o := &options{out: dirs[i], arches: []target{targets[len(targets)-1]}, formats: map[string]bool{"ipk": true, "apk": true}, source: true}
+		o := &options{out: dirs[i], arches: []target{targets[len(targets)-1]}, formats: map[string]bool{"ipk": true, "apk": true}, source: true, luci: true}
 		var stderr bytes.Buffer
 		if err := build(context.Background(), o, io.Discard, &stderr); err != nil {
 			t.Fatalf("build %d: %v\n%s", i+1, err, stderr.String())

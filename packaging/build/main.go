@@ -13,6 +13,13 @@
 //	dist/TARGET/offload_VERSION_TARGET.ipk   opkg, OpenWrt 24.10
 //	dist/TARGET/offload-VERSION.apk          apk-tools v3, OpenWrt 25.12
 //
+// with luci-app-offload, the LuCI pages (packaging/openwrt/luci-app-offload,
+// with the Settings page's schema made from the init script), for every
+// target:
+//
+//	dist/all/luci-app-offload_VERSION_all.ipk
+//	dist/noarch/luci-app-offload-VERSION.apk
+//
 // and writes the source of the feed package: dist/offload-VERSION.tar.gz
 // (the tree's tracked files as they are in the work tree), its sha256, and
 // dist/feed/net/offload/Makefile, which builds that tarball in an OpenWrt
