@@ -24,7 +24,8 @@
 #               fw4 rule (server yes, client no), check-init.sh on the
 #               installed tree, upgrade keeps a changed /etc/config/offload,
 #               removal (in a chroot) stops the running server and keeps
-#               the conffile (packaging/build TestInstall); without the
+#               the conffile, install there starts it and sets the rule
+#               (packaging/build TestInstall); without the
 #               fixtures it is skipped with the reason, except under CI=true
 #   prometheus  Debian's Prometheus scrapes a real server and client with the
 #               documented scrape config (packaging/prometheus/check.sh):

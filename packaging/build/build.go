@@ -134,28 +134,37 @@ type tree struct {
 // {_suffix{N}}{~hash}{-rN}), which opkg orders the same way.
 var apkVersion = regexp.MustCompile(`^[0-9]+(\.[0-9]+)*[a-z]?(_(alpha|beta|pre|rc|cvs|svn|git|hg|p)[0-9]*)*(~[0-9a-f]+)?(-r[0-9]+)?$`)
 
-// describeRE is git describe's output: a tag (vX.Y.Z), the commits since
-// and the commit, or (no tag) the commit alone; -dirty for changes.
-var describeRE = regexp.MustCompile(`^(?:v?([0-9]+(?:\.[0-9]+)*)(?:-([0-9]+)-g([0-9a-f]+))?|([0-9a-f]+))(-dirty)?$`)
+// longRE is git describe --tags --long --always: the nearest tag, the
+// commits since and the commit ("v1.2.0-5-gabc123"), or, with no tag, the
+// commit alone (which may be all digits); -dirty for changes.
+var (
+	longRE   = regexp.MustCompile(`^(.+)-([0-9]+)-g([0-9a-f]+)(-dirty)?$`)
+	commitRE = regexp.MustCompile(`^([0-9a-f]+)(-dirty)?$`)
+	tagRE    = regexp.MustCompile(`^v?([0-9]+(?:\.[0-9]+)*)$`)
+)
 
-// packageVersion turns git describe into a package version: v1.2.0 is
-// 1.2.0-r1, 5 commits later 1.2.0_p5~HASH-r1; before the first tag
-// 0_gitDATETIME~HASH-r1 (the commit's UTC time, so later commits order
-// higher, as OpenWrt's PKG_SOURCE_DATE versions do).
-func packageVersion(describe string, commitTime time.Time) (string, error) {
-	m := describeRE.FindStringSubmatch(describe)
-	if m == nil {
-		return "", fmt.Errorf("git describe gave %q, which is no tag vX.Y.Z and no commit", describe)
-	}
+// packageVersion turns git describe --long into a package version: the
+// tag v1.2.0 is 1.2.0-r1, 5 commits later 1.2.0_p5~HASH-r1; before the
+// first tag (or after a tag that is no version) 0_gitDATETIME~HASH-r1,
+// the commit's UTC time, so later commits order higher, as OpenWrt's
+// PKG_SOURCE_DATE versions do.
+func packageVersion(long string, commitTime time.Time) (string, error) {
 	rel := "-r" + strconv.Itoa(pkgRelease)
-	switch {
-	case m[4] != "":
-		return "0_git" + commitTime.UTC().Format("20060102150405") + "~" + m[4] + rel, nil
-	case m[2] != "":
-		return m[1] + "_p" + m[2] + "~" + m[3] + rel, nil
-	default:
-		return m[1] + rel, nil
+	hash := ""
+	if m := longRE.FindStringSubmatch(long); m != nil {
+		if t := tagRE.FindStringSubmatch(m[1]); t != nil {
+			if m[2] == "0" {
+				return t[1] + rel, nil
+			}
+			return t[1] + "_p" + m[2] + "~" + m[3] + rel, nil
+		}
+		hash = m[3]
+	} else if m := commitRE.FindStringSubmatch(long); m != nil {
+		hash = m[1]
+	} else {
+		return "", fmt.Errorf("git describe --long gave %q, which is no TAG-N-gCOMMIT and no commit", long)
 	}
+	return "0_git" + commitTime.UTC().Format("20060102150405") + "~" + hash + rel, nil
 }
 
 func git(ctx context.Context, dir string, args ...string) (string, error) {
@@ -194,7 +203,11 @@ func readTree(ctx context.Context, version string) (*tree, error) {
 		t.Version, t.Describe = version, version
 		return t, nil
 	}
-	t.Version, err = packageVersion(t.Describe, t.Time)
+	long, err := git(ctx, root, "describe", "--tags", "--long", "--always", "--dirty", "--abbrev=12")
+	if err != nil {
+		return nil, err
+	}
+	t.Version, err = packageVersion(long, t.Time)
 	return t, err
 }
 

@@ -44,23 +44,27 @@ func inRoot(t *testing.T) {
 
 func TestPackageVersion(t *testing.T) {
 	at := time.Date(2026, 12, 7, 3, 4, 5, 0, time.UTC)
-	for _, c := range []struct{ describe, want string }{
-		{"v1.2.0", "1.2.0-r1"},
-		{"1.2", "1.2-r1"},
+	for _, c := range []struct{ long, want string }{
+		{"v1.2.0-0-gabc123def456", "1.2.0-r1"},
+		{"1.2-0-gabc123def456", "1.2-r1"},
 		{"v1.2.0-5-gabc123def456", "1.2.0_p5~abc123def456-r1"},
 		{"v1.2.0-5-gabc123def456-dirty", "1.2.0_p5~abc123def456-r1"},
 		{"ea9aa43eaf8b", "0_git20261207030405~ea9aa43eaf8b-r1"},
 		{"ea9aa43eaf8b-dirty", "0_git20261207030405~ea9aa43eaf8b-r1"},
+		// A commit whose short hash is all digits is no tag.
+		{"536020900077", "0_git20261207030405~536020900077-r1"},
+		// A tag that is no version: the commit's form.
+		{"release-2-3-gabc123def456", "0_git20261207030405~abc123def456-r1"},
 	} {
-		got, err := packageVersion(c.describe, at)
+		got, err := packageVersion(c.long, at)
 		if err != nil || got != c.want {
-			t.Errorf("packageVersion(%q) = %q, %v; want %q", c.describe, got, err, c.want)
+			t.Errorf("packageVersion(%q) = %q, %v; want %q", c.long, got, err, c.want)
 		}
 		if !apkVersion.MatchString(got) {
-			t.Errorf("packageVersion(%q) = %q, which apk's syntax refuses", c.describe, got)
+			t.Errorf("packageVersion(%q) = %q, which apk's syntax refuses", c.long, got)
 		}
 	}
-	for _, bad := range []string{"release-2", "v1.2.0-beta"} {
+	for _, bad := range []string{"", "not a describe"} {
 		if got, err := packageVersion(bad, at); err == nil {
 			t.Errorf("packageVersion(%q) = %q, want an error", bad, got)
 		}

@@ -47,6 +47,7 @@ func TestInstall(t *testing.T) {
 		t.Fatal("no OFFLOAD_UCI_PREFIX (what packaging/openwrt/build-uci.sh prints): check-init.sh and the procd stand-ins need it")
 	}
 	inRoot(t)
+	versionOrder(t, owrt)
 	ctx := context.Background()
 	x86 := targets[len(targets)-1]
 	dist := [2]string{t.TempDir(), t.TempDir()}
@@ -298,6 +299,89 @@ func installTest(t *testing.T, owrt, format string, pkgs, versions [2]string) {
 			t.Errorf("removal left %s", p)
 		}
 	}
+
+	// Install on the running router (the chroot, no IPKG_INSTROOT), as
+	// opkg install / apk add there: the postinst runs the uci-defaults
+	// script at once (the kept config is an enabled server: the rule is
+	// back, the script gone) and starts the service.
+	if err := os.WriteFile(filepath.Join(s.root, "tmp", filepath.Base(pkgs[1])), mustRead(t, pkgs[1]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pkg := "/tmp/" + filepath.Base(pkgs[1])
+	if format == "ipk" {
+		s.inRouter("/usr/bin/opkg-cl", "-f", "/etc/opkg-test.conf", "install", pkg)
+	} else {
+		s.inRouter("/usr/bin/apk", "--no-network", "--allow-untrusted", "--preserve-env", "add", pkg)
+	}
+	pid = s.waitListening(t, 2)
+	if got := s.uciGet("get", "firewall.offload.dest_port"); got != port {
+		t.Errorf("install on a router: firewall.offload.dest_port %q, want %s", got, port)
+	}
+	if _, err := os.Stat(uciDefaults); err == nil {
+		t.Error("install on a router: the uci-defaults script is still there after it ran")
+	}
+	if format == "ipk" {
+		s.inRouter("/usr/bin/opkg-cl", "-f", "/etc/opkg-test.conf", "remove", "offload")
+	} else {
+		s.inRouter("/usr/bin/apk", "--no-network", "--preserve-env", "del", "offload")
+	}
+	if alive(pid) {
+		t.Errorf("the second removal left the server (pid %d) running", pid)
+	}
+}
+
+// versionOrder: the package versions packageVersion makes order the same
+// way for the real opkg and apk: a later commit, a tag after untagged
+// commits, commits after a tag, a newer release.
+func versionOrder(t *testing.T, owrt string) {
+	at := time.Date(2026, 12, 7, 3, 4, 5, 0, time.UTC)
+	var seq []string
+	for _, c := range []struct {
+		long string
+		at   time.Time
+	}{
+		{"536020900077", at},
+		{"0abc12345678-dirty", at.Add(time.Second)},
+		{"v1.0.0-0-g0abc12345678", at},
+		{"v1.0.0-3-g0abc12345678", at},
+		{"v1.0.0-4-g00bc12345678", at},
+		{"v1.0.1-0-g00bc12345678", at},
+	} {
+		v, err := packageVersion(c.long, c.at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq = append(seq, v)
+	}
+	v, _ := splitRelease(seq[len(seq)-1])
+	seq = append(seq, v+"-r2")
+	env := append(os.Environ(), "LD_LIBRARY_PATH="+filepath.Join(owrt, "usr/lib"))
+	conf := filepath.Join(t.TempDir(), "opkg.conf")
+	if err := os.WriteFile(conf, []byte("dest root /\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < len(seq); i++ {
+		a, b := seq[i-1], seq[i]
+		cmd := exec.Command(filepath.Join(owrt, "usr/bin/apk"), "version", "-t", a, b)
+		cmd.Env = env
+		out, err := cmd.Output()
+		if err != nil || strings.TrimSpace(string(out)) != "<" {
+			t.Errorf("apk version -t %s %s: %q, %v; want <", a, b, out, err)
+		}
+		cmd = exec.Command(filepath.Join(owrt, "usr/bin/opkg-cl"), "-f", conf, "compare-versions", a, "<<", b)
+		cmd.Env = env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("opkg compare-versions %s '<<' %s: %v %s", a, b, err, out)
+		}
+	}
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // startLive makes the stage a router one can chroot into (busybox, uci,
@@ -372,18 +456,23 @@ func (s *stage) startLive(t *testing.T) int {
 		t.Fatalf("mknod dev/null: %v", err)
 	}
 	s.run(filepath.Join(s.root, "usr/bin/offload"), "keygen", "-o", filepath.Join(s.root, "etc/offload/offload.key"))
-	started := s.inRouter("/etc/init.d/offload", "start")
+	s.inRouter("/etc/init.d/offload", "start")
+	return s.waitListening(t, 1)
+}
+
+// waitListening waits until the server's log says "listening" n times (a
+// bounded wait for that event, generous for a busy machine) and returns
+// its pid.
+func (s *stage) waitListening(t *testing.T, n int) int {
+	t.Helper()
 	pidFile, log := filepath.Join(s.root, "tmp/procd/server.pid"), filepath.Join(s.root, "tmp/procd/server.log")
-	// The server's log says "listening" once it is up (a bounded wait for
-	// that event, generous for a busy machine).
 	for i := 0; ; i++ {
 		b, _ := os.ReadFile(log)
-		if bytes.Contains(b, []byte("listening")) {
+		if bytes.Count(b, []byte("listening")) >= n {
 			break
 		}
 		if i == 600 {
-			ls, _ := exec.Command("ls", "-la", filepath.Dir(log)).CombinedOutput()
-			t.Fatalf("the server started by /etc/init.d/offload start does not listen after 60 s: %s\nstart said: %s\n%s", b, started, ls)
+			t.Fatalf("the server started by /etc/init.d/offload start does not listen after 60 s: %s", b)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
