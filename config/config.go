@@ -861,7 +861,10 @@ func (d *decoder) forwards(c *Client, v value) {
 				listenAt = v.at
 				d.str(v, &f.Listen, func(a string) error { return checkHostPort(a, addrListen, "address") })
 			}},
-			{name: "service", required: true, decode: func(v value) { d.str(v, &f.Service, CheckServiceName) }},
+			{name: "service", required: true, decode: func(v value) {
+				c.fields[v.field] = v.at // offload validate's pair check names it
+				d.str(v, &f.Service, CheckServiceName)
+			}},
 		})
 		c.fields[item.field] = item.at
 		if f.Listen == "" || f.Service == "" {

@@ -26,6 +26,7 @@ func (d *decoder) reverseForwards(c *Client, v value) {
 		d.object(item, []fieldSpec{
 			{name: "listen", required: true, decode: func(v value) {
 				listenAt = v.at
+				c.fields[v.field] = v.at // offload validate's pair check names it
 				d.str(v, &f.Listen, func(a string) error {
 					ap, err := netip.ParseAddrPort(a)
 					if err != nil || ap.Port() == 0 || ap.Addr().Zone() != "" {

@@ -65,7 +65,10 @@ func (d *decoder) udpForwards(c *Client, v value) {
 				listenAt = v.at
 				d.str(v, &f.Listen, func(a string) error { return checkHostPort(a, addrListen, "address") })
 			}},
-			{name: "service", required: true, decode: func(v value) { d.str(v, &f.Service, CheckServiceName) }},
+			{name: "service", required: true, decode: func(v value) {
+				c.fields[v.field] = v.at // offload validate's pair check names it
+				d.str(v, &f.Service, CheckServiceName)
+			}},
 			{name: "idle_timeout", decode: func(v value) { d.duration(v, &f.IdleTimeout, true) }},
 			{name: "max_flows", decode: func(v value) { d.count(v, &f.MaxFlows, MaxUDPMaxFlows) }},
 		})

@@ -280,7 +280,7 @@ func (s *Server) serveReverse(ctx context.Context, st *mux.Stream, arg string, l
 	// A reload that takes the address out of the client's reverse_allow
 	// closes the listener (ctx).
 	ctx, _, done, err := s.hold(ctx, l, what, func(_ *serverState, a *access) string {
-		if !a.rules.ReverseAllowed(ap) {
+		if reverseGrant(a, ap) != nil {
 			return "listen address no longer in reverse_allow"
 		}
 		return ""

@@ -366,10 +366,10 @@ func (s *Server) recheckLocked(l *link, st *serverState) string {
 func (s *Server) open(parent context.Context, l *link, service string) (ctx context.Context, target string, done func(), refusal string, err error) {
 	const hidden = "no such service for this client"
 	ctx, st, done, err := s.hold(parent, l, service, func(st *serverState, a *access) string {
-		switch _, ok := st.services[service]; {
-		case !ok:
+		switch err := serviceGrant(st, a, service); {
+		case errors.Is(err, errNoService):
 			return "service removed from the config"
-		case !a.allows(service):
+		case err != nil:
 			return "service no longer allowed for this client"
 		}
 		return ""

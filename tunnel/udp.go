@@ -313,10 +313,10 @@ func (s *Server) serveUDP(ctx context.Context, st *mux.Stream, name string, l *l
 	// The client hears the same for a UDP service that does not exist and
 	// one it may not use; a reload that takes it away ends the flow.
 	ctx, state, done, err := s.hold(ctx, l, what, func(st *serverState, a *access) string {
-		switch _, ok := st.rules.UDPTarget(name); {
-		case !ok:
+		switch err := udpGrant(st, a, name); {
+		case errors.Is(err, errNoUDPService):
 			return "UDP service removed from the config"
-		case !a.allows(name):
+		case err != nil:
 			return "UDP service not allowed for this client"
 		}
 		return ""

@@ -40,8 +40,13 @@ func TestValidateExamples(t *testing.T) {
 	if code != 0 || stderr != "" {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
+	key, err := config.LoadKey(filepath.Join(dir, "offload.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := server + ": ok (server: 2 services, suite aes-256-ctr-hmac-sha256, engine software, 1024 streams per link)\n" +
-		client + ": ok (client: 1 forward, suite aes-256-ctr-hmac-sha256, engine software, 1024 streams per link)\n"
+		client + ": ok (client: 1 forward, suite aes-256-ctr-hmac-sha256, engine software, 1024 streams per link)\n" +
+		server + " + " + client + ": ok (client default, key " + config.KeyFingerprint(key) + "; 1 forward granted)\n"
 	if stdout != want {
 		t.Fatalf("stdout:\n%s\nwant:\n%s", stdout, want)
 	}
@@ -305,8 +310,14 @@ func TestValidateDynamicExamples(t *testing.T) {
 	if code != 0 || stderr != "" {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
+	key, err := config.LoadKey(filepath.Join(dir, "offload.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The pair: the examples' client asks only what the server grants.
 	want := server + ": ok (server: 2 services, 4 socks rules, 1 UDP service, 2 reverse rules, suite aes-256-ctr-hmac-sha256, engine software, 1024 streams per link)\n" +
-		client + ": ok (client: 1 forward, 1 socks listener, 1 UDP forward, 1 reverse forward, suite aes-256-ctr-hmac-sha256, engine software, 1024 streams per link)\n"
+		client + ": ok (client: 1 forward, 1 socks listener, 1 UDP forward, 1 reverse forward, suite aes-256-ctr-hmac-sha256, engine software, 1024 streams per link)\n" +
+		server + " + " + client + ": ok (client default, key " + config.KeyFingerprint(key) + "; 1 forward, socks, 1 UDP forward, 1 reverse forward granted)\n"
 	if stdout != want {
 		t.Fatalf("stdout:\n%s\nwant:\n%s", stdout, want)
 	}
@@ -340,5 +351,101 @@ func TestValidateEngineAsStart(t *testing.T) {
 	code, _, sErr := runCmd(t, "server", "-c", bad)
 	if code != 1 || !strings.HasSuffix(sErr, "\noffload server: "+vErr) {
 		t.Fatalf("server: exit %d, stderr %q; want validate's %q", code, sErr, vErr)
+	}
+}
+
+// pairDir writes a server with two clients and two keys (alice: web and
+// the UDP service dns, SOCKS to 192.0.2.0/24, reverse on 127.0.0.1:9000;
+// bob: ssh), and returns the directory.
+func pairDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, k := range []string{"alice.key", "bob.key", "eve.key"} {
+		if code, _, stderr := runCmd(t, "keygen", "-o", filepath.Join(dir, k)); code != 0 {
+			t.Fatalf("keygen: %s", stderr)
+		}
+	}
+	writeFile(t, filepath.Join(dir, "server.yaml"), `listen: 127.0.0.1:7000
+engine: software
+services:
+  web: 127.0.0.1:8080
+  ssh: 127.0.0.1:22
+udp_services:
+  dns: 127.0.0.1:53
+clients:
+  alice:
+    key_file: alice.key
+    services: [web, dns]
+    socks_allow: [192.0.2.0/24]
+    reverse_allow: [127.0.0.1:9000]
+  bob:
+    key_file: bob.key
+    services: [ssh]
+`)
+	return dir
+}
+
+func writeFile(t *testing.T, path, body string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// offload validate SERVER CLIENT checks the pair as the server would
+// meet the client: a client granted what it asks passes and is named
+// with its key's fingerprint; each of the four mismatches (another suite,
+// a key the server lacks, a forward to a service the server lacks, one
+// the client may not use) and a SOCKS, UDP or reverse forward the client
+// is not granted fails, named as the handshake or the server names it, at
+// the client config's line.
+func TestValidatePairs(t *testing.T) {
+	dir := pairDir(t)
+	server := filepath.Join(dir, "server.yaml")
+	alice, err := config.LoadKey(filepath.Join(dir, "alice.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const head = "server: 127.0.0.1:7000\nengine: software\n"
+	for _, tc := range []struct {
+		name, client string
+		ok           bool
+		want         []string
+	}{
+		{"granted", head + "key_file: alice.key\nforwards:\n  - listen: 127.0.0.1:8080\n    service: web\nsocks: 127.0.0.1:1080\n" +
+			"udp_forwards:\n  - listen: 127.0.0.1:5353\n    service: dns\nreverse:\n  - listen: 127.0.0.1:9000\n    target: 127.0.0.1:22\n", true,
+			[]string{"client.yaml: ok (client alice, key " + config.KeyFingerprint(alice) + "; 1 forward, socks, 1 UDP forward, 1 reverse forward granted)"}},
+		{"other suite", head + "suite: aes-256-cbc-hmac-sha256\nkey_file: alice.key\nforwards:\n  - listen: 127.0.0.1:8080\n    service: web\n", false,
+			[]string{"the handshake fails; the client says: server uses aes-256-ctr-hmac-sha256, we use aes-256-cbc-hmac-sha256; the server says: client uses aes-256-cbc-hmac-sha256"}},
+		{"other key", head + "key_file: eve.key\nforwards:\n  - listen: 127.0.0.1:8080\n    service: web\n", false,
+			[]string{"the handshake fails; the client says: authentication failed", "the server says: authentication failed (client holds none of our 2 keys",
+				"the server's: alice " + config.KeyFingerprint(alice) + ", bob "}},
+		{"missing service", head + "key_file: alice.key\nforwards:\n  - listen: 127.0.0.1:8080\n    service: web\n  - listen: 127.0.0.1:8081\n    service: ftp\n", false,
+			[]string{"client.yaml:8: forwards[1].service: the server refuses client alice: unknown service: the server has no such service (it has ssh, web)"}},
+		{"service not allowed", head + "key_file: bob.key\nforwards:\n  - listen: 127.0.0.1:8080\n    service: web\n", false,
+			[]string{"client.yaml:6: forwards[0].service: the server refuses client bob: service not allowed for this client (it may use ssh)"}},
+		{"socks, UDP and reverse not granted", head + "key_file: bob.key\nforwards:\n  - listen: 127.0.0.1:8080\n    service: ssh\nsocks: 127.0.0.1:1080\n" +
+			"udp_forwards:\n  - listen: 127.0.0.1:5353\n    service: dns\nreverse:\n  - listen: 127.0.0.1:9000\n    target: 127.0.0.1:22\n", false,
+			[]string{"client.yaml:7: socks: the server refuses client bob: not allowed by the server: every destination: the server has no socks_allow for this client",
+				"client.yaml:10: udp_forwards[0].service: the server refuses client bob: UDP service not allowed for this client (it may use ssh)",
+				"client.yaml:12: reverse[0].listen: the server refuses client bob: not allowed by the server: listen address 127.0.0.1:9000 is not in the server's reverse_allow"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := filepath.Join(dir, "client.yaml")
+			writeFile(t, client, tc.client)
+			code, stdout, stderr := runCmd(t, "validate", server, client)
+			if (code == 0) != tc.ok {
+				t.Errorf("exit %d, want ok %v\nstdout:\n%s\nstderr:\n%s", code, tc.ok, stdout, stderr)
+			}
+			// Each file alone is fine: only the pair fails.
+			if !strings.Contains(stdout, client+": ok (client:") {
+				t.Errorf("the client config alone did not validate:\n%s%s", stdout, stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stdout+stderr, w) {
+					t.Errorf("output lacks %q:\nstdout:\n%s\nstderr:\n%s", w, stdout, stderr)
+				}
+			}
+		})
 	}
 }
