@@ -30,3 +30,10 @@ func ControlName(file string) string {
 // defaultControl is the control socket of an end whose config is file,
 // when the config does not set control (tunnel/control.DefaultPath).
 func defaultControl(file string) string { return control.DefaultPath(ControlName(file)) }
+
+// ControlSet reports whether the config sets control (else Control is
+// the default socket, which an end that cannot make it runs without).
+func (c *Common) ControlSet() bool {
+	_, ok := c.fields["control"]
+	return ok
+}

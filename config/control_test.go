@@ -26,8 +26,8 @@ func TestControlSetting(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || c.Control != tc.want {
-			t.Errorf("%q: control %q, %v; want %q", tc.line, c.Control, err, tc.want)
+		if err != nil || c.Control != tc.want || c.ControlSet() != (tc.line != "") {
+			t.Errorf("%q: control %q (set %v), %v; want %q", tc.line, c.Control, c.ControlSet(), err, tc.want)
 		}
 	}
 	if a, b := ControlName("/a/server.yaml"), ControlName("/b/server.yaml"); a == b || !strings.HasPrefix(a, "server-") {

@@ -24,7 +24,7 @@ func runClient(ctx context.Context, env *runEnv, file string) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	ctl, err := listenControl(&cfg.Common)
+	ctl, ctlWarn, err := listenControl(&cfg.Common)
 	if err != nil {
 		return 1, err
 	}
@@ -56,7 +56,7 @@ func runClient(ctx context.Context, env *runEnv, file string) (int, error) {
 		return 1, err
 	}
 	status := endStatus(cli.Status, &cfg.Common, "")
-	defer serveControl(ctx, ctl, status, log)()
+	defer serveControl(ctx, ctl, ctlWarn, status, log)()
 	stopMetrics, err := startMetrics(ctx, &cfg.Common, cli.RegisterMetrics, cli.Healthy, status, log)
 	if err != nil {
 		socks.close()

@@ -36,7 +36,7 @@ func runServer(ctx context.Context, env *runEnv, file string) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	ctl, err := listenControl(&cfg.Common)
+	ctl, ctlWarn, err := listenControl(&cfg.Common)
 	if err != nil {
 		return 1, err
 	}
@@ -63,7 +63,7 @@ func runServer(ctx context.Context, env *runEnv, file string) (int, error) {
 		return 1, cfg.FieldError("listen", err)
 	}
 	status := endStatus(srv.Status, &cfg.Common, cfg.Listen)
-	defer serveControl(ctx, ctl, status, log)()
+	defer serveControl(ctx, ctl, ctlWarn, status, log)()
 	stopMetrics, err := startMetrics(ctx, &cfg.Common, srv.RegisterMetrics, srv.Healthy, status, log)
 	if err != nil {
 		_ = ln.Close()

@@ -136,16 +136,22 @@ const statusCommand = "status"
 // listenControl makes the end's control socket (config's control; nil
 // if off) before the end binds anything else, so that the same config
 // started twice is refused for that, clearly, first. The caller closes
-// it (serveControl's stop does; closing twice is harmless).
-func listenControl(c *config.Common) (*control.Listener, error) {
+// it (serveControl's stop does; closing twice is harmless). The default
+// socket that cannot be made for another reason (a read-only /var/run,
+// a directory of another user's) does not stop the end: it runs without
+// one, and serveControl logs why (warn).
+func listenControl(c *config.Common) (ln *control.Listener, warn, err error) {
 	if c.Control == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
-	ln, err := control.Listen(c.Control)
-	if err != nil {
-		return nil, c.FieldError("control", err)
+	ln, err = control.Listen(c.Control)
+	switch {
+	case err == nil:
+		return ln, nil, nil
+	case !c.ControlSet() && !errors.Is(err, control.ErrInUse):
+		return nil, err, nil
 	}
-	return ln, nil
+	return nil, nil, c.FieldError("control", err)
 }
 
 // closeControl closes ln if there is one.
@@ -158,7 +164,10 @@ func closeControl(ln *control.Listener) {
 // serveControl serves the end's status on ln until the returned func is
 // called, which stops it and removes the socket. Like the metrics
 // listener it outlives ctx, so a status can be read while the end drains.
-func serveControl(ctx context.Context, ln *control.Listener, status func() *tunnel.Status, log *zap.Logger) func() {
+func serveControl(ctx context.Context, ln *control.Listener, warn error, status func() *tunnel.Status, log *zap.Logger) func() {
+	if warn != nil {
+		log.Warn("no control socket: offload status -c needs one, or metrics:", zap.Error(warn))
+	}
 	if ln == nil {
 		return func() {}
 	}

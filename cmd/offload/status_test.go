@@ -273,3 +273,32 @@ func TestStatusDefaultConfig(t *testing.T) {
 		return nil
 	})
 }
+
+// The default control socket that cannot be made (here its directory is
+// a file) does not stop the end: it runs without one and says why; a
+// control: the config sets that cannot be made stops the start at that
+// line.
+func TestControlSocketDefaultOptional(t *testing.T) {
+	dir := t.TempDir()
+	notDir := filepath.Join(dir, "file")
+	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("RUNTIME_DIRECTORY", notDir)
+	body := "server: 127.0.0.1:7000\nkey_file: k.key\nforwards:\n  - listen: 127.0.0.1:8080\n    service: web\n"
+	c, err := config.ParseClient(filepath.Join(dir, "client.yaml"), []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, warn, err := listenControl(&c.Common)
+	if ln != nil || err != nil || warn == nil {
+		t.Fatalf("default socket in a file: %v, warn %v, err %v; want no socket, a warning", ln, warn, err)
+	}
+	c, err = config.ParseClient(filepath.Join(dir, "client.yaml"), []byte(body+"control: "+notDir+"/x.sock\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := listenControl(&c.Common); err == nil || !strings.Contains(err.Error(), "client.yaml:6: control:") {
+		t.Fatalf("a set control: that cannot be made: %v; want an error at its line", err)
+	}
+}

@@ -106,6 +106,9 @@ func Listen(path string) (*Listener, error) {
 	if err := os.MkdirAll(dir, mode); err != nil {
 		return nil, fmt.Errorf("control socket %s: %w", path, err)
 	}
+	if err := checkDir(dir); err != nil {
+		return nil, fmt.Errorf("control socket %s: %w", path, err)
+	}
 	err := clearStale(path)
 	if err != nil {
 		return nil, err
@@ -120,6 +123,23 @@ func Listen(path string) (*Listener, error) {
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
 	return &Listener{ln: ln, path: path}, nil
+}
+
+// checkDir refuses a directory others could swap the socket in: one
+// that is not a directory of this user or root (a symlink, another
+// user's $TMPDIR/offload-UID made first), or that others may write.
+func checkDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory (a symlink?)", dir)
+	}
+	if fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0 {
+		return fmt.Errorf("%s is writable by others (mode %v)", dir, fi.Mode().Perm())
+	}
+	return checkOwner(fi)
 }
 
 // clearStale removes a socket at path that no process serves, and refuses

@@ -3,8 +3,10 @@ package control
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -126,5 +128,94 @@ func TestDefaultPath(t *testing.T) {
 	}
 	if got := DefaultPath("server-1"); got != want {
 		t.Errorf("DefaultPath = %s, want %s", got, want)
+	}
+}
+
+// A directory others may write, or another user's, is refused: whoever
+// could swap the socket there could answer offload status in the end's
+// place.
+func TestListenRefusesOpenDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "open")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Listen(filepath.Join(dir, "end.sock")); err == nil || !strings.Contains(err.Error(), "writable by others") {
+		t.Errorf("a directory of mode 0777: %v", err)
+	}
+	if os.Geteuid() != 0 {
+		return
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Listen(filepath.Join(dir, "end.sock")); err == nil || !strings.Contains(err.Error(), "belongs to uid 65534") {
+		t.Errorf("another user's directory: %v", err)
+	}
+}
+
+// askAsEnv names the socket TestAskAsOtherUser's child asks.
+const askAsEnv = "OFFLOAD_CONTROL_TEST_ASK"
+
+// TestAskAsOtherUser (as root): another user (nobody) cannot ask the end:
+// the socket's mode keeps it out (the kernel refuses the connect), and
+// with the mode loosened by hand the end's peer check (SO_PEERCRED)
+// closes the connection unanswered. The child is this test binary, run
+// as nobody.
+func TestAskAsOtherUser(t *testing.T) {
+	if path := os.Getenv(askAsEnv); path != "" {
+		// The child: print what the end answered.
+		b, err := Ask(context.Background(), path, "status")
+		fmt.Printf("answer %q err %v\n", b, err)
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: runs a child as another user")
+	}
+	dir, err := os.MkdirTemp("", "offload-control-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil { // nobody may reach the socket, not open it
+		t.Fatal(err)
+	}
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "control.test")
+	if err := os.WriteFile(bin, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "end.sock")
+	_, stop := serve(t, path, map[string]Handler{"status": func() (any, error) { return "secret", nil }})
+	defer stop()
+	askAs := func() string {
+		cmd := exec.Command(bin, "-test.run=^TestAskAsOtherUser$")
+		cmd.Env = append(os.Environ(), askAsEnv+"="+path)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("child: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	if out := askAs(); !strings.Contains(out, "permission denied") || strings.Contains(out, "secret") {
+		t.Errorf("nobody, socket mode 0600: %s; want the connect refused", out)
+	}
+	if err := os.Chmod(path, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if out := askAs(); !strings.Contains(out, "no answer") || strings.Contains(out, "secret") {
+		t.Errorf("nobody, socket mode loosened to 0666: %s; want the end's peer check to close it unanswered", out)
+	}
+	if b, err := Ask(context.Background(), path, "status"); err != nil || string(b) != `"secret"` {
+		t.Errorf("root: %q, %v", b, err)
 	}
 }
