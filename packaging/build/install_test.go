@@ -277,13 +277,7 @@ func installTest(t *testing.T, owrt, format string, pkgs, versions [2]string) {
 	// manager's removal must stop it; the rc.d links, the firewall rule
 	// and every file but the conffiles go.
 	pid := s.startLive(t)
-	if format == "ipk" {
-		s.inRouter("/usr/bin/opkg-cl", "-f", "/etc/opkg-test.conf", "remove", "offload")
-	} else {
-		// (--preserve-env: the procd stand-ins find their state through the
-		// environment; a router's procd needs none.)
-		s.inRouter("/usr/bin/apk", "--no-network", "--preserve-env", "del", "offload")
-	}
+	s.removeInRouter()
 	if alive(pid) {
 		t.Errorf("removal left the running server (pid %d) running", pid)
 	}
@@ -320,11 +314,7 @@ func installTest(t *testing.T, owrt, format string, pkgs, versions [2]string) {
 	if _, err := os.Stat(uciDefaults); err == nil {
 		t.Error("install on a router: the uci-defaults script is still there after it ran")
 	}
-	if format == "ipk" {
-		s.inRouter("/usr/bin/opkg-cl", "-f", "/etc/opkg-test.conf", "remove", "offload")
-	} else {
-		s.inRouter("/usr/bin/apk", "--no-network", "--preserve-env", "del", "offload")
-	}
+	s.removeInRouter()
 	if alive(pid) {
 		t.Errorf("the second removal left the server (pid %d) running", pid)
 	}
@@ -499,6 +489,18 @@ func (s *stage) inRouter(args ...string) string {
 		s.t.Fatalf("chroot %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// removeInRouter removes the package with the package manager running in
+// the chroot. (apk's --preserve-env: the procd stand-ins find their state
+// through the environment; a router's procd needs none.)
+func (s *stage) removeInRouter() {
+	s.t.Helper()
+	if s.format == "ipk" {
+		s.inRouter("/usr/bin/opkg-cl", "-f", "/etc/opkg-test.conf", "remove", "offload")
+	} else {
+		s.inRouter("/usr/bin/apk", "--no-network", "--preserve-env", "del", "offload")
+	}
 }
 
 // alive: the process exists and is not a zombie.
