@@ -8,7 +8,8 @@
 #   systemd-analyze verify), cmake, pkgconf and libjson-c-dev (OpenWrt's
 #   uci and libubox for the packaging checks, packaging/openwrt/build-uci.sh),
 #   meson, ninja-build, libssl-dev, zlib1g-dev and libcrypt-dev (OpenWrt's
-#   opkg and apk-tools for the openwrt-pkg stage),
+#   opkg and apk-tools for the openwrt-pkg stage), chromium and openssl
+#   (the luci stage),
 #   prometheus (the prometheus stage; its service, which the package
 #   starts, is stopped and disabled again), haproxy (the load-balancer test); for the cryptodev stage's module builds
 #   (scripts/cryptodev-ko.sh) make, gcc and libelf1 (the kernel's build
@@ -50,6 +51,9 @@ packages+=(cmake pkgconf libjson-c-dev)
 # ../shared/third_party by build-openwrt-userland.sh; busybox-static (above)
 # is the shell of the chroot that plays the router.
 packages+=(meson ninja-build libssl-dev zlib1g-dev libcrypt-dev)
+# luci stage: Debian's chromium, driven headless by chromedp (no browser
+# download), and openssl (run-openwrt-luci.sh hashes the test password).
+packages+=(chromium openssl)
 # prometheus stage: Debian's Prometheus (prometheus, promtool) against a
 # running server and client; only the binaries are used.
 packages+=(prometheus)

@@ -27,6 +27,16 @@
 #               the conffile, install there starts it and sets the rule
 #               (packaging/build TestInstall); without the
 #               fixtures it is skipped with the reason, except under CI=true
+#   luci        luci-app-offload in Debian's chromium (headless, driven by
+#               chromedp from packaging/luci's Go test) against the real
+#               LuCI (uhttpd, ubusd, rpcd, ucode, luci-base built from the
+#               fixtures by build-openwrt-userland.sh) in a chroot on
+#               127.0.0.1, installed from its .ipk by opkg and from its .apk
+#               by apk v3: every page, Save & Apply (file changed, reload =
+#               SIGHUP, change live), a refused value (the validator's
+#               message at the field, file unchanged), live byte counters,
+#               the engines plot, keygen; skipped with the reason without
+#               chromium, root or the fixtures, except under CI=true
 #   prometheus  Debian's Prometheus scrapes a real server and client with the
 #               documented scrape config (packaging/prometheus/check.sh):
 #               promtool check metrics, up = 1, a byte counter that moved;
@@ -67,7 +77,9 @@
 #                       cores; deps.sh adds the dpkg architectures and
 #                       qemu-system-arm/-mips for the ones named)
 #   OFFLOAD_OPENWRT_FIXTURES  folder with build-openwrt-userland.sh and its
-#                       tarballs for openwrt-pkg (default ../shared/third_party)
+#                       tarballs for openwrt-pkg and luci (default ../shared/third_party)
+#   OFFLOAD_LUCI_SCREENSHOTS  folder for the luci stage's screenshots
+#                       (docs/img holds the ones docs/routers.md shows)
 #   OFFLOAD_THIRD_PARTY folder with cryptodev-linux-*.tar.gz for the cryptodev
 #                       stage (default third_party/cryptodev-linux, the
 #                       fixture in the repository); without one the stage
@@ -469,6 +481,34 @@ s_openwrt_pkg() {
 	OFFLOAD_OWRT_ROOT=$root OFFLOAD_UCI_PREFIX=$uci go test -count=1 -v -run 'TestInstall|TestReproducible|TestFeedMakefileSource' ./packaging/build
 }
 
+# luci_missing prints why the luci stage cannot run here, if it cannot.
+luci_missing() {
+	local fx=${OFFLOAD_OPENWRT_FIXTURES:-../shared/third_party}
+	if [ ! -f "$fx/build-openwrt-userland.sh" ]; then
+		echo "no $fx/build-openwrt-userland.sh (OpenWrt's LuCI fixtures; set OFFLOAD_OPENWRT_FIXTURES)"
+	elif [ ! -x /usr/bin/chromium ]; then
+		echo "no /usr/bin/chromium (scripts/deps.sh installs Debian's chromium as root)"
+	elif [ "$(id -u)" != 0 ]; then
+		echo "needs root (the LuCI root is a chroot; device nodes)"
+	fi
+}
+
+# s_luci builds the whole OpenWrt userland of the fixtures into the same
+# cache as openwrt-pkg (a component already built costs nothing) and runs
+# the browser test against a copy of it (packaging/luci, docs/testing.md).
+s_luci() {
+	local fx=${OFFLOAD_OPENWRT_FIXTURES:-../shared/third_party} root why
+	why=$(luci_missing)
+	if [ -n "$why" ]; then
+		echo "luci: $why"
+		return 1
+	fi
+	fx=$(cd "$fx" && pwd) # the test runs in packaging/luci
+	root=${OFFLOAD_OWRT_CACHE:-$HOME/.cache/offload-owrt}
+	sh "$fx/build-openwrt-userland.sh" "$root"
+	OFFLOAD_LUCI=1 OFFLOAD_LUCI_USERLAND=$root OFFLOAD_OPENWRT_FIXTURES=$fx go test -count=1 -v -run TestLuCI ./packaging/luci
+}
+
 # s_compare is the smoke run of the comparison with socat, ssh -L (two
 # ciphers), spiped and offload (two suites): every tool comes up, the data
 # arrives intact, the crypto floor is measured, and each offload end exits
@@ -491,6 +531,12 @@ stage test-noaes "GODEBUG=cpu.aes=off go test -count=1 ./engine/..." s_noaes
 stage cross "cross-builds" s_cross
 stage packaging "OpenWrt and systemd packaging checks" s_packaging
 stage openwrt-pkg "OpenWrt packages installed, upgraded, removed by the real opkg and apk" s_openwrt_pkg
+# Under CI=true a missing prerequisite fails the stage (s_luci says which).
+if [ -z "$(luci_missing)" ] || [ "${CI:-}" = true ]; then
+	stage luci "luci-app-offload in headless chromium against the real LuCI (packaging/luci)" s_luci
+else
+	skip luci "$(luci_missing)"
+fi
 # Under CI=true a missing Prometheus fails the stage (check.sh says so).
 if { have prometheus && have promtool; } || [ "${CI:-}" = true ]; then
 	stage prometheus "Debian's Prometheus scrapes a server and client (packaging/prometheus)" s_prometheus
