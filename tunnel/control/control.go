@@ -247,14 +247,18 @@ func Ask(ctx context.Context, path, command string) ([]byte, error) {
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
+	// A peer the end does not allow is closed unanswered: the write or
+	// the read fails, whichever meets the close.
+	noAnswer := func(err error) error {
+		return fmt.Errorf("control socket %s: no answer (%w); only root and the end's own user may ask", path, err)
+	}
 	if _, err := io.WriteString(c, command+"\n"); err != nil {
-		return nil, fmt.Errorf("control socket %s: %w", path, err)
+		return nil, noAnswer(err)
 	}
 	r := bufio.NewReader(io.LimitReader(c, maxAnswer))
 	head, err := r.ReadString('\n')
 	if err != nil {
-		// A peer the end does not allow is closed unanswered.
-		return nil, fmt.Errorf("control socket %s: no answer (%w); only root and the end's own user may ask", path, err)
+		return nil, noAnswer(err)
 	}
 	head = strings.TrimSuffix(head, "\n")
 	if msg, ok := strings.CutPrefix(head, "error "); ok {
