@@ -78,6 +78,7 @@ const (
 	controlPort = "7070"
 	sinkPort2   = "9000"
 	relayPort2  = "7100"
+	relayZCPort = "7101" // the relays with MSG_ZEROCOPY sends (relay-zc)
 	sshFwdPort  = "7200"
 	fwdPort     = "7300"
 	tunnelPort2 = "7000"
@@ -100,6 +101,8 @@ func target(kind string) string {
 		return "10.77.24.2:" + sinkPort2
 	case "relay":
 		return "10.77.1.1:" + relayPort2
+	case "relay-zc":
+		return "10.77.1.1:" + relayZCPort
 	case "ssh":
 		return "10.77.1.1:" + sshFwdPort
 	case "offload":
@@ -832,6 +835,19 @@ func (r *routersRig) measure(ctx context.Context, p wgcompare.Path, round int, p
 			return run, err
 		}
 	}
+	if p.Kind == "relay-zc" {
+		// The floor with MSG_ZEROCOPY sends on both hops (A's to the
+		// wire, B's to the sink), up for this run only.
+		relays := [2][2]string{{"10.77.1.1:" + relayZCPort, "10.77.0.2:" + relayZCPort}, {"10.77.0.2:" + relayZCPort, "10.77.2.2:" + sinkPort2}}
+		for _, i := range []int{1, 0} {
+			if _, err := r.ctl[i].do(request{Op: "start", ID: "relay-zc", Argv: []string{"router", "relay", "-zerocopy", "-listen", relays[i][0], "-target", relays[i][1]}}); err != nil {
+				return run, err
+			}
+		}
+		if err := r.waitUp(ctx, target(p.Kind)); err != nil {
+			return run, err
+		}
+	}
 	var c0 [2]counters
 	for i := range r.ctl {
 		var err error
@@ -872,6 +888,18 @@ func (r *routersRig) measure(ctx context.Context, p wgcompare.Path, round int, p
 		if c1[i], err = r.counters(i); err != nil {
 			return run, err
 		}
+	}
+	if p.Kind == "relay-zc" {
+		// Each relay's counts: sends, those the kernel copied anyway.
+		var out string
+		for i := range sides {
+			ans, err := r.ctl[i].do(request{Op: "stop", ID: "relay-zc"})
+			if err != nil {
+				return run, fmt.Errorf("relay-zc on %s: %w\n%s", sides[i].name, err, ans.Out)
+			}
+			out += fmt.Sprintf("\n%s: %s", sides[i].name, strings.TrimSpace(ans.Out))
+		}
+		r.logf("%s:%s", p.Name, out)
 	}
 	var endsOut string
 	if p.Kind == "offload" {

@@ -17,7 +17,7 @@ const DeviceDriver = "virtio_crypto_aes_cbc"
 type Path struct {
 	Name  string // span and table name
 	Label string // what the row means
-	Kind  string // "plain", "wireguard", "relay", "ssh", "ipsec" or "offload"
+	Kind  string // "plain", "wireguard", "relay", "relay-zc", "ssh", "ipsec" or "offload"
 	Suite string // offload only
 	Eng   string
 	Frame string
@@ -67,6 +67,13 @@ var Paths = []Path{
 	{Name: Plaintext, Label: "plaintext TCP over the veth", Kind: "plain"},
 	{Name: WireGuard, Label: "kernel WireGuard (chacha20-poly1305, MIPS asm)", Kind: "wireguard"},
 	{Name: Relay2, Label: "two bare Go relays, Read/Write 64 KiB, no crypto (the floor)", Kind: "relay"},
+	// The floor with MSG_ZEROCOPY sends on both hops: whether sends that
+	// do not copy pay where the bytes leave through a network card. The
+	// two-router rig only (harness/anchor -routers 2): in one guest every
+	// send is a local delivery, which the kernel copies anyway. It did
+	// not pay (2026-12-07, two boots: 0.74x the copying relay's MB per
+	// qemu CPU second; docs/lab/performance.md).
+	{Name: "relay-zc", Label: "two bare Go relays as relay2, MSG_ZEROCOPY sends", Kind: "relay-zc", Extra: true},
 	{Name: SSH, Label: "ssh -L, aes256-ctr + hmac-sha2-256 (OpenSSH, AES in software)", Kind: "ssh"},
 	{Name: IPsec, Label: "kernel IPsec ESP, cbc(aes) on the device + hmac(sha256)", Kind: "ipsec", Device: true},
 	{Name: "afalg-64k", Label: "offload aes-256-cbc-poly1305, afalg:" + DeviceDriver + ", 64 KiB", Kind: "offload",

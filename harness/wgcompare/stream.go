@@ -205,6 +205,29 @@ func checkStream(c net.Conn, pat []byte) string {
 // else (no io.Copy, which would splice), the floor of any user-space TCP
 // tunnel. Half-closes pass through.
 func Relay(l net.Listener, target string, dial func(context.Context, string, string) (net.Conn, error)) error {
+	return relay(l, target, dial, pump)
+}
+
+// ZeroCopyStats is what one zero-copy pump did.
+type ZeroCopyStats struct {
+	Sends  uint64 // sendmsg calls that queued bytes
+	Copied uint64 // of them, reported as copied by the kernel
+	Waits  uint64 // times a buffer was still in flight when wanted
+	Polled bool   // src was read outside Go's poller (pollRead)
+}
+
+// RelayZeroCopy is Relay with MSG_ZEROCOPY sends (zerocopy_linux.go);
+// report, if not nil, gets each direction's counts when it ends.
+func RelayZeroCopy(l net.Listener, target string, dial func(context.Context, string, string) (net.Conn, error), report func(ZeroCopyStats, error)) error {
+	return relay(l, target, dial, func(dst, src net.Conn) {
+		st, err := pumpZeroCopy(dst, src)
+		if report != nil {
+			report(st, err)
+		}
+	})
+}
+
+func relay(l net.Listener, target string, dial func(context.Context, string, string) (net.Conn, error), pump func(dst, src net.Conn)) error {
 	for {
 		c, err := l.Accept()
 		if err != nil {

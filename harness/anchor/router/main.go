@@ -6,7 +6,7 @@
 // measurement is driven from the host, which alone sees both routers:
 //
 //	router serve -lan MAC=ADDR/PREFIX -wan MAC -listen PORT
-//	router relay -listen ADDR:PORT -target ADDR:PORT    (a bare relay hop)
+//	router relay [-zerocopy] -listen ADDR:PORT -target ADDR:PORT    (a bare relay hop)
 //
 // The control protocol is harness/internal/routerctl's. The stall watch
 // writes a console line while the router's two cards together move under
@@ -69,6 +69,7 @@ func relay(args []string) error {
 	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
 	listen := fs.String("listen", "", "address to accept on")
 	target := fs.String("target", "", "address to forward to")
+	zc := fs.Bool("zerocopy", false, "send with MSG_ZEROCOPY (SO_ZEROCOPY, notifications on the error queue) and log each direction's counts")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -77,6 +78,12 @@ func relay(args []string) error {
 		return err
 	}
 	var d net.Dialer
+	if *zc {
+		return wgcompare.RelayZeroCopy(l, *target, d.DialContext, func(st wgcompare.ZeroCopyStats, err error) {
+			fmt.Fprintf(os.Stderr, "to %s: %d sends, %d copied by the kernel, %d waits for a buffer, read outside the poller %v, error %v\n",
+				*target, st.Sends, st.Copied, st.Waits, st.Polled, err)
+		})
+	}
 	return wgcompare.Relay(l, *target, d.DialContext)
 }
 

@@ -1,0 +1,13 @@
+//go:build !linux
+
+package wgcompare
+
+import (
+	"errors"
+	"net"
+)
+
+// pumpZeroCopy needs Linux's MSG_ZEROCOPY (zerocopy_linux.go).
+func pumpZeroCopy(dst, src net.Conn) (ZeroCopyStats, error) {
+	return ZeroCopyStats{}, errors.New("zero-copy relay: MSG_ZEROCOPY is Linux's")
+}
