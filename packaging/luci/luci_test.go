@@ -770,7 +770,9 @@ func (b *browser) shot(name string) {
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
 	defer cancel()
-	// The whole page: the document's height, not the window's.
+	// The whole page from its top (LuCI's header bar is fixed: it is
+	// drawn where the window is), the document's height, not the window's.
+	b.eval(`window.scrollTo(0, 0), ''`)
 	h, err := strconv.ParseFloat(b.eval(`String(Math.max(document.documentElement.scrollHeight, document.body.scrollHeight))`), 64)
 	if err != nil {
 		b.t.Fatal(err)

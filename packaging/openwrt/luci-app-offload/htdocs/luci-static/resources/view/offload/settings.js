@@ -268,6 +268,12 @@ return view.extend({
 				o = s.option(form.Value, opt, title, desc);
 			}
 			o.rmempty = true;
+			// A table's descriptions row does not line up with named
+			// sections' columns: there the hint goes into the field.
+			if (s instanceof form.TableSection && desc) {
+				o.description = null;
+				o.placeholder = desc;
+			}
 		});
 	},
 
