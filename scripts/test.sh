@@ -24,7 +24,8 @@
 #               fw4 rule (server yes, client no), check-init.sh on the
 #               installed tree, upgrade keeps a changed /etc/config/offload,
 #               removal (in a chroot) stops the running server and keeps
-#               the conffile, install there starts it and sets the rule
+#               the conffile, install there starts it and sets the rule,
+#               an upgrade there restarts it on the new binary
 #               (packaging/build TestInstall); without the
 #               fixtures it is skipped with the reason, except under CI=true
 #   luci        luci-app-offload in Debian's chromium (headless, driven by

@@ -297,16 +297,21 @@ func installTest(t *testing.T, owrt, format string, pkgs, versions [2]string) {
 	// Install on the running router (the chroot, no IPKG_INSTROOT), as
 	// opkg install / apk add there: the postinst runs the uci-defaults
 	// script at once (the kept config is an enabled server: the rule is
-	// back, the script gone) and starts the service.
-	if err := os.WriteFile(filepath.Join(s.root, "tmp", filepath.Base(pkgs[1])), mustRead(t, pkgs[1]), 0o644); err != nil {
-		t.Fatal(err)
+	// back, the script gone) and starts the service. Then the upgrade
+	// there restarts it on the new binary.
+	add := func(pkg string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(s.root, "tmp", filepath.Base(pkg)), mustRead(t, pkg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		in := "/tmp/" + filepath.Base(pkg)
+		if format == "ipk" {
+			s.inRouter("/usr/bin/opkg-cl", "-f", "/etc/opkg-test.conf", "install", in)
+		} else {
+			s.inRouter("/usr/bin/apk", "--no-network", "--allow-untrusted", "--preserve-env", "add", in)
+		}
 	}
-	pkg := "/tmp/" + filepath.Base(pkgs[1])
-	if format == "ipk" {
-		s.inRouter("/usr/bin/opkg-cl", "-f", "/etc/opkg-test.conf", "install", pkg)
-	} else {
-		s.inRouter("/usr/bin/apk", "--no-network", "--allow-untrusted", "--preserve-env", "add", pkg)
-	}
+	add(pkgs[0])
 	pid = s.waitListening(t, 2)
 	if got := s.uciGet("get", "firewall.offload.dest_port"); got != port {
 		t.Errorf("install on a router: firewall.offload.dest_port %q, want %s", got, port)
@@ -314,9 +319,17 @@ func installTest(t *testing.T, owrt, format string, pkgs, versions [2]string) {
 	if _, err := os.Stat(uciDefaults); err == nil {
 		t.Error("install on a router: the uci-defaults script is still there after it ran")
 	}
+	add(pkgs[1])
+	newPid := s.waitListening(t, 3)
+	if newPid == pid || alive(pid) {
+		t.Errorf("the upgrade on a router: server pid %d (was %d, alive %v); want a new process on the new binary", newPid, pid, alive(pid))
+	}
+	if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", newPid)); err != nil || exe != filepath.Join(s.root, "usr/bin/offload") {
+		t.Errorf("the upgraded server runs %q (%v), want the stage's usr/bin/offload", exe, err)
+	}
 	s.removeInRouter()
-	if alive(pid) {
-		t.Errorf("the second removal left the server (pid %d) running", pid)
+	if alive(newPid) {
+		t.Errorf("the second removal left the server (pid %d) running", newPid)
 	}
 }
 
