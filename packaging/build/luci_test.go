@@ -155,7 +155,9 @@ func TestLuciACL(t *testing.T) {
 		"/usr/bin/offload keygen -fingerprint /etc/offload/offload.key",
 		"/usr/bin/offload keygen -o /etc/offload/offload.key",
 		"/usr/bin/offload keygen -f -o /etc/offload/offload.key",
-		"/usr/bin/offload speed -json -engine all -elapsed -seconds 1 -sizes 16,64,256,1024,4096,16384",
+		"/usr/bin/offload speed -json -engine software -elapsed -seconds 1 -sizes 16,64,256,1024,4096,16384",
+		"/usr/bin/offload speed -json -engine afalg -elapsed -seconds 1 -sizes 16,64,256,1024,4096,16384",
+		"/usr/bin/offload speed -json -engine cryptodev -elapsed -seconds 1 -sizes 16,64,256,1024,4096,16384",
 		"/etc/init.d/offload check /var/run/offload-luci.uci",
 		"/usr/bin/offload status -json -c /var/etc/offload/server.yaml",
 	} {

@@ -587,6 +587,28 @@ config login
 		b.shot("luci-engines-crossover.png")
 	})
 
+	t.Run("client role", func(t *testing.T) {
+		// The other role's sections: role set to client and saved (staged,
+		// not applied), the page shows the client and its forward,
+		// UDP forward and reverse tables; then the change is reverted.
+		before := e.read("etc/config/offload")
+		b.open(page("settings"), `document.querySelector('#cbi-offload-main-role select')`)
+		b.eval(`(() => { const n = document.querySelector('#cbi-offload-main-role select'); n.value = 'client';
+			n.dispatchEvent(new Event('change', {bubbles: true})); return '' })()`)
+		b.eval(`document.querySelector('.cbi-page-actions .cbi-button-save').click(), ''`)
+		b.wait(`document.querySelector('[data-indicator="uci-changes"]') || document.body.innerText.match(/unsaved changes: [1-9]/i)`, "the staged role change")
+		b.open(page("settings"), `document.getElementById('cbi-offload-forward') && document.getElementById('cbi-offload-udp_forward') && document.getElementById('cbi-offload-reverse')`)
+		if n := b.eval(`document.querySelectorAll('#cbi-offload-service, #cbi-offload-peer').length`); n != "0" {
+			t.Errorf("the client's page shows %s server sections", n)
+		}
+		b.eval(`window.offloadReverted = false, L.require('request').then(r => r.request(L.url('admin/uci/revert'),
+			{ method: 'post', query: { sid: L.env.sessionid, token: L.env.token } })).then(r => window.offloadReverted = r.status), ''`)
+		b.wait(`window.offloadReverted`, "the revert")
+		if e.read("etc/config/offload") != before {
+			t.Fatal("Save (without Apply) changed /etc/config/offload")
+		}
+	})
+
 	t.Run("keygen", func(t *testing.T) {
 		old := strings.TrimSpace(e.read("etc/offload/offload.key"))
 		b.open(page("settings"), `document.getElementById('offload-keygen')`)
