@@ -5,14 +5,17 @@
 //
 // It replaces github.com/VictoriaMetrics/metrics (its summaries,
 // histograms, process metrics and push client), which cost the mipsle
-// router binary 384 KiB of its 8 MiB budget (docs/budgets.md).
+// router binary 384 KiB (docs/budgets.md). The process_* and go_*
+// families that client libraries write are here too (standard.go,
+// process_linux.go), with their help texts, for the same reason.
 //
 // Wire format (Prometheus text format 0.0.4), one sample a line:
 //
 //	name{label="value",...} 123
 //
 // The caller formats the name and labels (quoted with %q); # HELP and
-// # TYPE lines are the caller's too (tunnel/metricshelp.go).
+// # TYPE lines are written by tunnel.WriteExposition from its table and
+// StandardFamilies.
 package metrics
 
 import (
