@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -131,5 +132,56 @@ func TestWriteExposition(t *testing.T) {
 		"offload_unlisted_total 4\n"
 	if b.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+// TestAlertRulesUseRealNames: every metric packaging/prometheus/alerts.yml
+// names is a family /metrics writes (metricFamilies, or the standard
+// process and Go ones), every handshake result it matches is one the
+// server counts, and every alert has a row in docs/tunnel.md's alert
+// table. promtool cannot know offload's names: a renamed family would
+// leave an alert that never fires.
+func TestAlertRulesUseRealNames(t *testing.T) {
+	src, err := os.ReadFile("../packaging/prometheus/alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := string(src)
+	var exprs []string
+	for _, m := range regexp.MustCompile(`(?m)^\s*expr: (.*)$`).FindAllStringSubmatch(rules, -1) {
+		exprs = append(exprs, m[1])
+	}
+	if len(exprs) < 5 {
+		t.Fatalf("found only %d expr lines in alerts.yml", len(exprs))
+	}
+	names := 0
+	for _, e := range exprs {
+		for _, n := range regexp.MustCompile(`\b((?:offload|process|go)_[a-z_]+)\b`).FindAllString(e, -1) {
+			names++
+			_, own := metricFamilies[n]
+			_, std := metrics.StandardFamilies[n]
+			if !own && !std {
+				t.Errorf("alerts.yml: %s is not a family offload writes (expr %s)", n, e)
+			}
+		}
+		for _, m := range regexp.MustCompile(`result(?:=~|!=|=)"([^"]*)"`).FindAllStringSubmatch(e, -1) {
+			for _, r := range strings.Split(m[1], "|") {
+				if !slices.Contains(handshakeResultNames[:], r) {
+					t.Errorf("alerts.yml: handshake result %q is not one offload counts (%v)", r, handshakeResultNames)
+				}
+			}
+		}
+	}
+	if names < 5 {
+		t.Fatalf("found only %d metric names in alerts.yml's exprs", names)
+	}
+	doc, err := os.ReadFile("../docs/tunnel.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile(`(?m)^\s*- alert: (\S+)$`).FindAllStringSubmatch(rules, -1) {
+		if !strings.Contains(string(doc), "| `"+m[1]+"` |") {
+			t.Errorf("docs/tunnel.md's alert table has no row for %s", m[1])
+		}
 	}
 }
