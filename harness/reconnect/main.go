@@ -93,8 +93,15 @@ func run(bin, outages string, up, every time.Duration) error {
 	if err := os.WriteFile(cliConf, []byte(fmt.Sprintf("server: %s\nkey_file: %s\nengine: software\nforwards:\n  - listen: %s\n    service: echo\n", srvAddr, key, fwdAddr)), 0o600); err != nil {
 		return err
 	}
+	// The ends' control sockets go to the run's directory, so that the
+	// server killed leaves none in root's /var/run/offload.
+	end := func(role, conf string) *exec.Cmd {
+		cmd := exec.Command(bin, role, "-c", conf)
+		cmd.Env = append(os.Environ(), "RUNTIME_DIRECTORY="+dir)
+		return cmd
+	}
 	startServer := func() (*testutil.Proc, time.Time, error) {
-		p, err := testutil.Start("server", exec.Command(bin, "server", "-c", srvConf), 1<<20)
+		p, err := testutil.Start("server", end("server", srvConf), 1<<20)
 		if err != nil {
 			return nil, time.Time{}, err
 		}
@@ -116,11 +123,11 @@ func run(bin, outages string, up, every time.Duration) error {
 		return err
 	}
 	defer func() { srv.Kill() }()
-	cli, err := testutil.Start("client", exec.Command(bin, "client", "-c", cliConf), 1<<20)
+	cli, err := testutil.Start("client", end("client", cliConf), 1<<20)
 	if err != nil {
 		return err
 	}
-	defer cli.Kill()
+	defer cli.Stop(30 * time.Second)
 
 	ld := &load{addr: fwdAddr}
 	ctx, stop := context.WithCancel(context.Background())
