@@ -183,8 +183,11 @@ const (
 	// the inline path cost more per byte than the pipeline (0.30x
 	// WireGuard against 0.37x): its goroutines run frame after frame
 	// past the runtime's 10 ms slice and are preempted by signal, and
-	// its device requests block holding the P. Until that is fixed the
-	// inline path is opt-in.
+	// its device requests block holding the P. On two routers, each end
+	// on its own CPU, it was dearer too (2026-12-07: 0.95x and 0.84x the
+	// pipeline's bytes per CPU second, afalg and cryptodev;
+	// docs/lab/performance.md). Until that is fixed the inline path is
+	// opt-in.
 	DataPathAuto DataPath = iota
 	// DataPathPipeline seals and opens in Workers worker goroutines
 	// between a cutter and a sender, and a reader and Read: frames are
