@@ -173,6 +173,9 @@ func writeLuciPackage(t *tree, format string, fl []file, work, out string) (stri
 		info.Arch, info.APK.Arch = "noarch", "noarch"
 		name = fmt.Sprintf("%s-%s.apk", luciName, t.Version)
 		info.Depends = []string{"luci-base", fmt.Sprintf("%s=%s", pkgName, t.Version)}
+		// apk runs post-install only on a first install; an upgrade
+		// changes the pages too.
+		info.APK.Scripts.PostUpgrade = postinst
 	default:
 		return "", fmt.Errorf("format %q", format)
 	}

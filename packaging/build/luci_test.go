@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -174,4 +176,66 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+var updatePot = flag.Bool("update-pot", false, "rewrite luci-app-offload's po/templates/offload.pot")
+
+// TestLuciPot: po/templates/offload.pot, the template translators start
+// from (as LuCI's i18n-scan.pl makes one for each app), holds every
+// string the pages pass to _() and the menu's titles, and nothing else.
+// go test ./packaging/build -run TestLuciPot -update-pot rewrites it.
+func TestLuciPot(t *testing.T) {
+	root := repoRoot(t)
+	ids := map[string]bool{}
+	lit := regexp.MustCompile(`\b_\('((?:[^'\\]|\\.)*)'\)`)
+	for _, p := range []string{"settings", "status", "engines"} {
+		js, err := os.ReadFile(filepath.Join(root, luciDir, "htdocs/luci-static/resources/view/offload", p+".js"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range lit.FindAllSubmatch(js, -1) {
+			ids[strings.ReplaceAll(string(m[1]), `\'`, `'`)] = true
+		}
+	}
+	var menu map[string]struct{ Title string }
+	data, err := os.ReadFile(filepath.Join(root, luciDir, "root/usr/share/luci/menu.d/luci-app-offload.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &menu); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range menu {
+		ids[m.Title] = true
+	}
+	if len(ids) < 100 {
+		t.Fatalf("%d strings: the pattern no longer finds the pages' _() calls", len(ids))
+	}
+	sorted := make([]string, 0, len(ids))
+	for id := range ids {
+		sorted = append(sorted, id)
+	}
+	sort.Strings(sorted)
+	var b strings.Builder
+	b.WriteString("msgid \"\"\nmsgstr \"Content-Type: text/plain; charset=UTF-8\"\n")
+	q := strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+	for _, id := range sorted {
+		fmt.Fprintf(&b, "\nmsgid \"%s\"\nmsgstr \"\"\n", q.Replace(id))
+	}
+	path := filepath.Join(root, luciDir, "po/templates/offload.pot")
+	if *updatePot {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	have, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(have) != b.String() {
+		t.Errorf("%s is not what the pages' _() strings make: go test ./packaging/build -run TestLuciPot -update-pot", path)
+	}
 }
