@@ -627,6 +627,52 @@ config login
 			t.Fatal("the page holds the new key")
 		}
 	})
+
+	t.Run("client status", func(t *testing.T) {
+		// The router turned client: its server stopped (Status says
+		// offload is not running), then /etc/config/offload names a
+		// server on this host with the router's (new) key, and Status
+		// shows the client's side: the server it dials, its link and the
+		// forward's streams.
+		e.mustChroot("/etc/init.d/offload", "stop")
+		b.open(page("status"), `document.getElementById('offload-down')`)
+		srv2, fwd2 := freePort(t), freePort(t)
+		sdir := t.TempDir()
+		e.run("cp", filepath.Join(e.root, "etc/offload/offload.key"), filepath.Join(sdir, "offload.key"))
+		os.WriteFile(filepath.Join(sdir, "server.yaml"), []byte(fmt.Sprintf(
+			"listen: 127.0.0.1:%d\nkey_file: offload.key\ncontrol: off\nservices:\n  echo: 127.0.0.1:%d\n", srv2, one)), 0o600)
+		server := exec.Command(e.bin, "server", "-c", filepath.Join(sdir, "server.yaml"))
+		var slog bytes.Buffer
+		server.Stdout, server.Stderr = &slog, &slog
+		if err := server.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { server.Process.Kill(); server.Wait() })
+		e.write("etc/config/offload", fmt.Sprintf(`config offload 'main'
+	option enabled '1'
+	option role 'client'
+
+config client 'client'
+	option server '127.0.0.1:%d'
+	option key_file 'offload.key'
+
+config forward
+	option listen '127.0.0.1:%d'
+	option service 'echo'
+`, srv2, fwd2), 0o600)
+		e.mustChroot("/etc/init.d/offload", "start")
+		fwd := fmt.Sprintf("127.0.0.1:%d", fwd2)
+		waitFor(t, "the router's client carries a connection to backend-one", 60*time.Second, func() (bool, string) {
+			got, err := banner(fwd)
+			return got == "backend-one", fmt.Sprintf("%q %v; server log: %s", got, err, slog.String())
+		})
+		b.open(page("status"), `document.getElementById('offload-link-1-sent')`)
+		about := b.eval(`document.getElementById('offload-about').innerText`)
+		if !strings.Contains(about, "client") || !strings.Contains(about, fmt.Sprintf("127.0.0.1:%d", srv2)) {
+			t.Errorf("the client's status says:\n%s", about)
+		}
+		b.shot("luci-status-client.png")
+	})
 }
 
 // crossover is where the engine's throughput rises above software's in an
