@@ -412,13 +412,7 @@ config service 'echo'
 	os.WriteFile(filepath.Join(cdir, "client.yaml"), []byte(fmt.Sprintf(
 		"server: 127.0.0.1:%d\nkey_file: offload.key\nsuite: aes-256-ctr-hmac-sha256\nforwards:\n  - listen: 127.0.0.1:%d\n    service: echo\n",
 		srvPort, fwdPort)), 0o600)
-	client := exec.Command(e.bin, "client", "-c", filepath.Join(cdir, "client.yaml"))
-	var clog bytes.Buffer
-	client.Stdout, client.Stderr = &clog, &clog
-	if err := client.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Process.Kill(); client.Wait() })
+	testutil.StartProc(t, "offload client", e.bin, "client", "-c", filepath.Join(cdir, "client.yaml"))
 	fwd := fmt.Sprintf("127.0.0.1:%d", fwdPort)
 	waitFor(t, "the tunnel carries a connection to backend-one", 60*time.Second, func() (bool, string) {
 		b, err := banner(fwd)
@@ -641,13 +635,7 @@ config login
 		e.run("cp", filepath.Join(e.root, "etc/offload/offload.key"), filepath.Join(sdir, "offload.key"))
 		os.WriteFile(filepath.Join(sdir, "server.yaml"), []byte(fmt.Sprintf(
 			"listen: 127.0.0.1:%d\nkey_file: offload.key\ncontrol: off\nservices:\n  echo: 127.0.0.1:%d\n", srv2, one)), 0o600)
-		server := exec.Command(e.bin, "server", "-c", filepath.Join(sdir, "server.yaml"))
-		var slog bytes.Buffer
-		server.Stdout, server.Stderr = &slog, &slog
-		if err := server.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { server.Process.Kill(); server.Wait() })
+		server := testutil.StartProc(t, "offload server (host)", e.bin, "server", "-c", filepath.Join(sdir, "server.yaml"))
 		e.write("etc/config/offload", fmt.Sprintf(`config offload 'main'
 	option enabled '1'
 	option role 'client'
@@ -664,7 +652,7 @@ config forward
 		fwd := fmt.Sprintf("127.0.0.1:%d", fwd2)
 		waitFor(t, "the router's client carries a connection to backend-one", 60*time.Second, func() (bool, string) {
 			got, err := banner(fwd)
-			return got == "backend-one", fmt.Sprintf("%q %v; server log: %s", got, err, slog.String())
+			return got == "backend-one", fmt.Sprintf("%q %v; server log: %s", got, err, server.Out)
 		})
 		b.open(page("status"), `document.getElementById('offload-link-1-sent')`)
 		about := b.eval(`document.getElementById('offload-about').innerText`)
