@@ -8,9 +8,10 @@
 //
 // procd is not among the fixtures: the init script runs under
 // packaging/openwrt/test's rc.common and procd.sh with PROCD_LIVE=1 (real
-// processes, real signals), which stand in for procd; after Save & Apply
-// the test runs "/etc/init.d/offload reload" itself, as procd's reload
-// trigger would on the config.change event rpcd sends (docs/testing.md).
+// processes, real signals), which stand in for procd, and
+// testdata/procd-trigger.uc stands in for procd's reload trigger: on the
+// config.change event rpcd sends after Save & Apply it runs
+// "/etc/init.d/offload reload" (docs/testing.md).
 //
 // Without chromium, the fixtures or root it skips, saying which; under
 // CI=true it fails instead. scripts/test.sh's luci stage runs it.
@@ -442,6 +443,25 @@ config login
 	t.Cleanup(func() {
 		exec.Command(filepath.Join(e.tp, "run-openwrt-luci.sh"), e.root, "stop").Run()
 	})
+	// procd's reload trigger, stood in for (testdata/procd-trigger.uc): on
+	// rpcd's config.change for offload it runs /etc/init.d/offload reload.
+	e.run("cp", "testdata/procd-trigger.uc", filepath.Join(e.root, "usr/share/offload-test/procd-trigger.uc"))
+	trigger := exec.Command("chroot", e.root, "/usr/bin/ucode", "/usr/share/offload-test/procd-trigger.uc")
+	trigger.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	tp, err := testutil.Start("procd trigger stand-in", trigger, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		tp.Kill()
+		if t.Failed() {
+			t.Logf("procd trigger stand-in:\n%s", tp.Out)
+		}
+	})
+	waitFor(t, "the stand-in's service object on ubus", 30*time.Second, func() (bool, string) {
+		out, err := e.chroot("/usr/bin/ubus", "list", "service")
+		return err == nil && strings.TrimSpace(out) == "service", out + tp.Out.String()
+	})
 
 	b := newBrowser(t)
 	if !shots {
@@ -483,12 +503,13 @@ config login
 		if e.read("etc/config/offload") == before {
 			t.Fatal("file unchanged")
 		}
-		// procd's reload trigger, played by the test: the init script's
-		// reload, which re-renders, validates and sends SIGHUP.
-		out := e.mustChroot("/etc/init.d/offload", "reload")
-		if !strings.Contains(out, "signal offload server HUP") {
-			t.Fatalf("reload asked procd for: %s", out)
-		}
+		// rpcd's apply sent config.change; the trigger's stand-in ran the
+		// init script's reload, which re-rendered, validated and asked
+		// procd to send SIGHUP.
+		waitFor(t, "the reload trigger ran the init script's reload", 60*time.Second, func() (bool, string) {
+			b, _ := os.ReadFile(filepath.Join(e.root, "var/run/procd-standin/trigger.log"))
+			return bytes.Contains(b, []byte("signal offload server HUP")), string(b)
+		})
 		waitFor(t, "the server logs the SIGHUP reload", 60*time.Second, func() (bool, string) {
 			b, _ := os.ReadFile(filepath.Join(e.root, e.srvLog))
 			return bytes.Contains(b, []byte("SIGHUP: reloading")), string(b)
@@ -504,6 +525,7 @@ config login
 
 	t.Run("a refused value", func(t *testing.T) {
 		before := e.read("etc/config/offload")
+		triggered := e.read("var/run/procd-standin/trigger.log")
 		b.open(page("settings"), `document.querySelector('#cbi-offload-echo-target input')`)
 		b.setInput("#cbi-offload-echo-target input", "nohost")
 		b.saveApply()
@@ -518,6 +540,9 @@ config login
 		}
 		if b, err := banner(fwd); b != "backend-two" {
 			t.Fatalf("after a refused config the forward says %q (%v), want backend-two", b, err)
+		}
+		if now := e.read("var/run/procd-standin/trigger.log"); now != triggered {
+			t.Fatalf("a refused config reached the reload trigger:\n%s", now)
 		}
 		// Drop the refused change from the session, as LuCI's Revert does.
 		b.eval(`window.offloadReverted = false, L.require('request').then(r => r.request(L.url('admin/uci/revert'),
