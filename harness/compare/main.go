@@ -78,6 +78,7 @@ type options struct {
 	quick      bool
 	maxFrame   string
 	maxProcs   int           // offload's max_procs in both configs; 0 leaves it out
+	load       string        // loadBench or loadIperf
 	frame      int           // max_frame in bytes, for the crypto floor
 	floorTime  time.Duration // per part of the crypto floor
 	profileDir string
@@ -102,13 +103,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	digest := fs.String("digest", "crc32c", "the sink's check: crc32c (cheap, for speed) or sha256")
 	maxFrame := fs.String("max-frame", "", "offload's max_frame in both configs and the crypto floor's frame size (default: the config default, "+benchmethod.Size(config.DefaultMaxFrame)+")")
 	maxProcs := fs.Int("max-procs", 0, "offload's max_procs (GOMAXPROCS of each end) in both configs (default: left out, the runtime's choice)")
+	load := fs.String("load", loadBench, "the load generator: bench (internal/bench, every byte checked at the sink) or iperf3 (its client and server; no check, no memory run)")
 	profileDir := fs.String("cpuprofile", "", "write a CPU profile of each offload end, from start to exit, to `DIR`/SUITE/{server,client}.pprof")
 	asJSON := fs.Bool("json", false, "print JSON instead of the tables")
 	quick := fs.Bool("quick", false, "smoke test: 4 MiB per run, one round, SHA-256, 100 streams of 16 KiB, a short crypto floor; checks that every tool ran and the data arrived intact, not the speeds")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	o := options{repeat: *repeat, rssStreams: *rssStreams, offload: *bin, json: *asJSON, quick: *quick, maxFrame: *maxFrame, maxProcs: *maxProcs,
+	o := options{repeat: *repeat, rssStreams: *rssStreams, offload: *bin, json: *asJSON, quick: *quick, maxFrame: *maxFrame, maxProcs: *maxProcs, load: *load,
 		frame: config.DefaultMaxFrame, floorTime: 500 * time.Millisecond, profileDir: *profileDir}
 	if o.maxFrame != "" {
 		n, err := config.ParseSize(o.maxFrame)
@@ -117,6 +119,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		o.frame = int(n)
+	}
+	if o.load != loadBench && o.load != loadIperf {
+		fmt.Fprintf(stderr, "compare: -load %q: want %s or %s\n", o.load, loadBench, loadIperf)
+		return 2
 	}
 	if o.maxProcs < 0 || o.maxProcs > config.MaxMaxProcs {
 		fmt.Fprintf(stderr, "compare: -max-procs %d: want 0 to %d\n", o.maxProcs, config.MaxMaxProcs)
@@ -196,6 +202,7 @@ type report struct {
 	Bytes   int64      `json:"bytes_per_run"`
 	Repeat  int        `json:"repeat"`
 	Digest  string     `json:"digest"`
+	Load    string     `json:"load"` // the load generator: bench or iperf3
 	Tools   []toolInfo `json:"tools"`
 	Rounds  []round    `json:"rounds"`
 	Results []result   `json:"results"`
@@ -309,7 +316,7 @@ func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
 
 	rep := &report{
 		Date: time.Now().UTC().Format("2006-01-02 15:04 UTC"), CPU: bench.CPUModel(), CPUs: runtime.NumCPU(),
-		LoadAvg: bench.LoadAvg(), Bytes: o.bytes, Repeat: o.repeat, Digest: o.digest.String(), Quick: o.quick,
+		LoadAvg: bench.LoadAvg(), Bytes: o.bytes, Repeat: o.repeat, Digest: o.digest.String(), Load: o.load, Quick: o.quick,
 	}
 	rep.Host, _ = os.Hostname()
 
@@ -324,6 +331,16 @@ func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
 	go func() { sinkDone <- bench.ServeSink(sinkCtx, sinkLn, zl) }()
 	defer func() { stopSink(); <-sinkDone }()
 	sink := sinkLn.Addr().String()
+	ready := firstByte
+	if o.load == loadIperf {
+		p, addr, err := startIperfSink(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer stop(p)
+		sink, ready = addr, iperfReady
+		fmt.Fprintf(log, "compare: load generator iperf3, server on %s\n", addr)
+	}
 
 	offloadBin := o.offload
 	if offloadBin == "" {
@@ -388,7 +405,7 @@ func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
 			var info toolInfo
 			t, info, err = s.fn(ctx, filepath.Join(work, strings.ReplaceAll(s.name, " ", "")+strconv.Itoa(try)), sink)
 			if err == nil {
-				err = firstByte(ctx, t.addr)
+				err = ready(ctx, t.addr)
 			}
 			if err == nil {
 				tuts = append(tuts, t)
@@ -420,11 +437,13 @@ func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
 	// Memory of the offload ends first, idle and then with many streams,
 	// so that the speed runs' bigger transfers do not set the peak.
 	off := byName(offloadTools[0].name)
-	mem, err := offloadMemory(ctx, off, o, log)
-	if err != nil {
-		return rep, err
+	if o.load == loadBench {
+		mem, err := offloadMemory(ctx, off, o, log)
+		if err != nil {
+			return rep, err
+		}
+		rep.Memory = mem
 	}
-	rep.Memory = mem
 
 	// The crypto floor, in this process while the tools are idle.
 	fmt.Fprintf(log, "compare: crypto floor: sealing and opening %d-byte frames in this process\n", o.frame)
@@ -449,6 +468,9 @@ func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
 	}
 
 	for i, p := range off.procs {
+		if i >= len(rep.Memory) {
+			break // no memory run (-load iperf3)
+		}
 		m, err := bench.ProcMemory(p.Cmd.Process.Pid)
 		if err != nil {
 			return rep, err
@@ -522,6 +544,9 @@ func (speedRun) Failure() string { return "" }
 // stops the comparison, whose figures would mean nothing.
 func runSpeed(ctx context.Context, t *tunnelUnderTest, n int, turn benchmethod.Turn, o options, log io.Writer) (speedRun, error) {
 	fmt.Fprintf(log, "compare: %-12s %2d stream(s), round %d of %d: ", t.name, n, turn.N+1, turn.Of)
+	if o.load == loadIperf {
+		return runIperf(ctx, t, n, o, log)
+	}
 	cpu0, cerr0 := t.cpu()
 	res, err := bench.Run(ctx, bench.Load{Addr: t.addr, Streams: n, Bytes: o.bytes, Digest: o.digest, Seed: uint64(turn.N)})
 	cpu1, cerr1 := t.cpu()
@@ -538,6 +563,26 @@ func runSpeed(ctx context.Context, t *tunnelUnderTest, n int, turn benchmethod.T
 	}
 	c := perGB(bench.CPUTime{User: cpu1.User - cpu0.User, System: cpu1.System - cpu0.System}, res.Bytes)
 	fmt.Fprintf(log, "%.1f MB/s, %.2f CPU s/GB (user %.2f, sys %.2f; %s ok)\n", res.MBps(), c.Total(), c.User, c.Sys, o.digest)
+	return speedRun{mbps: res.MBps(), cpu: c}, nil
+}
+
+// runIperf is runSpeed with iperf3's client as the load.
+func runIperf(ctx context.Context, t *tunnelUnderTest, n int, o options, log io.Writer) (speedRun, error) {
+	cpu0, cerr0 := t.cpu()
+	res, err := iperfRun(ctx, t.addr, n, o.bytes)
+	cpu1, cerr1 := t.cpu()
+	if err == nil {
+		err = errors.Join(cerr0, cerr1)
+	}
+	if err == nil && res.sent < o.bytes {
+		err = fmt.Errorf("iperf3 sent %d bytes, want %d", res.sent, o.bytes)
+	}
+	if err != nil {
+		fmt.Fprintln(log, "failed")
+		return speedRun{}, fmt.Errorf("%s, %d streams: %w", t.name, n, err)
+	}
+	c := perGB(bench.CPUTime{User: cpu1.User - cpu0.User, System: cpu1.System - cpu0.System}, res.sent)
+	fmt.Fprintf(log, "%.1f MB/s, %.2f CPU s/GB (user %.2f, sys %.2f; iperf3, unchecked)\n", res.MBps(), c.Total(), c.User, c.Sys)
 	return speedRun{mbps: res.MBps(), cpu: c}, nil
 }
 

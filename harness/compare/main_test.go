@@ -254,7 +254,7 @@ func TestGoals(t *testing.T) {
 }
 
 func TestUsage(t *testing.T) {
-	for _, args := range [][]string{{"-bytes", "1MB"}, {"-streams", "0"}, {"-digest", "md5"}, {"-repeat", "0"}, {"-max-frame", "x"}, {"-max-procs", "-1"}, {"-max-procs", "1025"}, {"extra"}} {
+	for _, args := range [][]string{{"-bytes", "1MB"}, {"-streams", "0"}, {"-digest", "md5"}, {"-repeat", "0"}, {"-max-frame", "x"}, {"-max-procs", "-1"}, {"-max-procs", "1025"}, {"-load", "netperf"}, {"extra"}} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), args, &out, &errb); code != 2 {
 			t.Errorf("compare %v: exit %d, want 2", args, code)

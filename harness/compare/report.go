@@ -162,7 +162,11 @@ func printReport(w io.Writer, rep *report) {
 	if rep.Quick {
 		mode = "quick smoke run: speeds mean nothing"
 	}
-	fmt.Fprintf(w, "%s per run, checked with %s at the sink, %s\n\n", benchmethod.Size(rep.Bytes), rep.Digest, mode)
+	check := "checked with " + rep.Digest + " at the sink"
+	if rep.Load == loadIperf {
+		check = "iperf3's client to iperf3's server, unchecked"
+	}
+	fmt.Fprintf(w, "%s per run, %s, %s\n\n", benchmethod.Size(rep.Bytes), check, mode)
 	for _, t := range rep.Tools {
 		fmt.Fprintf(w, "  %-*s %s\n  %-*s %s\n", nameWidth, t.Name, t.How, nameWidth, "", t.Version)
 	}
