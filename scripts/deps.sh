@@ -41,8 +41,9 @@ say() { printf 'deps: %s\n' "$*"; }
 
 arches=${OFFLOAD_VM_ARCHES-amd64 arm mipsle}
 packages=(qemu-system-x86 busybox-static qemu-user-static iproute2 xz-utils)
-# harness/compare: the tools offload is measured beside (socat, ssh -L, spiped).
-packages+=(socat openssh-server openssh-client spiped)
+# harness/compare: the tools offload is measured beside (socat, ssh -L, spiped),
+# and iperf3, its second load generator (-load iperf3).
+packages+=(socat openssh-server openssh-client spiped iperf3)
 # packaging checks: shellcheck (procd init script), systemd-analyze verify.
 packages+=(shellcheck systemd)
 # packaging checks: building OpenWrt's uci and libubox from third_party/openwrt.

@@ -514,8 +514,17 @@ s_luci() {
 # ciphers), spiped and offload (two suites): every tool comes up, the data
 # arrives intact, the crypto floor is measured, and each offload end exits
 # 0 on SIGTERM leaving its CPU profile (no speed verdicts;
-# docs/performance.md has the figures).
-s_compare() { go run ./harness/compare -quick -cpuprofile "$work/compare-profiles"; }
+# docs/performance.md has the figures); then the same tools under iperf3's
+# client and server, the second load generator (-load iperf3; under
+# CI=true a missing iperf3 fails it).
+s_compare() {
+	go run ./harness/compare -quick -cpuprofile "$work/compare-profiles" || return 1
+	if have iperf3 || [ "${CI:-}" = true ]; then
+		go run ./harness/compare -quick -load iperf3
+	else
+		echo "compare: no iperf3, the -load iperf3 smoke left out (scripts/deps.sh installs it as root)"
+	fi
+}
 
 # s_anchor2 is the two-router anchor's smoke (docs/router-anchor.md): both
 # routers boot, the paths come up, every stream arrives whole (the host's
