@@ -61,7 +61,7 @@
 #               WireGuard, plain routing and offload on the device (afalg)
 #               move 4 MiB each, sha256 checked at the sink, and the
 #               per-router table prints (no speed verdicts; needs root and
-#               mipsle among OFFLOAD_VM_ARCHES; about 3-4 minutes)
+#               mipsle among OFFLOAD_VM_ARCHES; 94 s here with a warm cache)
 #   budgets     harness/budget: RSS of server and client (printed; a generous
 #               sanity bound), stripped binary size per router target
 #               (fails over 7 MiB for MIPS, 6 MiB for ARM) and its xz -9e size;

@@ -61,6 +61,7 @@ type options struct {
 	kick               time.Duration
 	baseline           string
 	routers            int
+	edgeIRQs           bool
 }
 
 func main() {
@@ -94,6 +95,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		" for the *-base paths, which measure it beside this tree's build in the same boots (name them in -paths)")
 	fs.IntVar(&o.routers, "routers", 1, "1: one guest holds both tunnel ends, the load and the sink (harness/wgcompare's TestKernelRouterAnchor); "+
 		"2: two routers, each its own qemu, joined by a wire, the sender and the sink on the host behind them (routers.go), each router's CPU per byte measured")
+	fs.BoolVar(&o.edgeIRQs, "edge-irqs", false, "-routers 2: leave the virtio devices' i8259 lines edge-triggered, as malta's firmware sets them "+
+		"(by default each router's agent makes them level-triggered; docs/router-anchor.md, \"The i8259 lines\")")
 	fs.StringVar(&o.kernelArgs, "kernel-args", "", "appended to the guest kernel's command line (harness/vm -kernel-args)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -105,6 +108,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("-cryptodev %q: want auto, on or off", o.cryptodev)
 	case o.routers != 1 && o.routers != 2:
 		return fmt.Errorf("-routers %d: want 1 or 2", o.routers)
+	case o.routers == 1 && o.edgeIRQs:
+		return errors.New("-edge-irqs: -routers 2 only (the one guest keeps malta's edge-triggered lines)")
 	case o.routers == 2 && o.kick > 0:
 		return errors.New("-kick: one guest only (-routers 2 kicks a stalled run from each router's agent)")
 	case fs.NArg() > 0:

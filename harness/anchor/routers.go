@@ -114,10 +114,10 @@ func target(kind string) string {
 // vmCommandLine is harness/vm's command line for one router: the common
 // arguments, the agent as the one step, qemu's pid file, the LAN card on
 // the tap and the WAN card on the wire (UDP between two loopback ports).
-func vmCommandLine(common []string, s routerSide, tap, pidfile string, wireLocal, wireRemote int) []string {
+func vmCommandLine(common []string, s routerSide, tap, pidfile string, wireLocal, wireRemote int, edgeIRQs bool) []string {
 	args := append([]string{}, common...)
 	return append(args,
-		"-cmd", fmt.Sprintf("router serve -lan %s=%s/24 -wan %s -listen %s", s.lanMAC, s.lanAddr, s.wanMAC, controlPort),
+		"-cmd", fmt.Sprintf("router serve -lan %s=%s/24 -wan %s -listen %s -level-irqs=%v", s.lanMAC, s.lanAddr, s.wanMAC, controlPort, !edgeIRQs),
 		"-qemu-arg=-pidfile", "-qemu-arg="+pidfile,
 		"-qemu-arg=-nic", fmt.Sprintf("-qemu-arg=tap,ifname=%s,script=no,downscript=no,model=virtio-net-pci,mac=%s", tap, s.lanMAC),
 		"-qemu-arg=-nic", fmt.Sprintf("-qemu-arg=socket,udp=127.0.0.1:%d,localaddr=127.0.0.1:%d,model=virtio-net-pci,mac=%s", wireRemote, wireLocal, s.wanMAC))
@@ -262,7 +262,7 @@ func (r *routersRig) run(ctx context.Context, vm string, common []string, paths 
 	for i, s := range sides {
 		pidfile := filepath.Join(r.dir, fmt.Sprintf("qemu-%s-%d.pid", s.name, r.boot+1))
 		_ = os.Remove(pidfile)
-		args := vmCommandLine(common, s, r.taps[i], pidfile, ports[i], ports[1-i])
+		args := vmCommandLine(common, s, r.taps[i], pidfile, ports[i], ports[1-i], r.o.edgeIRQs)
 		args = append(args, "-prefix", s.name+"| ", "-log", filepath.Join(r.dir, fmt.Sprintf("console-%s-%d.log", s.name, r.boot+1)))
 		if r.o.quiet {
 			args = append(args, "-quiet")

@@ -134,10 +134,11 @@ func TestGoalLines(t *testing.T) {
 // UDP wire whose ends cross (A's remote is B's local).
 func TestVMCommandLine(t *testing.T) {
 	common := []string{"-arch", "mipsle"}
-	a := strings.Join(vmCommandLine(common, sides[0], "tapA", "/o/a.pid", 4001, 4002), " ")
-	b := strings.Join(vmCommandLine(common, sides[1], "tapB", "/o/b.pid", 4002, 4001), " ")
+	a := strings.Join(vmCommandLine(common, sides[0], "tapA", "/o/a.pid", 4001, 4002, false), " ")
+	b := strings.Join(vmCommandLine(common, sides[1], "tapB", "/o/b.pid", 4002, 4001, true), " ")
 	for _, c := range []struct{ line, want string }{
-		{a, "-arch mipsle -cmd router serve -lan 52:54:00:77:0a:01=10.77.1.1/24 -wan 52:54:00:77:0a:02 -listen 7070"},
+		{a, "-arch mipsle -cmd router serve -lan 52:54:00:77:0a:01=10.77.1.1/24 -wan 52:54:00:77:0a:02 -listen 7070 -level-irqs=true"},
+		{b, "-listen 7070 -level-irqs=false"},
 		{a, "-qemu-arg=-pidfile -qemu-arg=/o/a.pid"},
 		{a, "-qemu-arg=-nic -qemu-arg=tap,ifname=tapA,script=no,downscript=no,model=virtio-net-pci,mac=52:54:00:77:0a:01"},
 		{a, "-qemu-arg=-nic -qemu-arg=socket,udp=127.0.0.1:4002,localaddr=127.0.0.1:4001,model=virtio-net-pci,mac=52:54:00:77:0a:02"},
