@@ -8,8 +8,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/offload-dev/offload/internal/buildflags"
 )
 
 func TestParseBytes(t *testing.T) {
@@ -219,5 +222,19 @@ func TestSizeOverBudget(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "| "+sizeTargets[0].Name+" |") {
 		t.Errorf("no table row for %s:\n%s", sizeTargets[0].Name, out.String())
+	}
+}
+
+// TestSizeBuildIsPackagingBuild checks that size measures the router
+// build packaging/build ships: internal/buildflags' flags, every one, and
+// nothing else but the output and the package.
+func TestSizeBuildIsPackagingBuild(t *testing.T) {
+	cmd := goBuildCmd(context.Background(), "/tmp/x", "./cmd/offload", []string{"GOARCH=mipsle"})
+	want := append(append([]string{"go", "build"}, buildflags.Args("")...), "-o", "/tmp/x", "./cmd/offload")
+	if !reflect.DeepEqual(cmd.Args, want) {
+		t.Errorf("size builds with\n%q\nwant\n%q", cmd.Args, want)
+	}
+	if !slices.Contains(cmd.Env, "CGO_ENABLED=0") || cmd.Env[len(cmd.Env)-1] != "GOARCH=mipsle" {
+		t.Errorf("size's build environment ends %q", cmd.Env[len(cmd.Env)-3:])
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/offload-dev/offload/internal/benchmethod"
+	"github.com/offload-dev/offload/internal/buildflags"
 )
 
 // sizeTarget is one router target of the size budget.
@@ -33,9 +34,6 @@ var sizeTargets = []sizeTarget{
 	{"linux/arm GOARM=7", []string{"GOOS=linux", "GOARCH=arm", "GOARM=7"}, 6 << 20},
 	{"linux/arm64", []string{"GOOS=linux", "GOARCH=arm64"}, 6 << 20},
 }
-
-// stripFlags are the build flags of a router binary (docs/routers.md).
-var stripFlags = []string{"-trimpath", "-ldflags=-s -w"}
 
 // xzArgs compress as OpenWrt's squashfs does (xz, its strongest preset),
 // the whole file in one stream: squashfs compresses 256 KiB blocks apart,
@@ -72,7 +70,7 @@ func runSize(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer os.RemoveAll(dir)
 
-	fmt.Fprintf(stdout, "stripped size of %s (CGO_ENABLED=0 go build %s), and compressed with xz %s (what squashfs stores, near enough)\n\n", *pkg, strings.Join(quoteArgs(stripFlags), " "), strings.Join(xzArgs[:2], " "))
+	fmt.Fprintf(stdout, "stripped size of %s as packaging/build ships it (CGO_ENABLED=0 %s), and compressed with xz %s (what squashfs stores, near enough)\n\n", *pkg, buildflags.Command("", "BIN", *pkg), strings.Join(xzArgs[:2], " "))
 	table := benchmethod.Table{Columns: []benchmethod.Column{{Title: "target"}, {Title: "bytes", Right: true}, {Title: "MiB", Right: true}, {Title: "budget MiB", Right: true}, {Title: "of budget", Right: true}, {Title: "xz bytes", Right: true}, {Title: "xz MiB", Right: true}}}
 	if err := table.WriteMarkdownHeader(stdout); err != nil {
 		return fmt.Errorf("size table: %w", err)
@@ -129,9 +127,7 @@ func xzSize(ctx context.Context, path string) (int64, error) {
 
 // goBuild builds a stripped static binary of pkg for env into out.
 func goBuild(ctx context.Context, out, pkg string, env []string, stderr io.Writer) error {
-	args := append([]string{"build", "-o", out}, stripFlags...)
-	cmd := exec.CommandContext(ctx, "go", append(args, pkg)...)
-	cmd.Env = append(append(os.Environ(), "CGO_ENABLED=0"), env...)
+	cmd := goBuildCmd(ctx, out, pkg, env)
 	cmd.Stdout, cmd.Stderr = stderr, stderr
 	if err := cmd.Run(); err != nil {
 		var ee *exec.ExitError
@@ -143,18 +139,12 @@ func goBuild(ctx context.Context, out, pkg string, env []string, stderr io.Write
 	return nil
 }
 
-// quoteArgs quotes arguments with spaces, for printing a command line.
-func quoteArgs(args []string) []string {
-	out := make([]string, len(args))
-	for i, a := range args {
-		if strings.ContainsAny(a, " \t") {
-			if k, v, ok := strings.Cut(a, "="); ok {
-				a = k + "='" + v + "'"
-			} else {
-				a = "'" + a + "'"
-			}
-		}
-		out[i] = a
-	}
-	return out
+// goBuildCmd is goBuild's command: the router build of internal/buildflags,
+// the one packaging/build ships, without its version stamp (a git describe:
+// some 30 bytes).
+func goBuildCmd(ctx context.Context, out, pkg string, env []string) *exec.Cmd {
+	args := append(append([]string{"build"}, buildflags.Args("")...), "-o", out, pkg)
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Env = append(append(os.Environ(), "CGO_ENABLED=0"), env...)
+	return cmd
 }

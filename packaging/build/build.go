@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/offload-dev/offload/internal/buildflags"
 )
 
 // target is one OpenWrt package architecture and the Go build for it.
@@ -277,15 +279,22 @@ func build(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 
 // goBuild builds cmd/offload for a target as the packages ship it.
 func goBuild(ctx context.Context, t *tree, a target, out string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath",
-		"-ldflags", "-s -w -X main.buildVersion="+t.Describe, "-o", out, "./cmd/offload")
-	cmd.Dir = t.Root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+a.GOARCH)
-	cmd.Env = append(cmd.Env, a.Env...)
+	cmd := goBuildCmd(ctx, t, a, out)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %w\n%s", err, out)
 	}
 	return nil
+}
+
+// goBuildCmd is goBuild's command: the flags of internal/buildflags, the
+// ones harness/budget measures, with the tree's version stamped in.
+func goBuildCmd(ctx context.Context, t *tree, a target, out string) *exec.Cmd {
+	args := append(append([]string{"build"}, buildflags.Args(t.Describe)...), "-o", out, "./cmd/offload")
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = t.Root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+a.GOARCH)
+	cmd.Env = append(cmd.Env, a.Env...)
+	return cmd
 }
 
 // writeSums prints and writes dist/SHA256SUMS for what this run made.

@@ -14,10 +14,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/offload-dev/offload/internal/buildflags"
 )
 
 // repoRoot is the repository, two folders up (the command runs from it).
@@ -359,5 +362,20 @@ func untar(tgz []byte, dir string) error {
 		if err != nil {
 			return err
 		}
+	}
+}
+
+// TestGoBuildFlags checks that the packages' binary is the router build
+// of internal/buildflags (what harness/budget size measures), with the
+// tree's version stamped in.
+func TestGoBuildFlags(t *testing.T) {
+	tr := &tree{Root: "/src", Describe: "v1.2.0-5-gabc123def456"}
+	cmd := goBuildCmd(context.Background(), tr, targets[0], "/tmp/offload")
+	want := append(append([]string{"go", "build"}, buildflags.Args(tr.Describe)...), "-o", "/tmp/offload", "./cmd/offload")
+	if !slices.Equal(cmd.Args, want) {
+		t.Errorf("packages build with\n%q\nwant\n%q", cmd.Args, want)
+	}
+	if cmd.Dir != "/src" || !slices.Contains(cmd.Env, "CGO_ENABLED=0") || !slices.Contains(cmd.Env, "GOARCH="+targets[0].GOARCH) {
+		t.Errorf("build in %q with %q", cmd.Dir, cmd.Env)
 	}
 }

@@ -4,8 +4,9 @@
 //
 // For each OpenWrt target (mipsel_24kc, mips_24kc,
 // arm_cortex-a7_neon-vfpv4, aarch64_cortex-a53, x86_64) it builds
-// cmd/offload (CGO_ENABLED=0, -trimpath, -ldflags '-s -w -X
-// main.buildVersion=<git describe>') and packs it with the procd init
+// cmd/offload (CGO_ENABLED=0 and internal/buildflags: -trimpath, -ldflags
+// '-s -w -X main.buildVersion=<git describe>', no inlining in the cold
+// packages; harness/budget measures the same build) and packs it with the procd init
 // script, /etc/config/offload (a conffile), the fw4 rule helper and its
 // uci-defaults script (packaging/openwrt/offload/files, the one source of
 // each) into
