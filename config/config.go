@@ -23,9 +23,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/goccy/go-yaml/ast"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/offload-dev/offload/config/yamlite"
 	"github.com/offload-dev/offload/tunnel"
 	"github.com/offload-dev/offload/tunnel/record"
 	"github.com/offload-dev/offload/tunnel/suite"
@@ -385,7 +385,7 @@ func ParseClient(name string, data []byte) (*Client, error) {
 
 // parseAs parses data and decodes its top-level mapping with decode,
 // returning every error the two found.
-func parseAs[T any](name string, data []byte, decode func(*decoder, ast.Node) *T) (*T, error) {
+func parseAs[T any](name string, data []byte, decode func(*decoder, *yamlite.Node) *T) (*T, error) {
 	d := &decoder{file: name}
 	body := d.parse(data)
 	if body == nil {
@@ -742,7 +742,7 @@ func isLoopbackHost(host string) bool {
 	return err == nil && a.Unmap().IsLoopback()
 }
 
-func (d *decoder) server(body ast.Node) *Server {
+func (d *decoder) server(body *yamlite.Node) *Server {
 	s := &Server{Common: defaultCommon(d.file), Services: map[string]string{},
 		MaxLinksPerClient: DefaultMaxLinksPerClient, MaxHandshakes: DefaultMaxHandshakes, MaxHandshakesPerSource: DefaultMaxHandshakesPerSource}
 	top := value{node: body, at: atNode(body, at{1, 0})}
@@ -802,7 +802,7 @@ func (d *decoder) server(body ast.Node) *Server {
 	return s
 }
 
-func (d *decoder) client(body ast.Node) *Client {
+func (d *decoder) client(body *yamlite.Node) *Client {
 	c := &Client{Common: defaultCommon(d.file), Redial: Redial{Min: DefaultRedialMin, Max: DefaultRedialMax}, LinkWait: DefaultLinkWait}
 	top := value{node: body, at: atNode(body, at{1, 0})}
 	specs := append(append(d.common(&c.Common), d.serversSpecs(c)...),

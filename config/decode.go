@@ -4,14 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
-	"github.com/goccy/go-yaml"
-	"github.com/goccy/go-yaml/ast"
-	"github.com/goccy/go-yaml/parser"
+	"github.com/offload-dev/offload/config/yamlite"
 )
 
-// The decoder walks go-yaml's AST by hand rather than unmarshalling into
+// The decoder walks yamlite's tree by hand rather than unmarshalling into
 // tagged structs: that way every value keeps its line and column, unknown
 // fields are reported where they are, and one pass collects every error
 // instead of stopping at the first.
@@ -27,27 +26,15 @@ type decoder struct {
 	schema func(path string, specs []fieldSpec)
 }
 
-// pos returns the line and column of n, or 0, 0.
-func pos(n ast.Node) (line, col int) {
-	if n == nil {
-		return 0, 0
-	}
-	tk := n.GetToken()
-	if tk == nil || tk.Position == nil {
-		return 0, 0
-	}
-	return tk.Position.Line, tk.Position.Column
-}
-
 // at is a place in the file to blame: a node, or the key above it when the
 // node has no useful position (an empty value).
 type at struct {
 	line, col int
 }
 
-func atNode(n ast.Node, fallback at) at {
-	if l, c := pos(n); l > 0 {
-		return at{l, c}
+func atNode(n *yamlite.Node, fallback at) at {
+	if n != nil && n.Line > 0 {
+		return at{n.Line, n.Col}
 	}
 	return fallback
 }
@@ -84,42 +71,36 @@ func (d *decoder) result() error {
 
 // parse parses data into the body of its single document. It returns nil
 // (with errors recorded) if there is nothing to decode.
-func (d *decoder) parse(data []byte) ast.Node {
+func (d *decoder) parse(data []byte) *yamlite.Node {
 	if len(data) > MaxFileSize {
 		d.add(at{1, 0}, "", &sentinelError{fmt.Sprintf("file is larger than %d bytes", MaxFileSize), ErrTooLarge})
 		return nil
 	}
 	// Duplicate keys are left to mapping, which reports them with the
 	// line of the first and carries on.
-	f, err := parser.ParseBytes(data, 0, parser.AllowDuplicateMapKey())
+	docs, err := yamlite.Parse(data)
 	if err != nil {
-		var ye yaml.Error
 		a := at{1, 0}
 		msg := err.Error()
+		var ye *yamlite.Error
 		if errors.As(err, &ye) {
-			if tk := ye.GetToken(); tk != nil && tk.Position != nil && tk.Position.Line > 0 {
-				a = at{tk.Position.Line, tk.Position.Column}
-			}
-			msg = ye.GetMessage()
+			a, msg = at{ye.Line, ye.Col}, ye.Msg
 		}
 		d.add(a, "", &sentinelError{"YAML: " + msg, err})
 		return nil
 	}
-	var body ast.Node
-	docs := 0
-	for _, doc := range f.Docs {
-		if doc == nil || doc.Body == nil {
+	var body *yamlite.Node
+	n := 0
+	for _, doc := range docs {
+		if doc == nil {
 			continue
 		}
-		if _, isComment := doc.Body.(*ast.CommentGroupNode); isComment {
-			continue
-		}
-		docs++
-		if docs == 2 {
-			d.errorf(atNode(doc.Body, at{1, 0}), "", "more than one YAML document; a config file holds one")
+		n++
+		if n == 2 {
+			d.errorf(atNode(doc, at{1, 0}), "", "more than one YAML document; a config file holds one")
 			return nil
 		}
-		body = doc.Body
+		body = doc
 	}
 	if body == nil {
 		d.errorf(at{1, 0}, "", "config is empty")
@@ -129,72 +110,65 @@ func (d *decoder) parse(data []byte) ast.Node {
 
 // value is one value in the file, where it is, and its field path.
 type value struct {
-	node  ast.Node // nil or *ast.NullNode for an empty value
-	at    at       // where to blame errors about it
+	node  *yamlite.Node // a Null node for an empty value
+	at    at            // where to blame errors about it
 	field string
 }
 
-// deref strips anchors and tags. Aliases are refused: a config file is
-// short enough to write out, and refusing them rules out alias bombs.
-func (d *decoder) deref(v value) (ast.Node, bool) {
-	n := v.node
-	for {
-		switch t := n.(type) {
-		case *ast.AnchorNode:
-			n = t.Value
-		case *ast.TagNode:
-			n = t.Value
-		case *ast.AliasNode:
-			d.errorf(v.at, v.field, "YAML aliases (*name) are not supported; write the value out")
-			return nil, false
-		default:
-			return n, true
-		}
+// deref refuses aliases: a config file is short enough to write out, and
+// refusing them rules out alias bombs. (yamlite drops anchors.)
+func (d *decoder) deref(v value) (*yamlite.Node, bool) {
+	if v.node != nil && v.node.Kind == yamlite.Alias {
+		d.errorf(v.at, v.field, "YAML aliases (*name) are not supported; write the value out")
+		return nil, false
 	}
+	return v.node, true
 }
 
 // kindName says what a node is, for messages.
-func kindName(n ast.Node) string {
-	switch n.(type) {
-	case nil, *ast.NullNode:
+func kindName(n *yamlite.Node) string {
+	if n == nil {
 		return "nothing"
-	case *ast.MappingNode, *ast.MappingValueNode:
-		return "a mapping"
-	case *ast.SequenceNode:
-		return "a list"
-	case *ast.IntegerNode, *ast.FloatNode, *ast.InfinityNode, *ast.NanNode:
-		return "a number"
-	case *ast.BoolNode:
-		return "a boolean"
-	case *ast.StringNode, *ast.LiteralNode:
-		return "a string"
 	}
-	return n.Type().String()
+	switch n.Kind {
+	case yamlite.Null:
+		return "nothing"
+	case yamlite.Map:
+		return "a mapping"
+	case yamlite.Seq:
+		return "a list"
+	case yamlite.Alias:
+		return "an alias"
+	}
+	if !n.Quoted {
+		switch strings.ToLower(n.Value) {
+		case "true", "false":
+			return "a boolean"
+		case ".inf", "+.inf", "-.inf", ".nan":
+			return "a number"
+		}
+		if _, err := strconv.ParseFloat(n.Value, 64); err == nil {
+			return "a number"
+		}
+		if _, err := strconv.ParseInt(n.Value, 0, 64); err == nil {
+			return "a number"
+		}
+	}
+	return "a string"
 }
 
-// scalar returns the text of a scalar value: the decoded string of a string
-// node, the source text of a number or bool. It reports an error for an
-// empty value, a mapping or a list.
+// scalar returns the text of a scalar value: the decoded string of a quoted
+// one, the source text of a plain one. It reports an error for an empty
+// value, a mapping or a list.
 func (d *decoder) scalar(v value) (string, bool) {
 	n, ok := d.deref(v)
 	if !ok {
 		return "", false
 	}
-	switch t := n.(type) {
-	case *ast.StringNode:
-		return t.Value, true
-	case *ast.LiteralNode:
-		if t.Value == nil {
-			return "", true
-		}
-		return t.Value.Value, true
-	case *ast.IntegerNode, *ast.FloatNode, *ast.BoolNode, *ast.InfinityNode, *ast.NanNode:
-		if tk := n.GetToken(); tk != nil {
-			return tk.Value, true
-		}
-	}
-	switch n.(type) {
-	case nil, *ast.NullNode:
+	switch {
+	case n != nil && n.Kind == yamlite.Scalar:
+		return n.Value, true
+	case n == nil || n.Kind == yamlite.Null:
 		d.errorf(v.at, v.field, "has no value")
 	default:
 		d.errorf(v.at, v.field, "want a single value, got %s", kindName(n))
@@ -215,21 +189,15 @@ func (d *decoder) mapping(v value) ([]entry, bool) {
 	if !ok {
 		return nil, false
 	}
-	var mvs []*ast.MappingValueNode
-	switch t := n.(type) {
-	case *ast.MappingNode:
-		mvs = t.Values
-	case *ast.MappingValueNode:
-		mvs = []*ast.MappingValueNode{t}
-	default:
+	if n == nil || n.Kind != yamlite.Map {
 		d.errorf(v.at, v.field, "want a mapping (key: value lines), got %s", kindName(n))
 		return nil, false
 	}
 	seen := map[string]int{}
-	out := make([]entry, 0, len(mvs))
-	for _, mv := range mvs {
-		keyAt := atNode(mv.Key, atNode(mv, v.at))
-		key, ok := d.key(mv.Key, keyAt, v.field)
+	out := make([]entry, 0, len(n.Pairs))
+	for _, p := range n.Pairs {
+		keyAt := atNode(p.Key, v.at)
+		key, ok := d.key(p.Key, keyAt, v.field)
 		if !ok {
 			continue
 		}
@@ -239,39 +207,26 @@ func (d *decoder) mapping(v value) ([]entry, bool) {
 			continue
 		}
 		seen[key] = keyAt.line
-		out = append(out, entry{key, value{node: mv.Value, at: atNode(mv.Value, keyAt), field: field}})
-		// An empty value's node may sit on the next line, and a block
-		// mapping or list starts on the line after its key: blame the key.
-		switch mv.Value.(type) {
-		case nil, *ast.NullNode, *ast.MappingNode, *ast.MappingValueNode, *ast.SequenceNode:
+		out = append(out, entry{key, value{node: p.Value, at: atNode(p.Value, keyAt), field: field}})
+		// An empty value has no place of its own, and a block mapping or
+		// list starts on the line after its key: blame the key.
+		switch p.Value.Kind {
+		case yamlite.Null, yamlite.Map, yamlite.Seq:
 			out[len(out)-1].at = keyAt
 		}
 	}
 	return out, true
 }
 
-func (d *decoder) key(k ast.MapKeyNode, a at, parent string) (string, bool) {
-	var n ast.Node = k
-	if mk, ok := n.(*ast.MappingKeyNode); ok {
-		n = mk.Value
-	}
-	if _, ok := n.(*ast.MergeKeyNode); ok {
+func (d *decoder) key(k *yamlite.Node, a at, parent string) (string, bool) {
+	if k.Kind == yamlite.Scalar && !k.Quoted && k.Value == "<<" {
 		d.errorf(a, parent, "YAML merge keys (<<) are not supported")
 		return "", false
 	}
-	n, ok := d.deref(value{node: n, at: a, field: parent})
-	if !ok {
-		return "", false
+	if k.Kind == yamlite.Scalar {
+		return k.Value, true
 	}
-	switch t := n.(type) {
-	case *ast.StringNode:
-		return t.Value, true
-	case *ast.IntegerNode, *ast.FloatNode, *ast.BoolNode:
-		if tk := n.GetToken(); tk != nil {
-			return tk.Value, true
-		}
-	}
-	d.errorf(a, parent, "a key must be a plain name, not %s", kindName(n))
+	d.errorf(a, parent, "a key must be a plain name, not %s", kindName(k))
 	return "", false
 }
 
@@ -281,20 +236,14 @@ func (d *decoder) sequence(v value) ([]value, bool) {
 	if !ok {
 		return nil, false
 	}
-	s, ok := n.(*ast.SequenceNode)
-	if !ok {
+	if n == nil || n.Kind != yamlite.Seq {
 		d.errorf(v.at, v.field, "want a list, got %s", kindName(n))
 		return nil, false
 	}
-	out := make([]value, len(s.Values))
-	for i, item := range s.Values {
+	out := make([]value, len(n.Items))
+	for i, item := range n.Items {
+		// An empty item is at its "-".
 		out[i] = value{node: item, at: atNode(item, v.at), field: fmt.Sprintf("%s[%d]", v.field, i)}
-		if _, null := item.(*ast.NullNode); null {
-			out[i].at = v.at
-			if i < len(s.Entries) && s.Entries[i] != nil {
-				out[i].at = atNode(s.Entries[i], v.at)
-			}
-		}
 	}
 	return out, true
 }

@@ -36,7 +36,6 @@ var Cold = []string{
 	"log",
 	"go.uber.org/multierr",
 	"go.uber.org/zap/...",
-	"github.com/goccy/go-yaml/...",
 	module + "/config",
 	// Commands and their tables: bench, speed, calibrate, status.
 	module + "/cmd/offload",

@@ -76,6 +76,8 @@ var importRules = []importRule{
 	// limits (their exported constants, never copies) and checks an
 	// engine spec with the selector; it is wired into the ends by cmd.
 	{pkg: "config", never: []string{"cmd/...", "harness/..."}},
+	// The YAML subset the configs are written in: the standard library alone.
+	{pkg: "config/yamlite", stdOnly: true},
 	{pkg: "internal/benchmethod", project: []string{"internal/ratio"}},
 	// The shared test helpers (ports, processes, loggers, leak checks)
 	// serve every package's tests, so they know none of them.
@@ -90,6 +92,9 @@ var importRules = []importRule{
 	// Nor the browser driver of LuCI's test (packaging/luci): a test-only
 	// dependency, for the test binary alone.
 	{pkg: "cmd/offload", heavy: []string{"github.com/chromedp/..."}},
+	// Nor go-yaml (448 KiB on MIPS): config/yamlite parses the configs;
+	// go-yaml is left to yamlite's test, which checks the two agree.
+	{pkg: "cmd/offload", heavy: []string{"github.com/goccy/..."}},
 }
 
 // listedPackage is the part of `go list -json` the rules need.
