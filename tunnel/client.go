@@ -84,10 +84,14 @@ type Client struct {
 	link *linkState // what a connection finding no link waits for (linkwait.go)
 
 	mu   sync.Mutex
-	sess *mux.Session  // nil while the link is down; only linkLoop sets it
-	up   chan struct{} // closed when sess is set
-	down chan struct{} // closed when sess is unset
-	gone chan *mux.Session
+	sess *mux.Session // nil while the link is down; only linkLoop sets it
+	// retiring is sess once Reload changed the key, until linkLoop
+	// retires it: it takes no new streams, so that every connection
+	// accepted after Reload returns goes to a link made with the new key.
+	retiring *mux.Session
+	up       chan struct{} // closed when sess is set
+	down     chan struct{} // closed when sess is unset
+	gone     chan *mux.Session
 }
 
 // NewClient checks cfg and returns a Client; Run runs it.
@@ -278,6 +282,7 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.S
 		}
 		c.mu.Lock()
 		c.sess = nil
+		c.retiring = nil
 		c.up = make(chan struct{})
 		close(c.down)
 		c.mu.Unlock()
@@ -458,7 +463,7 @@ func (c *Client) openStream(ctx context.Context, req []byte) (*mux.Stream, error
 	defer deadline.Stop()
 	for {
 		c.mu.Lock()
-		sess, up, down := c.sess, c.up, c.down
+		sess, up, down, retiring := c.sess, c.up, c.down, c.retiring
 		c.mu.Unlock()
 		if sess == nil {
 			if err := c.awaitLink(ctx, up, waitUntil); err != nil {
@@ -466,13 +471,23 @@ func (c *Client) openStream(ctx context.Context, req []byte) (*mux.Stream, error
 			}
 			continue
 		}
-		st, err := sess.OpenStream()
+		var st *mux.Stream
+		var err error
+		if sess == retiring {
+			// The key changed: wait for linkLoop to let this link go
+			// (it does so at once) and for the link made with the new key.
+			err = errors.New("the link is being retired after a key change")
+		} else {
+			st, err = sess.OpenStream()
+		}
 		if err != nil {
 			// The server is going away, or the link just died: let the
 			// link loop move on, and wait for the next link.
-			select {
-			case c.gone <- sess:
-			default:
+			if sess != retiring {
+				select {
+				case c.gone <- sess:
+				default:
+				}
 			}
 			select {
 			case <-down:

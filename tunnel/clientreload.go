@@ -269,6 +269,7 @@ func (c *Client) Reload(l ClientLive) error {
 		c.psk.Store(&k)
 		c.mu.Lock()
 		up := c.sess != nil
+		c.retiring = c.sess
 		c.mu.Unlock()
 		if up { // else the next link is made with the new key anyway
 			select {

@@ -1,6 +1,7 @@
 package tunnel
 
 import (
+	"context"
 	"errors"
 	"net"
 	"strconv"
@@ -191,4 +192,68 @@ func TestClientReloadKeyReverse(t *testing.T) {
 		return clogs.FilterMessage("link up").Len() == 2 && srv.ctr.links.Load() == 1
 	})
 	eventually(t, 10*time.Second, "the reverse listener on the new link", func() bool { return dialEcho(rev) == nil })
+}
+
+// TestClientReloadKeyNoStreamOnOldLink: once Reload has returned with a new
+// key, no new stream goes to the link made with the old one, even before
+// the link loop has let that link go. A stream that did would hold the old
+// link open until it ended (TestClientReload waited 30 s for such a link
+// to retire, about one run in ten beside a CPU hog).
+func TestClientReloadKeyNoStreamOnOldLink(t *testing.T) {
+	testutil.LeakCheck(t)
+	log, _ := testutil.ObservedLogger(t)
+	tg := startTarget(t, testutil.Echo)
+	opt := testOptions(log)
+	opt.PSK = nil
+	saddr, _, _ := startServer(t, ServerConfig{Options: opt, Services: map[string]string{"a": tg.addr()},
+		Clients: []ServerClient{{Name: "alice", Keys: [][]byte{testPSK(1), testPSK(2)}, Access: Access{AllServices: true}}}})
+	copt := testOptions(log)
+	copt.PSK = testPSK(1)
+	ln := testutil.Listen(t)
+	cli, err := NewClient(ClientConfig{Options: copt, Server: saddr, Forwards: []Forward{{Listener: ln, Service: "a"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, rcancel := context.WithCancel(context.Background())
+	r := &running{cancel: rcancel, done: make(chan error, 1)}
+	go func() { r.done <- cli.Run(rctx) }()
+	t.Cleanup(func() { r.stop(t) })
+	openEcho(t, ln.Addr().String()).Close()
+
+	cli.mu.Lock()
+	first := cli.sess
+	cli.mu.Unlock()
+	if err := cli.Reload(ClientLive{PSK: testPSK(2), Forwards: []Forward{{Listener: ln, Service: "a"}}}); err != nil {
+		t.Fatal(err)
+	}
+	cli.mu.Lock()
+	sess, retiring := cli.sess, cli.retiring
+	cli.mu.Unlock()
+	if sess == first && retiring != first {
+		t.Fatalf("right after Reload the old link is still the client's link and not marked retiring")
+	}
+
+	// The rule openStream keeps, without the race: a link marked retiring
+	// that the link loop has not let go yet takes no stream; the opener
+	// waits for the next link.
+	cli.mu.Lock()
+	for cli.sess == nil || cli.sess == first {
+		cli.mu.Unlock()
+		time.Sleep(10 * time.Millisecond)
+		cli.mu.Lock()
+	}
+	second := cli.sess
+	cli.retiring = second // as Reload leaves it before the link loop sees the roll
+	cli.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	st, err := cli.openStream(ctx, nil)
+	cancel()
+	if err == nil {
+		_ = st.Close()
+		t.Fatalf("openStream opened a stream on a link marked retiring")
+	}
+	cli.mu.Lock()
+	cli.retiring = nil
+	cli.mu.Unlock()
+	openEcho(t, ln.Addr().String()).Close()
 }
