@@ -64,7 +64,7 @@
 #               mipsle among OFFLOAD_VM_ARCHES; 94 s here with a warm cache)
 #   budgets     harness/budget: RSS of server and client (printed; a generous
 #               sanity bound), stripped binary size per router target
-#               (fails over 7 MiB for MIPS, 6 MiB for ARM) and its xz -9e size;
+#               (fails over 6 MiB, packaging/build's build) and its xz -9e size;
 #               figures and meaning in docs/budgets.md
 #
 # Environment:

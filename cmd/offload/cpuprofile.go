@@ -1,3 +1,5 @@
+//go:build !nopprof
+
 package main
 
 import (
@@ -10,7 +12,9 @@ import (
 // startCPUProfile starts a CPU profile into file (nothing when file is
 // empty); the returned func stops it and closes the file, reporting a
 // failure to stderr. bench profiles its runs; server and client profile
-// their whole life, so a comparison can break an end's cost down.
+// their whole life, so a comparison can break an end's cost down. The
+// router build (internal/buildflags, tag nopprof) leaves runtime/pprof
+// out: cpuprofile_nopprof.go.
 func startCPUProfile(file string, stderr io.Writer) (stop func(), err error) {
 	if file == "" {
 		return func() {}, nil

@@ -428,7 +428,7 @@ func (p *parser) keyEnd() (end int, ok bool, err error) {
 		}
 		e := p.col - save
 		p.col = save
-		t := strings.TrimLeft(s[e:], " \t")
+		t := strings.TrimLeft(s[e:], " ")
 		if strings.HasPrefix(t, ":") && (len(t) == 1 || t[1] == ' ' || t[1] == '\t') {
 			return len(s) - len(t), true, nil
 		}

@@ -8,10 +8,10 @@
 //	go run ./harness/budget rss -sink held -streams 1000 -chunk 16384 # 1,000 idle streams
 //
 // size builds cmd/offload as packaging/build ships it (internal/buildflags:
-// -trimpath -ldflags='-s -w', no inlining in the cold packages) for linux
-// mipsle and mips (softfloat), arm (GOARM=7) and arm64 and compares each with its
-// budget (7 MiB for MIPS, 6 MiB for ARM; -max sets one for all): that is
-// deterministic, so it is asserted. It also prints each binary's size
+// -trimpath -tags=nopprof -ldflags='-s -w', no inlining in the cold
+// packages) for linux mipsle and mips (softfloat), arm (GOARM=7) and arm64
+// and compares each with its budget (6 MiB each; -max sets another for
+// all): that is deterministic, so it is asserted. It also prints each binary's size
 // compressed with xz -9e, about what a squashfs image stores.
 //
 // rss builds cmd/offload for this machine, writes a key with "offload

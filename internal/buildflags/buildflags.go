@@ -9,7 +9,8 @@
 // every caller; in those packages that buys nothing a user could measure
 // and costs 384 KiB of the mipsle binary (docs/budgets.md). The data path
 // (Hot) keeps the compiler's defaults; a test fails if a Cold pattern
-// matches a Hot package or no package of cmd/offload at all.
+// matches a Hot package or no package of cmd/offload at all. Tags leave
+// the CPU profiler out.
 package buildflags
 
 import "strings"
@@ -20,7 +21,7 @@ const module = "github.com/offload-dev/offload"
 // Cold are the go list patterns built with -gcflags=PATTERN=-l: start-up
 // (flags, config and its YAML parser, the logger), commands (cmd/offload:
 // bench, speed, status, engines), what answers a scrape or a control
-// socket, the handshake (once per link), and -cpuprofile.
+// socket, and the handshake (once per link).
 var Cold = []string{
 	// Start-up: flags, the config file, the logger.
 	"flag",
@@ -36,14 +37,13 @@ var Cold = []string{
 	"log",
 	"go.uber.org/multierr",
 	"go.uber.org/zap/...",
-	module + "/config",
+	module + "/config/...",
 	// Commands and their tables: bench, speed, calibrate, status.
 	module + "/cmd/offload",
 	module + "/internal/bench",
 	module + "/internal/benchmethod",
 	module + "/internal/speed",
 	module + "/internal/sysinfo",
-	"text/tabwriter",
 	// Scrapes, the control socket, URLs of the metrics listener.
 	module + "/tunnel/metricsserver",
 	module + "/tunnel/control",
@@ -52,11 +52,6 @@ var Cold = []string{
 	// Once per link: the Noise handshake's state machine (its hashes and
 	// X25519 are crypto and stay Hot).
 	"github.com/flynn/noise",
-	// -cpuprofile.
-	"runtime/pprof",
-	"compress/flate",
-	"compress/gzip",
-	"hash/crc32",
 }
 
 // Hot are the go list patterns of the data path, never in Cold: the
@@ -87,6 +82,12 @@ var Hot = []string{
 	module + "/internal/metrics",
 }
 
+// Tags are the build tags of a router binary: nopprof leaves runtime/pprof
+// (and the gzip writer its profiles need) out, 192 KiB on MIPS, so
+// -cpuprofile answers with an error there (cmd/offload/cpuprofile_nopprof.go).
+// A build of go build ./cmd/offload keeps it.
+const Tags = "nopprof"
+
 // LDFlags are the linker flags of a router binary, version (if not empty)
 // stamped into main.buildVersion so that `offload version` names it.
 func LDFlags(version string) string {
@@ -98,10 +99,10 @@ func LDFlags(version string) string {
 }
 
 // Args returns the flags of `go build` (after "build", before the
-// package) for a router binary: -trimpath, LDFlags(version) and one
-// -gcflags=PATTERN=-l per Cold pattern. Build with CGO_ENABLED=0.
+// package) for a router binary: -trimpath, -tags=Tags, LDFlags(version)
+// and one -gcflags=PATTERN=-l per Cold pattern. Build with CGO_ENABLED=0.
 func Args(version string) []string {
-	args := []string{"-trimpath", "-ldflags=" + LDFlags(version)}
+	args := []string{"-trimpath", "-tags=" + Tags, "-ldflags=" + LDFlags(version)}
 	for _, p := range Cold {
 		args = append(args, "-gcflags="+p+"=-l")
 	}

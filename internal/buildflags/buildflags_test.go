@@ -44,7 +44,7 @@ func TestColdPackages(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: runs go list")
 	}
-	cmd := exec.Command("go", "list", "-deps", "../../cmd/offload")
+	cmd := exec.Command("go", "list", "-deps", "-tags="+Tags, "../../cmd/offload")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=mipsle", "GOMIPS=softfloat")
 	out, err := cmd.Output()
 	if err != nil {
@@ -68,6 +68,11 @@ func TestColdPackages(t *testing.T) {
 			t.Errorf("cold pattern %q matches no package of cmd/offload", p)
 		}
 	}
+	for _, cut := range []string{"runtime/pprof", "compress/gzip"} {
+		if slices.Contains(deps, cut) {
+			t.Errorf("the router build links %s", cut)
+		}
+	}
 	for _, h := range []string{"runtime", "net", "syscall", "time", "crypto/cipher", module + "/engine", module + "/tunnel/record", module + "/tunnel/mux", module + "/tunnel", module + "/selector"} {
 		if !slices.ContainsFunc(Hot, func(p string) bool { return match(p, h) }) {
 			t.Errorf("%s is not in Hot", h)
@@ -77,10 +82,10 @@ func TestColdPackages(t *testing.T) {
 
 func TestArgs(t *testing.T) {
 	a := Args("v1.2.3")
-	if a[0] != "-trimpath" || a[1] != "-ldflags=-s -w -X main.buildVersion=v1.2.3" {
-		t.Errorf("Args = %q", a[:2])
+	if a[0] != "-trimpath" || a[1] != "-tags=nopprof" || a[2] != "-ldflags=-s -w -X main.buildVersion=v1.2.3" {
+		t.Errorf("Args = %q", a[:3])
 	}
-	if got := Args("")[1]; got != "-ldflags=-s -w" {
+	if got := Args("")[2]; got != "-ldflags=-s -w" {
 		t.Errorf("Args(\"\") ldflags = %q", got)
 	}
 	for _, p := range Cold {
@@ -88,7 +93,7 @@ func TestArgs(t *testing.T) {
 			t.Errorf("Args lacks -gcflags=%s=-l", p)
 		}
 	}
-	if want := 2 + len(Cold); len(a) != want {
+	if want := 3 + len(Cold); len(a) != want {
 		t.Errorf("Args has %d flags, want %d", len(a), want)
 	}
 }
