@@ -9,6 +9,7 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"fmt"
+	"github.com/offload-dev/offload/internal/buildflags"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -130,6 +131,7 @@ func renderFeedMakefile(t *tree, hash string) []byte {
 		"Version": ver, "Release": strings.TrimPrefix(rel, "r"), "Hash": hash,
 		"License": license, "Maintainer": maintainer, "Homepage": homepage,
 		"Describe": t.Describe, "Conffiles": conf, "Install": install,
+		"Tags": buildflags.Tags,
 	})
 }
 
