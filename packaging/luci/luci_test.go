@@ -407,11 +407,12 @@ config service 'echo'
 	})
 	pid1 := strings.TrimSpace(e.read("var/run/procd-standin/server.pid"))
 
-	// The client, on this host, behind the server.
+	// The client, on this host, behind the server (no control socket:
+	// it would be left in this host's /var/run/offload when killed).
 	cdir := t.TempDir()
 	e.run("cp", filepath.Join(e.root, "etc/offload/offload.key"), filepath.Join(cdir, "offload.key"))
 	os.WriteFile(filepath.Join(cdir, "client.yaml"), []byte(fmt.Sprintf(
-		"server: 127.0.0.1:%d\nkey_file: offload.key\nsuite: aes-256-ctr-hmac-sha256\nforwards:\n  - listen: 127.0.0.1:%d\n    service: echo\n",
+		"server: 127.0.0.1:%d\nkey_file: offload.key\nsuite: aes-256-ctr-hmac-sha256\ncontrol: off\nforwards:\n  - listen: 127.0.0.1:%d\n    service: echo\n",
 		srvPort, fwdPort)), 0o600)
 	testutil.StartProc(t, "offload client", e.bin, "client", "-c", filepath.Join(cdir, "client.yaml"))
 	fwd := fmt.Sprintf("127.0.0.1:%d", fwdPort)
