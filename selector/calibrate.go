@@ -10,8 +10,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/offload-dev/offload/engine"
-	"github.com/offload-dev/offload/internal/ratio"
-	"github.com/offload-dev/offload/internal/speed"
+	"github.com/offload-dev/offload/measure/ratio"
+	"github.com/offload-dev/offload/measure/speed"
 	"github.com/offload-dev/offload/tunnel/record"
 )
 
@@ -129,7 +129,7 @@ func (c *Config) defaults() {
 }
 
 // Calibrate measures every engine for every cipher and direction of cfg
-// with the code of `offload speed` (internal/speed) and returns the
+// with the code of `offload speed` (measure/speed) and returns the
 // profile. For each table it measures a grid of sizes (see grid), measures
 // the points next to a change of winner and close calls again (median of
 // Repeats runs), then bisects between the two grid points around each

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/engine"
-	"github.com/offload-dev/offload/internal/speed"
+	"github.com/offload-dev/offload/measure/speed"
 )
 
 // fake is an engine that only describes itself; synthetic measurements

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/offload-dev/offload/engine"
-	"github.com/offload-dev/offload/internal/ratio"
+	"github.com/offload-dev/offload/measure/ratio"
 )
 
 // hybridRounds is how many paired runs of auto and hybrid the check makes.

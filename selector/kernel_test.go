@@ -12,8 +12,8 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/offload-dev/offload/engine"
-	"github.com/offload-dev/offload/internal/ratio"
-	"github.com/offload-dev/offload/internal/speed"
+	"github.com/offload-dev/offload/measure/ratio"
+	"github.com/offload-dev/offload/measure/speed"
 )
 
 // virtioDriver is the AF_ALG driver of qemu's virtio-crypto device.

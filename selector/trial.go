@@ -11,7 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/offload-dev/offload/engine"
-	"github.com/offload-dev/offload/internal/ratio"
+	"github.com/offload-dev/offload/measure/ratio"
 	"github.com/offload-dev/offload/tunnel/record"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/offload-dev/offload/internal/bench"
+	"github.com/offload-dev/offload/measure/bench"
 	"github.com/offload-dev/offload/tunnel/suite"
 )
 

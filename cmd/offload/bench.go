@@ -1,7 +1,7 @@
 package main
 
 // offload bench: its flags, the setup of every policy, and the method's
-// steps in order. internal/benchmethod runs the rounds and judges the
+// steps in order. measure/method runs the rounds and judges the
 // figures; benchrun.go measures one cell once; benchreport.go makes the
 // report's rows and prints them.
 
@@ -25,8 +25,8 @@ import (
 
 	"github.com/offload-dev/offload/config"
 	"github.com/offload-dev/offload/engine"
-	"github.com/offload-dev/offload/internal/bench"
-	"github.com/offload-dev/offload/internal/benchmethod"
+	"github.com/offload-dev/offload/measure/bench"
+	"github.com/offload-dev/offload/measure/method"
 	"github.com/offload-dev/offload/internal/sysinfo"
 	"github.com/offload-dev/offload/selector"
 	"github.com/offload-dev/offload/tunnel/suite"
@@ -228,7 +228,7 @@ func runBench(ctx context.Context, env *runEnv, o benchOpts) (int, error) {
 	// machine does not favour the policies measured last, and the ratios
 	// between policies pair runs made close together in time.
 	setups := map[string]engineSet{}
-	sess := &benchmethod.Session[benchRun]{Measure: func(ctx context.Context, c *benchCell, t benchmethod.Turn) (benchRun, error) {
+	sess := &method.Session[benchRun]{Measure: func(ctx context.Context, c *benchCell, t method.Turn) (benchRun, error) {
 		return b.measure(ctx, c, setups[c.Name], t), nil
 	}}
 	prof, err := newBenchProfile(cmp.Or(o.profile, selector.DefaultPath()))
@@ -254,7 +254,7 @@ func runBench(ctx context.Context, env *runEnv, o benchOpts) (int, error) {
 		}
 		if err != nil {
 			fmt.Fprintf(env.Stderr, "bench: policy %s: unavailable, skipped: %v\n", p, err)
-			rep.Skipped = append(rep.Skipped, benchmethod.Skipped{Policy: p, Reason: err.Error()})
+			rep.Skipped = append(rep.Skipped, method.Skipped{Policy: p, Reason: err.Error()})
 			continue
 		}
 		setups[p] = set
@@ -282,14 +282,14 @@ func runBench(ctx context.Context, env *runEnv, o benchOpts) (int, error) {
 		if o.json {
 			out = env.Stderr
 		}
-		ck := benchmethod.Checker{Roles: benchRoles, Tolerance: o.tolerance, Skipped: rep.Skipped, Repeat: o.repeat, Out: out,
+		ck := method.Checker{Roles: benchRoles, Tolerance: o.tolerance, Skipped: rep.Skipped, Repeat: o.repeat, Out: out,
 			Remeasured: func() {
 				if !o.json {
 					fmt.Fprintln(env.Stdout)
 					printBenchTable(env.Stdout, rep)
 				}
 			}}
-		rep.Checks, checkErr = sess.Check(ctx, ck, func() []benchmethod.CheckRow {
+		rep.Checks, checkErr = sess.Check(ctx, ck, func() []method.CheckRow {
 			rep.Runs = summarize(sess.Cells)
 			return checkRows(rep.Runs)
 		})

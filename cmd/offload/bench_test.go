@@ -19,8 +19,8 @@ import (
 	"github.com/offload-dev/offload/config"
 	"github.com/offload-dev/offload/engine"
 	"github.com/offload-dev/offload/engine/enginetest"
-	"github.com/offload-dev/offload/internal/bench"
-	"github.com/offload-dev/offload/internal/benchmethod"
+	"github.com/offload-dev/offload/measure/bench"
+	"github.com/offload-dev/offload/measure/method"
 	"github.com/offload-dev/offload/internal/testutil"
 	"github.com/offload-dev/offload/selector"
 	"github.com/offload-dev/offload/tunnel"
@@ -207,7 +207,7 @@ func TestBenchJSONCheck(t *testing.T) {
 	// Without a device auto sends every byte to software: it routed as
 	// the best single engine, so only a gross loss (0.25 at tolerance
 	// 0.5) fails.
-	if c.Policy != "auto" || c.Streams != 1 || c.Kind != benchmethod.KindVsBestSingle || c.Against != "software" || !c.RoutedAsBest || c.Want != 0.25 {
+	if c.Policy != "auto" || c.Streams != 1 || c.Kind != method.KindVsBestSingle || c.Against != "software" || !c.RoutedAsBest || c.Want != 0.25 {
 		t.Errorf("check %+v; want auto against software at 1 stream, routed as it, want 0.25", c)
 	}
 	if !strings.Contains(errOut, "\ncheck: auto, 1 stream: ") || strings.Contains(out, "check:") {
@@ -397,7 +397,7 @@ func cellOf(policy string, streams int, mbps ...float64) *benchCell {
 		if m < 0 {
 			r.MBps, r.Error = 0, "broken"
 		}
-		c.Runs = append(c.Runs, benchmethod.Run[benchRun]{Round: i, Result: r})
+		c.Runs = append(c.Runs, method.Run[benchRun]{Round: i, Result: r})
 	}
 	return c
 }
@@ -470,7 +470,7 @@ func TestBenchSpreadNotGain(t *testing.T) {
 			t.Errorf("row %q does not start its gain at column %d", l, col)
 		}
 	}
-	checks := benchmethod.Checker{Roles: benchRoles, Tolerance: 0.1}.Eval(checkRows(runs))
+	checks := method.Checker{Roles: benchRoles, Tolerance: 0.1}.Eval(checkRows(runs))
 	if l := checks[len(checks)-1].Line(); !strings.Contains(l, "1.12x (within spread 0.91–1.17) auto (it handed no frame to the CPU") {
 		t.Errorf("hybrid's check line %q does not show the spread", l)
 	}

@@ -2,7 +2,7 @@ package main
 
 // The report of offload bench: its JSON document, the rows made from the
 // cells' runs, and the table. The figures themselves (medians, paired
-// ratios, checks) are internal/benchmethod's.
+// ratios, checks) are measure/method's.
 
 import (
 	"fmt"
@@ -13,7 +13,7 @@ import (
 	"strings"
 
 	"github.com/offload-dev/offload/engine"
-	"github.com/offload-dev/offload/internal/benchmethod"
+	"github.com/offload-dev/offload/measure/method"
 	"github.com/offload-dev/offload/selector"
 )
 
@@ -48,10 +48,10 @@ type benchReport struct {
 	ProfileState string                `json:"profile_state,omitempty"`
 	SavedProfile string                `json:"saved_profile,omitempty"`
 	Runs         []benchRun            `json:"runs"`
-	Skipped      []benchmethod.Skipped `json:"skipped,omitempty"`
+	Skipped      []method.Skipped `json:"skipped,omitempty"`
 	// Tolerance and Checks are -check's: the final result of every check.
 	Tolerance float64             `json:"tolerance,omitempty"`
-	Checks    []benchmethod.Check `json:"checks,omitempty"`
+	Checks    []method.Check `json:"checks,omitempty"`
 }
 
 // benchRun is one run of a policy at a stream count and, in the report,
@@ -65,9 +65,9 @@ type benchRun struct {
 	CPUPerGB float64 `json:"cpu_s_per_gb,omitempty"`
 	// Ratios (a row's only): every round's MB/s and the medians of
 	// per-round ratios against software, the best single engine and auto.
-	benchmethod.Ratios
+	method.Ratios
 	// RoutedAs (a row's only) is the engine that carried at least
-	// benchmethod.RoutedShare of the bytes when that is not the policy's
+	// method.RoutedShare of the bytes when that is not the policy's
 	// own: auto that sent every frame to software routed as software,
 	// and its "gain" is noise between two runs of the same thing.
 	RoutedAs string `json:"routed_as,omitempty"`
@@ -81,7 +81,7 @@ type benchRun struct {
 	Error       string            `json:"error,omitempty"`
 }
 
-// Rate and Failure make a run a benchmethod.Result.
+// Rate and Failure make a run a method.Result.
 func (r benchRun) Rate() float64   { return r.MBps }
 func (r benchRun) Failure() string { return r.Error }
 
@@ -102,10 +102,10 @@ type frameCount struct {
 }
 
 // benchRoles are the policies bench compares the others with.
-var benchRoles = benchmethod.Roles{Baseline: engine.SoftwareName, Auto: selector.SpecAuto, Hybrid: selector.SpecHybrid}
+var benchRoles = method.Roles{Baseline: engine.SoftwareName, Auto: selector.SpecAuto, Hybrid: selector.SpecHybrid}
 
 // benchCell is a policy at a stream count with its runs.
-type benchCell = benchmethod.Cell[benchRun]
+type benchCell = method.Cell[benchRun]
 
 // summarize makes the report's rows, one per cell: the median run with
 // the cell's Ratios, and what hybrid handed to the CPU in all its rounds.
@@ -113,7 +113,7 @@ func summarize(cells []*benchCell) []benchRun {
 	out := make([]benchRun, len(cells))
 	for i, c := range cells {
 		r := c.Median()
-		r.Ratios = benchmethod.Compare(benchRoles, cells, c)
+		r.Ratios = method.Compare(benchRoles, cells, c)
 		if e := routedAs(r.Engines); e != r.Policy {
 			r.RoutedAs = e
 		}
@@ -127,16 +127,16 @@ func summarize(cells []*benchCell) []benchRun {
 }
 
 // checkRows is what -check judges of the rows.
-func checkRows(runs []benchRun) []benchmethod.CheckRow {
-	out := make([]benchmethod.CheckRow, len(runs))
+func checkRows(runs []benchRun) []method.CheckRow {
+	out := make([]method.CheckRow, len(runs))
 	for i, r := range runs {
-		out[i] = benchmethod.CheckRow{Name: r.Policy, Streams: r.Streams, Ratios: r.Ratios, Failed: r.Error != "",
+		out[i] = method.CheckRow{Name: r.Policy, Streams: r.Streams, Ratios: r.Ratios, Failed: r.Error != "",
 			RoutedAsAuto: r.HandedToCPU == 0, RoutedAs: routedAs(r.Engines)}
 	}
 	return out
 }
 
-// routedAs is the engine that carried at least benchmethod.RoutedShare of
+// routedAs is the engine that carried at least method.RoutedShare of
 // a run's bytes, or "".
 func routedAs(engines []benchEngine) string {
 	var total uint64
@@ -144,7 +144,7 @@ func routedAs(engines []benchEngine) string {
 		total += e.Bytes
 	}
 	for _, e := range engines {
-		if total > 0 && float64(e.Bytes) >= benchmethod.RoutedShare*float64(total) {
+		if total > 0 && float64(e.Bytes) >= method.RoutedShare*float64(total) {
 			return e.Engine
 		}
 	}
@@ -173,7 +173,7 @@ func countString(n uint64) string {
 }
 
 func printBenchTable(w io.Writer, rep *benchReport) {
-	what := benchmethod.Size(rep.Bytes) + " per run"
+	what := method.Size(rep.Bytes) + " per run"
 	if rep.Seconds > 0 {
 		what = fmt.Sprintf("%gs per run", rep.Seconds)
 	}
@@ -182,7 +182,7 @@ func printBenchTable(w io.Writer, rep *benchReport) {
 		where = "to server " + rep.Server
 	}
 	fmt.Fprintf(w, "offload bench: %s, %s, %s, frames up to %s, writes of %s", rep.Suite, where, what,
-		benchmethod.Size(int64(rep.MaxFrame)), benchmethod.Size(int64(rep.WriteSize)))
+		method.Size(int64(rep.MaxFrame)), method.Size(int64(rep.WriteSize)))
 	if rep.Repeat > 1 {
 		fmt.Fprintf(w, ", median of %d rounds in rotated order", rep.Repeat)
 		rounds := 0
@@ -204,7 +204,7 @@ func printBenchTable(w io.Writer, rep *benchReport) {
 	for _, s := range rep.Skipped {
 		width = max(width, len(s.Policy))
 	}
-	t := benchmethod.Table{Columns: []benchmethod.Column{
+	t := method.Table{Columns: []method.Column{
 		{Title: "policy", Min: width}, {Title: "streams", Right: true}, {Title: "MB/s", Right: true, Min: 9},
 		{Title: "range", Right: true}, {Title: "CPU s/GB", Right: true}, {Title: "gain"}, {Title: "vs best"}, {Title: "frames per engine"},
 	}}
@@ -264,7 +264,7 @@ func printBenchTable(w io.Writer, rep *benchReport) {
 	fmt.Fprintln(w, "the rounds fall on both sides of 1.00x (lowest–highest shown), so the median is noise, not a gain or a loss.")
 	fmt.Fprintln(w, "frames per engine: frames each engine sealed or opened, both directions, every end measured here;")
 	fmt.Fprintln(w, "handed to the CPU (hybrid): frames of a device's band that hybrid gave a CPU engine because the device was loaded, in all rounds.")
-	fmt.Fprintf(w, "routed as E: %.0f%% or more of the row's bytes went to engine E, as in E's own row: no gain or loss is shown against it.\n", 100*benchmethod.RoutedShare)
+	fmt.Fprintf(w, "routed as E: %.0f%% or more of the row's bytes went to engine E, as in E's own row: no gain or loss is shown against it.\n", 100*method.RoutedShare)
 	switch rep.ProfileState {
 	case "measured":
 		fmt.Fprintf(w, "\nprofile: %s was missing or stale: auto and hybrid measured this machine's engines for this run and left it as it was", rep.Profile)

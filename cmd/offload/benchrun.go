@@ -3,7 +3,7 @@ package main
 // How bench measures one row once: a tunnel (both ends in-process, or the
 // client against a server), a load through it, and what each engine did.
 // Which rows run when, and how the runs become the report, is
-// internal/benchmethod's.
+// measure/method's.
 
 import (
 	"cmp"
@@ -19,8 +19,8 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/offload-dev/offload/engine"
-	"github.com/offload-dev/offload/internal/bench"
-	"github.com/offload-dev/offload/internal/benchmethod"
+	"github.com/offload-dev/offload/measure/bench"
+	"github.com/offload-dev/offload/measure/method"
 	"github.com/offload-dev/offload/tunnel"
 	"github.com/offload-dev/offload/tunnel/record"
 	"github.com/offload-dev/offload/tunnel/suite"
@@ -205,7 +205,7 @@ func progressDots(w io.Writer, sent *atomic.Int64) func() {
 			case <-done:
 				return
 			case <-t.C:
-				fmt.Fprintf(w, "%s.. ", benchmethod.Size(sent.Load()))
+				fmt.Fprintf(w, "%s.. ", method.Size(sent.Load()))
 			}
 		}
 	}()
@@ -252,13 +252,13 @@ func engineCounts(engines []engine.Engine, c engine.Cipher, ends []end, before, 
 
 // measure runs a cell once, with its progress line on stderr.
 // p is set up once for all the policy's runs.
-func (b *benchRunner) measure(ctx context.Context, c *benchCell, p engineSet, t benchmethod.Turn) benchRun {
+func (b *benchRunner) measure(ctx context.Context, c *benchCell, p engineSet, t method.Turn) benchRun {
 	fmt.Fprintf(b.env.Stderr, "bench: %s, %s%s: ", c.Name, plural(c.Streams, "stream"), repeatNote(t.N, t.Of))
 	r := b.run(ctx, c.Name, p, c.Streams)
 	if r.Error != "" {
 		fmt.Fprintf(b.env.Stderr, "failed: %s\n", r.Error)
 	} else {
-		fmt.Fprintf(b.env.Stderr, "%s in %.2fs, %.1f MB/s\n", benchmethod.Size(r.Bytes), r.Seconds, r.MBps)
+		fmt.Fprintf(b.env.Stderr, "%s in %.2fs, %.1f MB/s\n", method.Size(r.Bytes), r.Seconds, r.MBps)
 	}
 	return r
 }

@@ -5,7 +5,7 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/offload-dev/offload/internal/speed"
+	"github.com/offload-dev/offload/measure/speed"
 )
 
 func TestFrameCostTable(t *testing.T) {

@@ -12,8 +12,8 @@ import (
 
 	"github.com/offload-dev/offload/engine"
 	"github.com/offload-dev/offload/engine/enginetest"
-	"github.com/offload-dev/offload/internal/ratio"
-	"github.com/offload-dev/offload/internal/speed"
+	"github.com/offload-dev/offload/measure/ratio"
+	"github.com/offload-dev/offload/measure/speed"
 )
 
 // The progress lines and the table must read like openssl's so the seeds'

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/engine"
-	"github.com/offload-dev/offload/internal/speed"
+	"github.com/offload-dev/offload/measure/speed"
 )
 
 // `offload speed -tcrypt` prints what the kernel's tcrypt module prints for

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/offload-dev/offload/harness/wgcompare"
-	"github.com/offload-dev/offload/internal/ratio"
+	"github.com/offload-dev/offload/measure/ratio"
 )
 
 // sample is one measured run as harness/vm's -spans file records it.

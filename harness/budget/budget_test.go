@@ -159,7 +159,7 @@ func TestScenarios(t *testing.T) {
 }
 
 // The rss table's header is the one budget printed before the table came
-// from internal/benchmethod: readers of earlier runs compare them.
+// from measure/method: readers of earlier runs compare them.
 func TestRSSTableHeader(t *testing.T) {
 	var b strings.Builder
 	if err := rssTable.WriteMarkdownHeader(&b); err != nil {

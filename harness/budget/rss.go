@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/config"
-	"github.com/offload-dev/offload/internal/benchmethod"
+	"github.com/offload-dev/offload/measure/method"
 	"github.com/offload-dev/offload/internal/testutil"
 )
 
@@ -187,7 +187,7 @@ func runRSS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			sink, rate = fmt.Sprintf("held (%d bytes each, then open)", o.chunk), "-"
 		}
 		// Each row as it is measured: a scenario takes seconds.
-		if err := benchmethod.WriteMarkdownRow(stdout, strconv.Itoa(sc.Streams), fmtBytes(sc.Window), sink, rate,
+		if err := method.WriteMarkdownRow(stdout, strconv.Itoa(sc.Streams), fmtBytes(sc.Window), sink, rate,
 			mib(r.Idle[server].RSS), mib(r.LoadMax[server]), mib(r.LoadHWM[server]),
 			mib(r.Idle[client].RSS), mib(r.LoadMax[client]), mib(r.LoadHWM[client])); err != nil {
 			return fmt.Errorf("rss table: %w", err)
@@ -211,7 +211,7 @@ func runRSS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 }
 
 // rssTable is the report's table: a row per scenario.
-var rssTable = benchmethod.Table{Columns: []benchmethod.Column{
+var rssTable = method.Table{Columns: []method.Column{
 	{Title: "streams", Right: true}, {Title: "window", Right: true}, {Title: "sink"}, {Title: "MB/s", Right: true},
 	{Title: "server idle RSS", Right: true}, {Title: "server load max RSS", Right: true}, {Title: "server HWM", Right: true},
 	{Title: "client idle RSS", Right: true}, {Title: "client load max RSS", Right: true}, {Title: "client HWM", Right: true},

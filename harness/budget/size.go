@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/offload-dev/offload/internal/benchmethod"
+	"github.com/offload-dev/offload/measure/method"
 	"github.com/offload-dev/offload/internal/buildflags"
 )
 
@@ -71,7 +71,7 @@ func runSize(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer os.RemoveAll(dir)
 
 	fmt.Fprintf(stdout, "stripped size of %s as packaging/build ships it (CGO_ENABLED=0 %s), and compressed with xz %s (what squashfs stores, near enough)\n\n", *pkg, buildflags.Command("", "BIN", *pkg), strings.Join(xzArgs[:2], " "))
-	table := benchmethod.Table{Columns: []benchmethod.Column{{Title: "target"}, {Title: "bytes", Right: true}, {Title: "MiB", Right: true}, {Title: "budget MiB", Right: true}, {Title: "of budget", Right: true}, {Title: "xz bytes", Right: true}, {Title: "xz MiB", Right: true}}}
+	table := method.Table{Columns: []method.Column{{Title: "target"}, {Title: "bytes", Right: true}, {Title: "MiB", Right: true}, {Title: "budget MiB", Right: true}, {Title: "of budget", Right: true}, {Title: "xz bytes", Right: true}, {Title: "xz MiB", Right: true}}}
 	if err := table.WriteMarkdownHeader(stdout); err != nil {
 		return fmt.Errorf("size table: %w", err)
 	}
@@ -90,7 +90,7 @@ func runSize(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err != nil {
 			return fmt.Errorf("%s: %w", t.Name, err)
 		}
-		if err := benchmethod.WriteMarkdownRow(stdout, t.Name, strconv.FormatInt(n, 10), mib(n), mib(t.Budget), fmt.Sprintf("%.0f%%", 100*float64(n)/float64(t.Budget)), strconv.FormatInt(xzN, 10), mib(xzN)); err != nil {
+		if err := method.WriteMarkdownRow(stdout, t.Name, strconv.FormatInt(n, 10), mib(n), mib(t.Budget), fmt.Sprintf("%.0f%%", 100*float64(n)/float64(t.Budget)), strconv.FormatInt(xzN, 10), mib(xzN)); err != nil {
 			return fmt.Errorf("size table: %w", err)
 		}
 		if n > t.Budget {

@@ -6,14 +6,14 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/engine"
-	"github.com/offload-dev/offload/internal/bench"
-	"github.com/offload-dev/offload/internal/speed"
+	"github.com/offload-dev/offload/measure/bench"
+	"github.com/offload-dev/offload/measure/speed"
 	"github.com/offload-dev/offload/tunnel/suite"
 )
 
 // floorIncludes says what the crypto floor is, for the report.
 const floorIncludes = "per byte one seal and one open of a max_frame-sized frame, software engine, " +
-	"in this process (internal/speed.FrameCost, one goroutine): the cipher as the record layer calls it " +
+	"in this process (measure/speed.FrameCost, one goroutine): the cipher as the record layer calls it " +
 	"(engine.Crypt on the software Crypter, encrypt and decrypt) and the tag (record.MAC.Sum, once to seal, " +
 	"once to verify); not the record layer's copies (speed.Copies, shown apart), length header, IV derivation, " +
 	"tag comparison, buffers, yamux or socket I/O"

@@ -12,7 +12,7 @@ import (
 )
 
 // iperf3 as the load generator (-load iperf3), a second one beside
-// internal/bench's: every tool carries iperf3's client to an iperf3 server
+// measure/bench's: every tool carries iperf3's client to an iperf3 server
 // instead of the harness's load to its sink, so the figures come from a
 // generator the project did not write (issue 28). iperf3 checks no data,
 // so this mode leaves out the verified sink and the memory run, which

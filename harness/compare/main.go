@@ -1,6 +1,6 @@
 // Command compare is where the data-path ratios of offload against the
 // tools people would use instead come from: one run on loopback, one load
-// generator for all (internal/bench: N streams to a sink that checks every
+// generator for all (measure/bench: N streams to a sink that checks every
 // byte), the tools taking turns:
 //
 //	direct        no tunnel: the load generator straight to the sink (ceiling)
@@ -14,13 +14,13 @@
 // For each tool and stream count it reports MB/s and the CPU time of the
 // tool's processes (user and system) per 10^9 payload bytes, the median of
 // -repeat rounds; each round runs every tool once, in the order of offload
-// bench's rounds (internal/benchmethod: forward, backward, then one tool
+// bench's rounds (measure/method: forward, backward, then one tool
 // on). Beside them:
 //
 //   - the crypto floor of each offload suite: the CPU s/GB of sealing and
 //     then opening the same bytes (cipher and MAC, software engine, frames
 //     of the configured max_frame), measured in this process with
-//     internal/speed.FrameCost; offload's CPU s/GB minus its floor is the
+//     measure/speed.FrameCost; offload's CPU s/GB minus its floor is the
 //     tunnel's overhead beyond its crypto, set beside socat's CPU s/GB;
 //   - the resident memory (VmRSS, VmHWM) of each end of the aes-256-ctr-
 //     hmac-sha256 pair idle and with -rss-streams streams open under load;
@@ -62,8 +62,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/offload-dev/offload/config"
-	"github.com/offload-dev/offload/internal/bench"
-	"github.com/offload-dev/offload/internal/benchmethod"
+	"github.com/offload-dev/offload/measure/bench"
+	"github.com/offload-dev/offload/measure/method"
 )
 
 type options struct {
@@ -101,9 +101,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	rssSize := fs.String("rss-bytes", "200MiB", "payload of the memory run, over all its streams")
 	bin := fs.String("offload", "", "offload binary (default: go build ./cmd/offload)")
 	digest := fs.String("digest", "crc32c", "the sink's check: crc32c (cheap, for speed) or sha256")
-	maxFrame := fs.String("max-frame", "", "offload's max_frame in both configs and the crypto floor's frame size (default: the config default, "+benchmethod.Size(config.DefaultMaxFrame)+")")
+	maxFrame := fs.String("max-frame", "", "offload's max_frame in both configs and the crypto floor's frame size (default: the config default, "+method.Size(config.DefaultMaxFrame)+")")
 	maxProcs := fs.Int("max-procs", 0, "offload's max_procs (GOMAXPROCS of each end) in both configs (default: left out, the runtime's choice)")
-	load := fs.String("load", loadBench, "the load generator: bench (internal/bench, every byte checked at the sink) or iperf3 (its client and server; no check, no memory run)")
+	load := fs.String("load", loadBench, "the load generator: bench (measure/bench, every byte checked at the sink) or iperf3 (its client and server; no check, no memory run)")
 	profileDir := fs.String("cpuprofile", "", "write a CPU profile of each offload end, from start to exit, to `DIR`/SUITE/{server,client}.pprof")
 	asJSON := fs.Bool("json", false, "print JSON instead of the tables")
 	quick := fs.Bool("quick", false, "smoke test: 4 MiB per run, one round, SHA-256, 100 streams of 16 KiB, a short crypto floor; checks that every tool ran and the data arrived intact, not the speeds")
@@ -452,7 +452,7 @@ func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
 	}
 
 	// Speed: every round runs each tool once, so that a change of the
-	// machine's load hits every tool alike, in benchmethod.Rotation's
+	// machine's load hits every tool alike, in method.Rotation's
 	// order, so that no tool always runs first (after the idle pause) or
 	// after the same neighbour (right after the heaviest, say). All the
 	// rounds of one stream count run before the next's.
@@ -460,7 +460,7 @@ func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
 	for i, t := range tuts {
 		names[i] = t.name
 	}
-	err = speedRounds(ctx, rep, names, o, func(ctx context.Context, name string, n int, turn benchmethod.Turn) (speedRun, error) {
+	err = speedRounds(ctx, rep, names, o, func(ctx context.Context, name string, n int, turn method.Turn) (speedRun, error) {
 		return runSpeed(ctx, byName(name), n, turn, o, log)
 	})
 	if err != nil {
@@ -500,14 +500,14 @@ func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
 // times through measure, in rounds, and puts the rounds' orders and the
 // results in rep.
 func speedRounds(ctx context.Context, rep *report, tools []string, o options,
-	measure func(ctx context.Context, tool string, streams int, turn benchmethod.Turn) (speedRun, error)) error {
-	sess := &benchmethod.Session[speedRun]{ByStreams: true}
+	measure func(ctx context.Context, tool string, streams int, turn method.Turn) (speedRun, error)) error {
+	sess := &method.Session[speedRun]{ByStreams: true}
 	for _, n := range o.streams {
 		for _, t := range tools {
-			sess.Cells = append(sess.Cells, &benchmethod.Cell[speedRun]{Name: t, Streams: n})
+			sess.Cells = append(sess.Cells, &method.Cell[speedRun]{Name: t, Streams: n})
 		}
 	}
-	sess.Measure = func(ctx context.Context, c *benchmethod.Cell[speedRun], turn benchmethod.Turn) (speedRun, error) {
+	sess.Measure = func(ctx context.Context, c *method.Cell[speedRun], turn method.Turn) (speedRun, error) {
 		if len(rep.Rounds) == 0 || rep.Rounds[len(rep.Rounds)-1].number != turn.Round {
 			rep.Rounds = append(rep.Rounds, round{Streams: c.Streams, number: turn.Round})
 		}
@@ -534,7 +534,7 @@ type speedRun struct {
 	cpu  cpuPerGB
 }
 
-// Rate and Failure make a run a benchmethod.Result; a run that failed
+// Rate and Failure make a run a method.Result; a run that failed
 // stops the comparison instead (see runSpeed).
 func (r speedRun) Rate() float64 { return r.mbps }
 func (speedRun) Failure() string { return "" }
@@ -542,7 +542,7 @@ func (speedRun) Failure() string { return "" }
 // runSpeed runs the load through t once and reads the CPU its processes
 // used. Data that does not arrive whole and verified is an error: it
 // stops the comparison, whose figures would mean nothing.
-func runSpeed(ctx context.Context, t *tunnelUnderTest, n int, turn benchmethod.Turn, o options, log io.Writer) (speedRun, error) {
+func runSpeed(ctx context.Context, t *tunnelUnderTest, n int, turn method.Turn, o options, log io.Writer) (speedRun, error) {
 	fmt.Fprintf(log, "compare: %-12s %2d stream(s), round %d of %d: ", t.name, n, turn.N+1, turn.Of)
 	if o.load == loadIperf {
 		return runIperf(ctx, t, n, o, log)
@@ -591,14 +591,14 @@ func runIperf(ctx context.Context, t *tunnelUnderTest, n int, o options, log io.
 func summarize(tool string, streams int, mbps []float64, cpu []cpuPerGB) result {
 	r := result{Tool: tool, Streams: streams, Runs: mbps, RunsCPU: cpu}
 	if len(mbps) > 0 {
-		r.MBps = mbps[benchmethod.MedianIndex(mbps)]
+		r.MBps = mbps[method.MedianIndex(mbps)]
 	}
 	if len(cpu) > 0 {
 		totals := make([]float64, len(cpu))
 		for i, c := range cpu {
 			totals[i] = c.Total()
 		}
-		r.CPU = cpu[benchmethod.MedianIndex(totals)]
+		r.CPU = cpu[method.MedianIndex(totals)]
 	}
 	return r
 }
@@ -651,7 +651,7 @@ func offloadMemory(ctx context.Context, off *tunnelUnderTest, o options, log io.
 		}
 		out = append(out, memory{End: p.Name, Idle: m, Streams: o.rssStreams})
 	}
-	fmt.Fprintf(log, "compare: offload memory with %d streams open (%s over them): ", o.rssStreams, benchmethod.Size(o.rssBytes))
+	fmt.Fprintf(log, "compare: offload memory with %d streams open (%s over them): ", o.rssStreams, method.Size(o.rssBytes))
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	var sampleErr error

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/offload-dev/offload/internal/bench"
-	"github.com/offload-dev/offload/internal/benchmethod"
-	"github.com/offload-dev/offload/internal/speed"
+	"github.com/offload-dev/offload/measure/bench"
+	"github.com/offload-dev/offload/measure/method"
+	"github.com/offload-dev/offload/measure/speed"
 	"github.com/offload-dev/offload/tunnel/suite"
 )
 
@@ -30,13 +30,13 @@ func TestSummarize(t *testing.T) {
 }
 
 // speedRounds runs each stream count's rounds before the next's, in
-// benchmethod.Rotation's order, records the orders, reports medians, and
+// method.Rotation's order, records the orders, reports medians, and
 // stops at the first run that fails.
 func TestSpeedRounds(t *testing.T) {
 	rep := &report{}
 	o := options{streams: []int{1, 8}, repeat: 3}
 	rates := map[string][]float64{"a": {10, 30, 20}, "b": {5, 6, 7}, "c": {1, 1, 1}}
-	err := speedRounds(context.Background(), rep, []string{"a", "b", "c"}, o, func(_ context.Context, tool string, n int, turn benchmethod.Turn) (speedRun, error) {
+	err := speedRounds(context.Background(), rep, []string{"a", "b", "c"}, o, func(_ context.Context, tool string, n int, turn method.Turn) (speedRun, error) {
 		return speedRun{mbps: rates[tool][turn.N] * float64(n), cpu: cpuPerGB{User: float64(turn.N)}}, nil
 	})
 	if err != nil {
@@ -58,7 +58,7 @@ func TestSpeedRounds(t *testing.T) {
 
 	broken := errors.New("12 bytes, verified false")
 	rep = &report{}
-	err = speedRounds(context.Background(), rep, []string{"a", "b"}, o, func(_ context.Context, tool string, _ int, _ benchmethod.Turn) (speedRun, error) {
+	err = speedRounds(context.Background(), rep, []string{"a", "b"}, o, func(_ context.Context, tool string, _ int, _ method.Turn) (speedRun, error) {
 		if tool == "b" {
 			return speedRun{}, broken
 		}

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/offload-dev/offload/internal/benchmethod"
-	"github.com/offload-dev/offload/internal/ratio"
+	"github.com/offload-dev/offload/measure/method"
+	"github.com/offload-dev/offload/measure/ratio"
 )
 
 // overhead is an offload tool's CPU s/GB beyond its crypto floor at one
@@ -121,8 +121,8 @@ func goals(rep *report) []goal {
 	// 5. Memory: each end under load, the most of sampled VmRSS and VmHWM.
 	for _, m := range rep.Memory {
 		peak := max(m.Load.Peak, m.Load.RSS)
-		g = append(g, goal{What: fmt.Sprintf("offload %s RSS, %d streams under load", m.End, m.Streams), Want: "<= " + benchmethod.Size(goalRSS),
-			Got: benchmethod.Size(peak) + " (VmHWM)", Met: peak <= goalRSS, Measured: true})
+		g = append(g, goal{What: fmt.Sprintf("offload %s RSS, %d streams under load", m.End, m.Streams), Want: "<= " + method.Size(goalRSS),
+			Got: method.Size(peak) + " (VmHWM)", Met: peak <= goalRSS, Measured: true})
 	}
 	return g
 }
@@ -166,7 +166,7 @@ func printReport(w io.Writer, rep *report) {
 	if rep.Load == loadIperf {
 		check = "iperf3's client to iperf3's server, unchecked"
 	}
-	fmt.Fprintf(w, "%s per run, %s, %s\n\n", benchmethod.Size(rep.Bytes), check, mode)
+	fmt.Fprintf(w, "%s per run, %s, %s\n\n", method.Size(rep.Bytes), check, mode)
 	for _, t := range rep.Tools {
 		fmt.Fprintf(w, "  %-*s %s\n  %-*s %s\n", nameWidth, t.Name, t.How, nameWidth, "", t.Version)
 	}
@@ -184,7 +184,7 @@ func printReport(w io.Writer, rep *report) {
 		for _, l := range wrap(floorIncludes, 100) {
 			fmt.Fprintf(w, "  %s\n", l)
 		}
-		t := benchmethod.Table{Sep: " ", Columns: []benchmethod.Column{{Title: "floor", Min: nameWidth}, {Title: "suite", Min: 26},
+		t := method.Table{Sep: " ", Columns: []method.Column{{Title: "floor", Min: nameWidth}, {Title: "suite", Min: 26},
 			{Title: "total", Right: true, Min: 7}, {Title: "user", Right: true, Min: 6}, {Title: "sys", Right: true, Min: 6},
 			{Title: "cipher", Right: true, Min: 7}, {Title: "MAC", Right: true, Min: 6}, {Title: "copies (not in total)", Sep: "   "}}}
 		for _, f := range rep.Floors {
@@ -196,7 +196,7 @@ func printReport(w io.Writer, rep *report) {
 	if len(rep.Overheads) > 0 && len(streams) > 0 {
 		fmt.Fprintln(w)
 		t := gridTable("beyond crypto", streams)
-		t.Columns = append(t.Columns, benchmethod.Column{Title: "(CPU s/GB: the tool's minus its floor; socat's whole)", Sep: "   "})
+		t.Columns = append(t.Columns, method.Column{Title: "(CPU s/GB: the tool's minus its floor; socat's whole)", Sep: "   "})
 		for _, ot := range offloadTools {
 			row := []string{ot.name}
 			for _, n := range streams {
@@ -224,7 +224,7 @@ func printReport(w io.Writer, rep *report) {
 	if len(rep.Memory) > 0 {
 		fmt.Fprintf(w, "\noffload memory   idle VmRSS   %d streams: max VmRSS   VmHWM   VmHWM after the speed runs\n", rep.Memory[0].Streams)
 		for _, m := range rep.Memory {
-			fmt.Fprintf(w, "  %-14s %10s   %21s   %8s   %s\n", m.End, benchmethod.Size(m.Idle.RSS), benchmethod.Size(m.Load.RSS), benchmethod.Size(m.Load.Peak), benchmethod.Size(m.PeakAll))
+			fmt.Fprintf(w, "  %-14s %10s   %21s   %8s   %s\n", m.End, method.Size(m.Idle.RSS), method.Size(m.Load.RSS), method.Size(m.Load.Peak), method.Size(m.PeakAll))
 		}
 	}
 	if len(rep.Goals) > 0 {
@@ -252,10 +252,10 @@ func printReport(w io.Writer, rep *report) {
 
 // gridTable is a table of a figure per tool (rows) and stream count
 // (columns), titled by what it shows.
-func gridTable(what string, streams []int) benchmethod.Table {
-	t := benchmethod.Table{Sep: " ", Columns: []benchmethod.Column{{Title: what, Min: nameWidth}}}
+func gridTable(what string, streams []int) method.Table {
+	t := method.Table{Sep: " ", Columns: []method.Column{{Title: what, Min: nameWidth}}}
 	for _, n := range streams {
-		t.Columns = append(t.Columns, benchmethod.Column{Title: fmt.Sprintf("%d stream(s)", n), Right: true, Min: 12})
+		t.Columns = append(t.Columns, method.Column{Title: fmt.Sprintf("%d stream(s)", n), Right: true, Min: 12})
 	}
 	return t
 }
@@ -285,10 +285,10 @@ func printTables(w io.Writer, rep *report, streams []int) {
 		fmt.Fprintf(w, "   %-20s", fmt.Sprintf("%d stream(s)", n))
 	}
 	fmt.Fprintln(w, "   (the tool's processes and children, per 10^9 bytes)")
-	cpu := benchmethod.Table{Sep: " ", Columns: []benchmethod.Column{{Min: nameWidth}}}
+	cpu := method.Table{Sep: " ", Columns: []method.Column{{Min: nameWidth}}}
 	for range streams {
-		cpu.Columns = append(cpu.Columns, benchmethod.Column{Title: "total", Right: true, Min: 6, Sep: "   "},
-			benchmethod.Column{Title: "user", Right: true, Min: 6}, benchmethod.Column{Title: "sys", Right: true, Min: 6})
+		cpu.Columns = append(cpu.Columns, method.Column{Title: "total", Right: true, Min: 6, Sep: "   "},
+			method.Column{Title: "user", Right: true, Min: 6}, method.Column{Title: "sys", Right: true, Min: 6})
 	}
 	for _, t := range rep.Tools {
 		row := []string{t.Name}

@@ -16,7 +16,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/offload-dev/offload/internal/bench"
+	"github.com/offload-dev/offload/measure/bench"
 	"github.com/offload-dev/offload/internal/testutil"
 )
 

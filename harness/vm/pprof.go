@@ -34,7 +34,7 @@ var components = []struct {
 	{"memmove/memclr (copies)", regexp.MustCompile(`^runtime\.mem(move|clr)`)},
 	{"record layer and tunnel", regexp.MustCompile(`offload/tunnel`)},
 	{"yamux", regexp.MustCompile(`hashicorp/yamux`)},
-	{"load generator and sink (bench only)", regexp.MustCompile(`offload/internal/bench|hash/crc32|chacha8rand|math/rand|^main\.`)},
+	{"load generator and sink (bench only)", regexp.MustCompile(`offload/measure/bench|hash/crc32|chacha8rand|math/rand|^main\.`)},
 	// Two runtime costs that stand out on 32-bit MIPS: the signal-driven
 	// preemption (GODEBUG=asyncpreemptoff=1 removes it) and the clock,
 	// which Go reads there with a clock_gettime system call (no vDSO), at

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/offload-dev/offload/internal/ratio"
+	"github.com/offload-dev/offload/measure/ratio"
 )
 
 // Spans time a piece of guest work from the host. A guest program prints

@@ -40,9 +40,9 @@ var Cold = []string{
 	module + "/config/...",
 	// Commands and their tables: bench, speed, calibrate, status.
 	module + "/cmd/offload",
-	module + "/internal/bench",
-	module + "/internal/benchmethod",
-	module + "/internal/speed",
+	module + "/measure/bench",
+	module + "/measure/method",
+	module + "/measure/speed",
 	module + "/internal/sysinfo",
 	// Scrapes, the control socket, URLs of the metrics listener.
 	module + "/tunnel/metricsserver",

@@ -69,7 +69,7 @@ var importRules = []importRule{
 	{
 		pkg:     "tunnel",
 		project: []string{"engine", "tunnel/...", "internal/metrics"},
-		never:   []string{"selector/...", "config/...", "tunnel/metricsserver/...", "cmd/...", "harness/..."},
+		never:   []string{"selector/...", "config/...", "measure/...", "tunnel/metricsserver/...", "cmd/...", "harness/..."},
 	},
 	{pkg: "selector", never: []string{"tunnel", "config/...", "cmd/..."}},
 	// config names the tunnel's and the record layer's defaults and
@@ -78,7 +78,17 @@ var importRules = []importRule{
 	{pkg: "config", never: []string{"cmd/...", "harness/..."}},
 	// The YAML subset the configs are written in: the standard library alone.
 	{pkg: "config/yamlite", stdOnly: true},
-	{pkg: "internal/benchmethod", project: []string{"internal/ratio"}},
+	// internal/ is the ground floor: helpers that know nothing of the
+	// engines, the tunnel or the measuring packages above them.
+	{pkg: "internal/...", project: []string{"internal/..."}},
+	// measure/ sits above the record layer: it times engines and the
+	// record layer (speed), makes load (bench) and judges figures (method,
+	// ratio), and never reaches the tunnel, the selector or a command.
+	{pkg: "measure/...", never: []string{"tunnel", "selector/...", "config/...", "cmd/...", "harness/..."}},
+	{pkg: "measure/speed", project: []string{"engine", "tunnel/record", "tunnel/suite", "measure/ratio", "internal/sysinfo"}},
+	{pkg: "measure/bench", project: []string{}},
+	{pkg: "measure/method", project: []string{"measure/ratio"}},
+	{pkg: "measure/ratio", stdOnly: true},
 	// The shared test helpers (ports, processes, loggers, leak checks)
 	// serve every package's tests, so they know none of them.
 	{pkg: "internal/testutil", project: []string{}},

@@ -1,4 +1,4 @@
-package benchmethod
+package method
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/offload-dev/offload/internal/ratio"
+	"github.com/offload-dev/offload/measure/ratio"
 )
 
 // Kinds of Check.

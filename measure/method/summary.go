@@ -1,9 +1,9 @@
-package benchmethod
+package method
 
 import (
 	"slices"
 
-	"github.com/offload-dev/offload/internal/ratio"
+	"github.com/offload-dev/offload/measure/ratio"
 )
 
 // MedianIndex is the index in v of its median (the lower of the middle

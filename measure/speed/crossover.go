@@ -4,7 +4,7 @@ import (
 	"cmp"
 	"slices"
 
-	"github.com/offload-dev/offload/internal/ratio"
+	"github.com/offload-dev/offload/measure/ratio"
 )
 
 // Curve is one engine's throughput over block sizes, as measured by Run.

@@ -1,4 +1,4 @@
-package benchmethod
+package method
 
 import (
 	"strings"

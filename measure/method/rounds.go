@@ -1,4 +1,4 @@
-// Package benchmethod is how offload measures and compares throughput:
+// Package method is how offload measures and compares throughput:
 // rounds that run every row once in a turning order, medians over the
 // rounds, ratios paired by round with their spread, bench's checks (auto
 // against the best single engine, hybrid against auto) and the report's
@@ -9,18 +9,18 @@
 // being judged; two runs made close together in time see much the same
 // load, so the ratio of a row's run to its rival's run of the same round
 // is far steadier than either figure, and its median over the rounds is
-// what is reported and checked (internal/ratio states such a ratio with
+// what is reported and checked (measure/ratio states such a ratio with
 // its spread).
 //
-// It is its own package, not part of internal/bench, because the two
-// change for different reasons: internal/bench makes load (sockets, the
+// It is its own package, not part of measure/bench, because the two
+// change for different reasons: measure/bench makes load (sockets, the
 // sink's wire format, /proc readers) and the tunnel's own benchmark
 // imports it; this is arithmetic and layout on figures, whatever made
 // them (an in-process tunnel, tool processes, offload's memory). It
-// imports nothing of offload but internal/ratio, so it is tested without
+// imports nothing of offload but measure/ratio, so it is tested without
 // a socket, and it takes the names of the rows it compares (software,
 // auto, hybrid) from its caller instead of importing the engine spec.
-package benchmethod
+package method
 
 import (
 	"cmp"
