@@ -12,7 +12,7 @@ import (
 // F.2 for CBC, F.5 for CTR), one per cipher. SelfTest runs the one for a cipher on an
 // engine; the tunnel runs it at start and periodically, so a device that
 // computes wrong answers is found and taken out rather than trusted
-// (docs/tunnel.md, "Engine checks"). engine/enginetest tests every engine
+// (docs/defences.md, "Engine checks"). engine/enginetest tests every engine
 // against the same vectors.
 
 // ErrSelfTest means an engine gave a wrong answer to a known-answer test:

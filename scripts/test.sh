@@ -444,7 +444,7 @@ s_packaging() {
 
 # s_prometheus runs Debian's Prometheus against a server and client on
 # loopback with packaging/prometheus/prometheus.yml (the scrape config
-# docs/tunnel.md shows), bounded waits, its processes ended on exit.
+# docs/observability.md shows), bounded waits, its processes ended on exit.
 s_prometheus() {
 	CGO_ENABLED=0 go build -o "$work/offload-prometheus" ./cmd/offload
 	bash packaging/prometheus/check.sh "$work/offload-prometheus"

@@ -351,7 +351,7 @@ func TestAttackLinkBuffer(t *testing.T) {
 	// data). On top come costs outside the budget that do not grow with
 	// the streams: both ends' record-layer pipelines (about 670 KiB each,
 	// docs/protocol.md), the pooled copy buffers of the streams served
-	// (docs/tunnel.md) and the goroutines: 2 MiB for all of them.
+	// (docs/defences.md) and the goroutines: 2 MiB for all of them.
 	const outside = 2 << 20
 	if limit := 2*int64(opt.LinkBuffer) + outside; grew > limit {
 		t.Errorf("heap grew by %d KiB, budget %d KiB", grew>>10, limit>>10)

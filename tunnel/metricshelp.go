@@ -17,7 +17,7 @@ type metricFamily struct {
 
 // metricFamilies is every family offload's /metrics exposes, with the
 // type and the one-line help /metrics writes before its samples (the
-// Prometheus text format's # TYPE and # HELP). docs/tunnel.md's table
+// Prometheus text format's # TYPE and # HELP). docs/observability.md's table
 // gives each family's labels and their values; TestMetricFamilies
 // holds the code's writers, this table and that one to each other.
 var metricFamilies = map[string]metricFamily{

@@ -69,7 +69,7 @@ func TestMetricFamilies(t *testing.T) {
 		}
 	}
 
-	// docs/tunnel.md's table is the reference: every family has a row (a
+	// docs/observability.md's table is the reference: every family has a row (a
 	// row may name several). docs/routers.md's shorter table for router
 	// users may leave families out but must not name one that is gone.
 	row := regexp.MustCompile("(?m)^\\| ((?:`offload_[a-z_]+`(?:, )?)+) \\|")
@@ -77,7 +77,7 @@ func TestMetricFamilies(t *testing.T) {
 	for _, doc := range []struct {
 		path     string
 		complete bool
-	}{{"../docs/tunnel.md", true}, {"../docs/routers.md", false}} {
+	}{{"../docs/observability.md", true}, {"../docs/routers.md", false}} {
 		src, err := os.ReadFile(doc.path)
 		if err != nil {
 			t.Fatal(err)
@@ -138,7 +138,7 @@ func TestWriteExposition(t *testing.T) {
 // TestAlertRulesUseRealNames: every metric packaging/prometheus/alerts.yml
 // names is a family /metrics writes (metricFamilies, or the standard
 // process and Go ones), every handshake result it matches is one the
-// server counts, and every alert has a row in docs/tunnel.md's alert
+// server counts, and every alert has a row in docs/observability.md's alert
 // table. promtool cannot know offload's names: a renamed family would
 // leave an alert that never fires.
 func TestAlertRulesUseRealNames(t *testing.T) {
@@ -175,13 +175,13 @@ func TestAlertRulesUseRealNames(t *testing.T) {
 	if names < 5 {
 		t.Fatalf("found only %d metric names in alerts.yml's exprs", names)
 	}
-	doc, err := os.ReadFile("../docs/tunnel.md")
+	doc, err := os.ReadFile("../docs/observability.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range regexp.MustCompile(`(?m)^\s*- alert: (\S+)$`).FindAllStringSubmatch(rules, -1) {
 		if !strings.Contains(string(doc), "| `"+m[1]+"` |") {
-			t.Errorf("docs/tunnel.md's alert table has no row for %s", m[1])
+			t.Errorf("docs/observability.md's alert table has no row for %s", m[1])
 		}
 	}
 }

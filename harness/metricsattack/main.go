@@ -1,7 +1,7 @@
 // Command metricsattack attacks an offload /metrics endpoint from outside
 // while a genuine scraper scrapes it, and reports whether every scrape
-// succeeded and the server's resident memory (docs/tunnel.md,
-// "Observability"). Start a server with metrics: 127.0.0.1:9100, then
+// succeeded and the server's resident memory (docs/defences.md,
+// "The metrics endpoint"). Start a server with metrics: 127.0.0.1:9100, then
 //
 //	go run ./harness/metricsattack -a 127.0.0.1:9100 -pid $(pidof offload) -m flood -n 64
 //	go run ./harness/metricsattack -m idle -n 10000     # idle, half, slow, noread, flood, flood1

@@ -1,8 +1,8 @@
 // Command mitm runs an offload server and client on loopback with a
 // man-in-the-middle proxy between them that holds no keys, drives bulk
 // and interactive streams through the tunnel, tampers with one record
-// frame of the first link, and checks what every end saw (docs/tunnel.md,
-// "Record-layer failures"): the record layer must cut the link, and every
+// frame of the first link, and checks what every end saw (docs/defences.md,
+// "Tampered frames"): the record layer must cut the link, and every
 // stream must end with a reset or with all of its data, never with forged
 // bytes or a clean but short end.
 //
