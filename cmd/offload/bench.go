@@ -25,9 +25,9 @@ import (
 
 	"github.com/offload-dev/offload/config"
 	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/internal/sysinfo"
 	"github.com/offload-dev/offload/measure/bench"
 	"github.com/offload-dev/offload/measure/method"
-	"github.com/offload-dev/offload/internal/sysinfo"
 	"github.com/offload-dev/offload/selector"
 	"github.com/offload-dev/offload/tunnel/suite"
 )

@@ -44,13 +44,13 @@ type benchReport struct {
 	// ProfileState what they did with it: "read" (it was fresh) or
 	// "measured" (missing or stale: measured for this run; bench leaves
 	// Profile as it was). SavedProfile is -save-profile's file.
-	Profile      string                `json:"profile,omitempty"`
-	ProfileState string                `json:"profile_state,omitempty"`
-	SavedProfile string                `json:"saved_profile,omitempty"`
-	Runs         []benchRun            `json:"runs"`
+	Profile      string           `json:"profile,omitempty"`
+	ProfileState string           `json:"profile_state,omitempty"`
+	SavedProfile string           `json:"saved_profile,omitempty"`
+	Runs         []benchRun       `json:"runs"`
 	Skipped      []method.Skipped `json:"skipped,omitempty"`
 	// Tolerance and Checks are -check's: the final result of every check.
-	Tolerance float64             `json:"tolerance,omitempty"`
+	Tolerance float64        `json:"tolerance,omitempty"`
 	Checks    []method.Check `json:"checks,omitempty"`
 }
 

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/engine"
-	"github.com/offload-dev/offload/measure/speed"
 	"github.com/offload-dev/offload/internal/sysinfo"
+	"github.com/offload-dev/offload/measure/speed"
 	"github.com/offload-dev/offload/tunnel/suite"
 )
 

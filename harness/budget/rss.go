@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/config"
-	"github.com/offload-dev/offload/measure/method"
 	"github.com/offload-dev/offload/internal/testutil"
+	"github.com/offload-dev/offload/measure/method"
 )
 
 type rssOpts struct {

@@ -13,8 +13,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/offload-dev/offload/measure/method"
 	"github.com/offload-dev/offload/internal/buildflags"
+	"github.com/offload-dev/offload/measure/method"
 )
 
 // sizeTarget is one router target of the size budget.

@@ -16,8 +16,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/offload-dev/offload/measure/bench"
 	"github.com/offload-dev/offload/internal/testutil"
+	"github.com/offload-dev/offload/measure/bench"
 )
 
 // The link between the two "hosts": netem on both ends of the veth, so
