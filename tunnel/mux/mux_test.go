@@ -748,3 +748,56 @@ func waitBuffered(t *testing.T, st *Stream, n int) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A peer that never echoes a keepalive ping but keeps sending frames is
+// alive: the session stays up (the echo may be queued behind its data, or
+// this end may have been stopped while it arrived); once nothing comes
+// for a whole timeout and the grace after it, the session closes with
+// ErrKeepAlive.
+func TestKeepaliveJudgesByWhatArrives(t *testing.T) {
+	a, b := tcpPair(t)
+	const timeout = 300 * time.Millisecond
+	s, err := Client(a, &Config{KeepAliveInterval: 10 * time.Millisecond, ConnectionWriteTimeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	go func() { _, _ = io.Copy(io.Discard, b) }() // reads the pings, echoes none
+	stop := make(chan struct{})
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		// An echo of a ping never sent: a frame the session reads and
+		// drops, every 10 ms.
+		frame := testutil.YamuxHeader(nil, testutil.YamuxPing, testutil.YamuxACK, 0, 1<<31)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			if _, err := b.Write(frame); err != nil {
+				return
+			}
+		}
+	}()
+	// Ten timeouts (and the grace) while frames arrive: still up.
+	select {
+	case <-s.CloseChan():
+		close(stop)
+		t.Fatalf("the session closed while the peer was sending: %v", s.Err())
+	case <-time.After(10 * timeout):
+	}
+	close(stop)
+	<-sent
+	select {
+	case <-s.CloseChan():
+	case <-time.After(time.Minute):
+		t.Fatal("a silent peer that never echoes kept the session up")
+	}
+	if err := s.Err(); !errors.Is(err, ErrKeepAlive) {
+		t.Fatalf("closed with %v, want ErrKeepAlive", err)
+	}
+}

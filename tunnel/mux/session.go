@@ -69,7 +69,8 @@ type Config struct {
 	ReceiveBudget int
 	// KeepAliveInterval is how often the session pings its peer; 0 is
 	// off. A ping not answered within ConnectionWriteTimeout closes the
-	// session.
+	// session, unless frames from the peer kept arriving meanwhile
+	// (keepalive).
 	KeepAliveInterval time.Duration
 	// ConnectionWriteTimeout bounds a keepalive's round trip. 0: 10 s.
 	ConnectionWriteTimeout time.Duration
@@ -176,8 +177,9 @@ type Session struct {
 	ctrlSpar []byte
 	ctrlCh   chan struct{}
 
-	held  atomic.Int64 // segment bytes held by all streams
-	extra atomic.Int64 // exposure beyond the streams' initial windows
+	recvd atomic.Uint64 // frames read from the peer: keepalive's sign of life
+	held  atomic.Int64  // segment bytes held by all streams
+	extra atomic.Int64  // exposure beyond the streams' initial windows
 
 	strayLog, refuseLog, overrunLog netguard.RateLimit
 
@@ -323,17 +325,8 @@ func (s *Session) GoAway() error {
 
 // Ping sends a ping and waits for its echo: the round-trip time.
 func (s *Session) Ping() (time.Duration, error) {
-	ch := make(chan struct{})
-	s.mu.Lock()
-	s.pingID++
-	id := s.pingID
-	s.pings[id] = ch
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.pings, id)
-		s.mu.Unlock()
-	}()
+	id, ch := s.newPing()
+	defer s.forgetPing(id)
 	start := time.Now()
 	if err := s.queue(header{typ: typePing, flags: flagSYN, length: id}); err != nil {
 		return 0, err
@@ -348,6 +341,22 @@ func (s *Session) Ping() (time.Duration, error) {
 	case <-s.closed:
 		return 0, s.closeErr()
 	}
+}
+
+// newPing registers a ping: its id, and the channel its echo closes.
+func (s *Session) newPing() (uint32, chan struct{}) {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pingID++
+	s.pings[s.pingID] = ch
+	return s.pingID, ch
+}
+
+func (s *Session) forgetPing(id uint32) {
+	s.mu.Lock()
+	delete(s.pings, id)
+	s.mu.Unlock()
 }
 
 // CloseChan is closed when the session is.
@@ -553,6 +562,14 @@ func (s *Session) ctrlLoop() {
 	}
 }
 
+// keepalive pings the peer every interval. A peer is dead when neither the
+// echo nor any other frame came from it for a whole timeout: a late echo
+// while frames keep arriving is an echo queued behind the peer's data (or
+// a peer busy elsewhere), not a dead link; and a timeout is judged twice,
+// the second time a grace after the first, because a guest that was
+// stopped (an emulated router whose host is busy, a laptop waking up)
+// resumes with its timers expired before its receive loop has read what
+// arrived meanwhile (docs/lab/router-anchor.md, 2026-12-07).
 func (s *Session) keepalive() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.cfg.KeepAliveInterval)
@@ -563,12 +580,49 @@ func (s *Session) keepalive() {
 		case <-s.closed:
 			return
 		}
-		if _, err := s.Ping(); err != nil {
+		if err := s.keepalivePing(); err != nil {
 			if !s.isClosed() {
 				s.log.Warn("keepalive failed: closing the session", zap.Error(err))
 				s.shutdown(fmt.Errorf("%w: %w", ErrKeepAlive, err))
 			}
 			return
+		}
+	}
+}
+
+// keepaliveGrace is the second look keepalive takes at a timeout.
+const keepaliveGrace = time.Second
+
+// keepalivePing sends one ping and waits for its echo, or for a timeout
+// (ConnectionWriteTimeout, then keepaliveGrace) in which nothing at all
+// arrived from the peer.
+func (s *Session) keepalivePing() error {
+	id, ch := s.newPing()
+	defer s.forgetPing(id)
+	seen := s.recvd.Load()
+	if err := s.queue(header{typ: typePing, flags: flagSYN, length: id}); err != nil {
+		return err
+	}
+	t := time.NewTimer(s.cfg.ConnectionWriteTimeout)
+	defer t.Stop()
+	graced := false
+	for {
+		select {
+		case <-ch:
+			return nil
+		case <-s.closed:
+			return s.closeErr()
+		case <-t.C:
+		}
+		switch now := s.recvd.Load(); {
+		case now != seen:
+			seen, graced = now, false // alive: wait a whole timeout again
+			t.Reset(s.cfg.ConnectionWriteTimeout)
+		case !graced:
+			graced = true
+			t.Reset(keepaliveGrace)
+		default:
+			return ErrTimeout
 		}
 	}
 }
@@ -582,6 +636,7 @@ func (s *Session) recvLoop() {
 			s.shutdown(readErr(err))
 			return
 		}
+		s.recvd.Add(1)
 		h, err := decodeHeader(hdr[:])
 		if err == nil {
 			switch h.typ {
