@@ -24,6 +24,8 @@ type docLimit struct {
 }
 
 var docLimits = []docLimit{
+	{"README.md", 200, "it says what offload is, for whom, its limits and the two commands; " +
+		"the rest belongs in docs/, and the package map only in docs/architecture.md"},
 	{"docs/tunnel.md", 600, "it is the walk-through; defences and limits go in docs/defences.md, " +
 		"metrics and status in docs/observability.md, the wire format in docs/protocol.md, " +
 		"dated runs in docs/lab/"},
