@@ -17,6 +17,7 @@ import (
 	"github.com/offload-dev/offload/tunnel/handshake"
 	"github.com/offload-dev/offload/tunnel/internal/netguard"
 	"github.com/offload-dev/offload/tunnel/record"
+	"github.com/offload-dev/offload/tunnel/stream"
 )
 
 // Forward is one client listener: every connection accepted on Listener
@@ -62,7 +63,7 @@ type Client struct {
 	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
 	log      *zap.Logger
 	ctr      *counters
-	pool     *bufPool
+	pool     *stream.BufPool
 	streams  *tracker
 	guard    *engineGuard
 
@@ -133,7 +134,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		dial:        dial,
 		log:         cfg.Logger.Named("client"),
 		ctr:         newCounters("client", cfg.Engines, cfg.Stats, cfg.Policy),
-		pool:        newBufPool(),
+		pool:        stream.NewBufPool(),
 		streams:     newTracker(),
 		refuseLog:   netguard.RateLimit{Every: 10 * time.Second},
 		up:          make(chan struct{}),
@@ -386,7 +387,7 @@ func (c *Client) acceptLoop(ctx context.Context, f *forwardRun, wg *sync.WaitGro
 		service, socks := *f.service.Load(), f.socks.Load()
 		if n := c.ctr.active.Load(); n >= int64(c.opt.MaxStreams) {
 			netguard.Reset(conn)
-			c.refused(service, fmt.Errorf("%w: %d connections open; raise max_streams", ErrBusy, n))
+			c.refused(service, fmt.Errorf("%w: %d connections open; raise max_streams", stream.ErrBusy, n))
 			continue
 		}
 		c.ctr.active.Add(1)
@@ -416,7 +417,7 @@ func (c *Client) refused(service string, err error) {
 
 // serveLocal carries one local connection over a stream.
 func (c *Client) serveLocal(ctx context.Context, conn net.Conn, service string) {
-	req, err := appendRequest(nil, kindService, service)
+	req, err := stream.AppendRequest(nil, stream.KindService, service)
 	if err != nil {
 		netguard.Reset(conn)
 		c.refused(service, err)
@@ -428,9 +429,9 @@ func (c *Client) serveLocal(ctx context.Context, conn net.Conn, service string) 
 		c.refused(service, err)
 		return
 	}
-	up, down, err := splice(conn, st, c.pool, func() error {
+	up, down, err := stream.Splice(conn, st, c.pool, func() error {
 		_ = st.SetReadDeadline(time.Now().Add(2 * c.opt.DialTimeout))
-		if err := readResponse(st); err != nil {
+		if err := stream.ReadResponse(st); err != nil {
 			return err
 		}
 		_ = st.SetReadDeadline(time.Time{})
@@ -441,7 +442,7 @@ func (c *Client) serveLocal(ctx context.Context, conn net.Conn, service string) 
 
 // streamEnded counts and logs how a spliced stream ended; what names it.
 func (c *Client) streamEnded(service string, up, down int64, err error) {
-	var se *StatusError
+	var se *stream.StatusError
 	switch {
 	case errors.As(err, &se):
 		c.refused(service, err)
@@ -500,7 +501,7 @@ func (c *Client) openStream(ctx context.Context, req []byte) (*mux.Stream, error
 		}
 		if _, err := st.Write(req); err != nil {
 			_ = st.Close()
-			return nil, fmt.Errorf("%w: sending the request: %w", ErrAborted, err)
+			return nil, fmt.Errorf("%w: sending the request: %w", stream.ErrAborted, err)
 		}
 		return st, nil
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/offload-dev/offload/internal/testutil"
 	"github.com/offload-dev/offload/tunnel/handshake"
 	"github.com/offload-dev/offload/tunnel/record"
+	"github.com/offload-dev/offload/tunnel/stream"
 )
 
 // firstWrite keeps a copy of the first Write on a connection: what an
@@ -311,9 +312,9 @@ func TestAttackLinkBuffer(t *testing.T) {
 	_, sess := genuineLink(t, addr, opt)
 	before := heapInuse()
 
-	req, _ := appendRequest(nil, kindService, "sink")
-	chunk := make([]byte, chunkHeader+maxChunk)
-	binary.BigEndian.PutUint32(chunk, maxChunk)
+	req, _ := stream.AppendRequest(nil, stream.KindService, "sink")
+	chunk := make([]byte, stream.ChunkHeader+stream.MaxChunk)
+	binary.BigEndian.PutUint32(chunk, stream.MaxChunk)
 	var wg sync.WaitGroup
 	var reset, opened atomic.Int64
 	var sts []*yamux.Stream
@@ -331,7 +332,7 @@ func TestAttackLinkBuffer(t *testing.T) {
 				return
 			}
 			opened.Add(1)
-			for sent := 0; sent < perStream; sent += maxChunk {
+			for sent := 0; sent < perStream; sent += stream.MaxChunk {
 				if _, err := st.Write(chunk); err != nil {
 					if errors.Is(err, yamux.ErrConnectionReset) || errors.Is(err, yamux.ErrStreamClosed) {
 						reset.Add(1)

@@ -2,6 +2,7 @@ package tunnel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -24,6 +25,11 @@ import (
 // dial failed or the link went down and the next dial is scheduled) and
 // sleeps in linkState.sleep, which a brought-forward dial wakes; openStream
 // asks awaitLink while c.sess is nil.
+
+// ErrLinkDown means there was no link to the server, and none came up
+// within the link wait, so a local connection was refused; the error says
+// why the last dial failed.
+var ErrLinkDown = errors.New("link to the server is down")
 
 // linkState is what a connection waiting for the link needs to know
 // about the link loop.

@@ -15,6 +15,7 @@ import (
 	"github.com/offload-dev/offload/internal/testutil"
 	"github.com/offload-dev/offload/tunnel/handshake"
 	"github.com/offload-dev/offload/tunnel/record"
+	"github.com/offload-dev/offload/tunnel/stream"
 )
 
 // rawLink is a peer with the PSK that speaks the record layer but writes
@@ -187,7 +188,7 @@ func TestAttackStrayFrameLogFlood(t *testing.T) {
 	// A real stream afterwards: the link still works. Before its
 	// request, ACKs on it: yamux logs two lines for each ACK of a stream
 	// it did not open.
-	req, _ := appendRequest(nil, kindService, "nosuch")
+	req, _ := stream.AppendRequest(nil, stream.KindService, "nosuch")
 	b = testutil.YamuxHeader(b, testutil.YamuxWindowUpdate, testutil.YamuxSYN, 1, 0)
 	for range frames {
 		b = testutil.YamuxHeader(b, testutil.YamuxWindowUpdate, testutil.YamuxACK, 1, 0)
@@ -256,12 +257,12 @@ func TestAttackReverseLinkBuffer(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer st.Close()
-		req, _ := appendRequest(nil, kindReverseListen, a)
+		req, _ := stream.AppendRequest(nil, stream.KindReverseListen, a)
 		_ = st.SetDeadline(time.Now().Add(5 * time.Second))
 		if _, err := st.Write(req); err != nil {
 			t.Fatal(err)
 		}
-		if err := readResponse(st); err != nil {
+		if err := stream.ReadResponse(st); err != nil {
 			t.Fatalf("reverse listen %s: %v", a, err)
 		}
 	}
@@ -271,8 +272,8 @@ func TestAttackReverseLinkBuffer(t *testing.T) {
 	var fed, accepted, settled atomic.Int64
 	var wg sync.WaitGroup
 	release := make(chan struct{})
-	chunk := make([]byte, chunkHeader+maxChunk)
-	binary.BigEndian.PutUint32(chunk, maxChunk)
+	chunk := make([]byte, stream.ChunkHeader+stream.MaxChunk)
+	binary.BigEndian.PutUint32(chunk, stream.MaxChunk)
 	go func() {
 		for {
 			st, err := sess.AcceptStream()
@@ -284,20 +285,20 @@ func TestAttackReverseLinkBuffer(t *testing.T) {
 				defer wg.Done()
 				defer st.Close()
 				_ = st.SetDeadline(time.Now().Add(3 * time.Second))
-				if _, err := readRequest(st); err != nil {
+				if _, err := stream.ReadRequest(st); err != nil {
 					return
 				}
 				accepted.Add(1)
 				defer func() { <-release }()
 				defer settled.Add(1)
-				if _, err := st.Write(appendResponse(nil, statusOK, "")); err != nil {
+				if _, err := st.Write(stream.AppendResponse(nil, stream.StatusOK, "")); err != nil {
 					return
 				}
 				for range 16 { // 1 MiB
 					if _, err := st.Write(chunk); err != nil {
 						return
 					}
-					fed.Add(maxChunk)
+					fed.Add(stream.MaxChunk)
 				}
 			}()
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/tunnel/handshake"
+	"github.com/offload-dev/offload/tunnel/stream"
 	"github.com/offload-dev/offload/tunnel/suite"
 )
 
@@ -142,8 +143,8 @@ func (e *HandshakeError) Unwrap() []error { return []error{e.Client, e.Server} }
 
 var (
 	// errNoService, errNoUDPService: the server has no such service.
-	errNoService    = fmt.Errorf("%w: the server has no such service", ErrUnknownService)
-	errNoUDPService = fmt.Errorf("%w: the server has no such UDP service", ErrUnknownService)
+	errNoService    = fmt.Errorf("%w: the server has no such service", stream.ErrUnknownService)
+	errNoUDPService = fmt.Errorf("%w: the server has no such UDP service", stream.ErrUnknownService)
 )
 
 // serviceGrant: whether access a may open TCP service name under st.
@@ -171,7 +172,7 @@ func udpGrant(st *serverState, a *access, name string) error {
 // reverseGrant: whether access a may ask the server to listen on ap.
 func reverseGrant(a *access, ap netip.AddrPort) error {
 	if !a.rules.ReverseAllowed(ap) {
-		return fmt.Errorf("%w: listen address %s is not in the server's reverse_allow", ErrDenied, ap)
+		return fmt.Errorf("%w: listen address %s is not in the server's reverse_allow", stream.ErrDenied, ap)
 	}
 	return nil
 }
@@ -180,7 +181,7 @@ func reverseGrant(a *access, ap netip.AddrPort) error {
 // (each destination is checked when it is asked for).
 func socksGrant(a *access) error {
 	if len(a.rules.socks) == 0 {
-		return fmt.Errorf("%w: every destination: the server has no socks_allow for this client", ErrDenied)
+		return fmt.Errorf("%w: every destination: the server has no socks_allow for this client", stream.ErrDenied)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/offload-dev/offload/tunnel/handshake"
+	"github.com/offload-dev/offload/tunnel/stream"
 	"github.com/offload-dev/offload/tunnel/suite"
 )
 
@@ -47,12 +48,12 @@ func TestCheckPeer(t *testing.T) {
 	if err != nil || v.Handshake != nil || v.Client != "alice" || v.Key != handshake.Fingerprint(testPSK(1)) {
 		t.Fatalf("alice: %+v, %v", v, err)
 	}
-	if v.Services[0] != nil || !errors.Is(v.Services[1], errNotAllowed) || !errors.Is(v.Services[2], ErrUnknownService) ||
+	if v.Services[0] != nil || !errors.Is(v.Services[1], errNotAllowed) || !errors.Is(v.Services[2], stream.ErrUnknownService) ||
 		v.Socks != nil || v.UDP[0] != nil || v.Reverse[0] != nil {
 		t.Errorf("alice's grants: %+v", v)
 	}
 	v, err = cfg.CheckPeer(ctx, Peer{Suite: suite.Default, PSK: testPSK(2), Socks: true, UDP: []string{"dns"}, Reverse: []netip.AddrPort{rev}})
-	if err != nil || v.Client != "bob" || !errors.Is(v.Socks, ErrDenied) || !errors.Is(v.UDP[0], errNotAllowed) || !errors.Is(v.Reverse[0], ErrDenied) {
+	if err != nil || v.Client != "bob" || !errors.Is(v.Socks, stream.ErrDenied) || !errors.Is(v.UDP[0], errNotAllowed) || !errors.Is(v.Reverse[0], stream.ErrDenied) {
 		t.Errorf("bob: %+v, %v; want SOCKS, UDP and reverse refused", v, err)
 	}
 }

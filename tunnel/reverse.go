@@ -11,10 +11,10 @@ package tunnel
 //	client ──reverse-listen [::1]:9000──> server: check, listen
 //	                         (the stream stays open: the listener's life)
 //	user ──TCP──> server [::1]:9000: accept ──stream, reverse-connect [::1]:9000──> client
-//	     <═══════════════ chunks (splice.go) ═══════════════> client dials its target
+//	     <═══════════════ chunks (tunnel/stream) ═══════════════> client dials its target
 //
 // The server opens the stream for each accepted connection, so here the
-// roles of proto.go swap: the server sends the request (reverse-connect,
+// roles of tunnel/stream's wire swap: the server sends the request (reverse-connect,
 // naming the listen address), the client answers after dialling the
 // target it has configured for that address, and nothing else: a
 // reverse-connect for an address the client did not ask for is refused.
@@ -31,6 +31,7 @@ import (
 
 	"github.com/offload-dev/offload/tunnel/internal/netguard"
 	"github.com/offload-dev/offload/tunnel/mux"
+	"github.com/offload-dev/offload/tunnel/stream"
 	"go.uber.org/zap"
 )
 
@@ -184,7 +185,7 @@ func (c *Client) registerReverse(ctx context.Context, sess *mux.Session, listen 
 		if sess.IsClosed() || ctx.Err() != nil {
 			return
 		}
-		if errors.Is(err, ErrDenied) || errors.Is(err, ErrBadRequest) {
+		if errors.Is(err, stream.ErrDenied) || errors.Is(err, stream.ErrBadRequest) {
 			log.Error("reverse forward refused by the server", zap.Error(err))
 			return
 		}
@@ -203,7 +204,7 @@ func (c *Client) registerReverse(ctx context.Context, sess *mux.Session, listen 
 // holdReverse runs one registration: request, answer, then wait for the
 // stream (the listener's life) to end.
 func (c *Client) holdReverse(ctx context.Context, sess *mux.Session, listen string, log *zap.Logger) error {
-	req, err := appendRequest(nil, kindReverseListen, listen)
+	req, err := stream.AppendRequest(nil, stream.KindReverseListen, listen)
 	if err != nil {
 		return err
 	}
@@ -218,7 +219,7 @@ func (c *Client) holdReverse(ctx context.Context, sess *mux.Session, listen stri
 		return fmt.Errorf("sending the request: %w", err)
 	}
 	_ = st.SetReadDeadline(time.Now().Add(2 * c.opt.DialTimeout))
-	if err := readResponse(st); err != nil {
+	if err := stream.ReadResponse(st); err != nil {
 		return err
 	}
 	_ = st.SetReadDeadline(time.Time{})
@@ -235,20 +236,20 @@ func (c *Client) holdReverse(ctx context.Context, sess *mux.Session, listen stri
 // dial the target configured for its listen address, answer, splice.
 func (c *Client) serveReverseConn(ctx context.Context, st *mux.Stream) {
 	_ = st.SetReadDeadline(time.Now().Add(c.opt.DialTimeout))
-	req, err := readRequest(st)
-	if err == nil && req.kind != kindReverseConnect {
-		err = fmt.Errorf("%w: kind %s from the server", ErrBadRequest, kindNames[req.kind])
+	req, err := stream.ReadRequest(st)
+	if err == nil && req.Kind != stream.KindReverseConnect {
+		err = fmt.Errorf("%w: kind %s from the server", stream.ErrBadRequest, stream.KindName(req.Kind))
 	}
 	if err != nil {
-		c.refuseStream(st, statusBadRequest, err.Error(), "reverse", err)
+		c.refuseStream(st, stream.StatusBadRequest, err.Error(), "reverse", err)
 		return
 	}
 	_ = st.SetReadDeadline(time.Time{})
-	what := "reverse " + req.arg
-	target, ok := c.reverseTarget(req.arg)
+	what := "reverse " + req.Arg
+	target, ok := c.reverseTarget(req.Arg)
 	if !ok {
-		err := fmt.Errorf("%w: no reverse forward listens on %s", ErrDenied, req.arg)
-		c.refuseStream(st, statusDenied, err.Error(), what, err)
+		err := fmt.Errorf("%w: no reverse forward listens on %s", stream.ErrDenied, req.Arg)
+		c.refuseStream(st, stream.StatusDenied, err.Error(), what, err)
 		return
 	}
 	d := net.Dialer{Timeout: c.opt.DialTimeout}
@@ -257,15 +258,15 @@ func (c *Client) serveReverseConn(ctx context.Context, st *mux.Stream) {
 		c.refuseStream(st, dialStatus(err), err.Error(), what, err)
 		return
 	}
-	defer c.ctr.live.streams.open("reverse", req.arg)()
-	up, down, err := answerSplice(st, conn, c.ctr, c.pool)
+	defer c.ctr.live.streams.open("reverse", req.Arg)()
+	up, down, err := stream.AnswerSplice(st, conn, c.pool, &c.ctr.active)
 	c.streamEnded(what, up, down, err)
 }
 
 // refuseStream answers a stream the server opened with a non-OK status.
 func (c *Client) refuseStream(st *mux.Stream, status byte, msg, what string, err error) {
 	_ = st.SetWriteDeadline(time.Now().Add(c.opt.DialTimeout))
-	_, _ = st.Write(appendResponse(nil, status, msg))
+	_, _ = st.Write(stream.AppendResponse(nil, status, msg))
 	_ = st.Close()
 	c.refused(what, err)
 }
@@ -287,17 +288,17 @@ func (s *Server) serveReverse(ctx context.Context, st *mux.Stream, arg string, l
 	})
 	if err != nil {
 		msg := fmt.Sprintf("listen address %s is not in the server's reverse_allow", ap)
-		s.refuse(st, statusDenied, msg, l, what, fmt.Errorf("%w: %s: %w", ErrDenied, msg, err))
+		s.refuse(st, stream.StatusDenied, msg, l, what, fmt.Errorf("%w: %s: %w", stream.ErrDenied, msg, err))
 		return
 	}
 	defer done()
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", ap.String())
 	if err != nil {
-		s.refuse(st, statusDialFailed, err.Error(), l, what, err)
+		s.refuse(st, stream.StatusDialFailed, err.Error(), l, what, err)
 		return
 	}
-	if _, err := st.Write(appendResponse(nil, statusOK, "")); err != nil {
+	if _, err := st.Write(stream.AppendResponse(nil, stream.StatusOK, "")); err != nil {
 		_ = ln.Close()
 		_ = st.Close()
 		return
@@ -339,7 +340,7 @@ func (s *Server) serveReverse(ctx context.Context, st *mux.Stream, arg string, l
 			netguard.Reset(conn)
 			s.ctr.streams[streamRefused].Add(1)
 			if ok, n := s.refuseLog.Allow(); ok {
-				log.Warn("reverse connection refused", zap.Error(fmt.Errorf("%w: the link carries %d streams; raise max_streams", ErrBusy, cap(l.units))), zap.Uint64("refusals_not_logged", n))
+				log.Warn("reverse connection refused", zap.Error(fmt.Errorf("%w: the link carries %d streams; raise max_streams", stream.ErrBusy, cap(l.units))), zap.Uint64("refusals_not_logged", n))
 			}
 			continue
 		}
@@ -362,7 +363,7 @@ func (s *Server) serveReverse(ctx context.Context, st *mux.Stream, arg string, l
 // reverseConn carries one connection accepted on a reverse listener to
 // the client.
 func (s *Server) reverseConn(sess *mux.Session, conn net.Conn, listen string, log *zap.Logger) {
-	req, _ := appendRequest(nil, kindReverseConnect, listen) // checked when it came in
+	req, _ := stream.AppendRequest(nil, stream.KindReverseConnect, listen) // checked when it came in
 	st, err := sess.OpenStream()
 	if err == nil {
 		_, err = st.Write(req)
@@ -377,16 +378,16 @@ func (s *Server) reverseConn(sess *mux.Session, conn net.Conn, listen string, lo
 	}
 	defer st.Close()
 	s.ctr.active.Add(1)
-	up, down, err := splice(conn, st, s.pool, func() error {
+	up, down, err := stream.Splice(conn, st, s.pool, func() error {
 		_ = st.SetReadDeadline(time.Now().Add(2 * s.opt.DialTimeout))
-		if err := readResponse(st); err != nil {
+		if err := stream.ReadResponse(st); err != nil {
 			return err
 		}
 		_ = st.SetReadDeadline(time.Time{})
 		return nil
 	})
 	s.ctr.active.Add(-1)
-	var se *StatusError
+	var se *stream.StatusError
 	switch {
 	case errors.As(err, &se):
 		s.ctr.streams[streamRefused].Add(1)

@@ -13,6 +13,7 @@ import (
 	"github.com/offload-dev/offload/tunnel/mux"
 
 	"github.com/offload-dev/offload/internal/testutil"
+	"github.com/offload-dev/offload/tunnel/stream"
 )
 
 // freePort is a TCP port free on addr's host right now.
@@ -144,10 +145,10 @@ func TestReverseUnasked(t *testing.T) {
 			cli.serveReverseConn(context.Background(), st)
 		}
 	}()
-	req, _ := appendRequest(nil, kindReverseConnect, "127.0.0.1:1")
+	req, _ := stream.AppendRequest(nil, stream.KindReverseConnect, "127.0.0.1:1")
 	_, _ = cl.Write(req)
-	err = readResponse(cl)
-	if !errors.Is(err, ErrDenied) {
+	err = stream.ReadResponse(cl)
+	if !errors.Is(err, stream.ErrDenied) {
 		t.Errorf("unasked reverse-connect: %v", err)
 	}
 	eventually(t, 5*time.Second, "the client's log", func() bool { return clogs.FilterMessage("connection refused").Len() == 1 })

@@ -20,6 +20,7 @@ import (
 	"github.com/offload-dev/offload/tunnel/internal/netguard"
 	"github.com/offload-dev/offload/tunnel/proxyproto"
 	"github.com/offload-dev/offload/tunnel/record"
+	"github.com/offload-dev/offload/tunnel/stream"
 )
 
 // ServerConfig configures a Server.
@@ -64,7 +65,7 @@ type Server struct {
 	state   atomic.Pointer[serverState] // services and clients; Reload swaps it
 	log     *zap.Logger
 	ctr     *counters
-	pool    *bufPool
+	pool    *stream.BufPool
 	slots   *hsSlots
 	replay  *handshake.ReplayCache
 	streams *tracker
@@ -113,7 +114,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		stopping:  make(chan struct{}),
 		log:       cfg.Logger.Named("server"),
 		ctr:       newCounters("server", cfg.Engines, cfg.Stats, cfg.Policy),
-		pool:      newBufPool(),
+		pool:      stream.NewBufPool(),
 		streams:   newTracker(),
 		dialer:    net.Dialer{Timeout: cfg.DialTimeout},
 		dropLog:   netguard.RateLimit{Every: 10 * time.Second},
@@ -361,8 +362,8 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 			go func() {
 				defer wg.Done()
 				s.ctr.backlogResets.Refused.Add(1)
-				err := fmt.Errorf("%w: the link carries %d streams; raise max_streams", ErrBusy, cap(units))
-				s.refuse(st, statusBusy, err.Error(), l, "", err)
+				err := fmt.Errorf("%w: the link carries %d streams; raise max_streams", stream.ErrBusy, cap(units))
+				s.refuse(st, stream.StatusBusy, err.Error(), l, "", err)
 			}()
 			continue
 		}
@@ -453,33 +454,33 @@ func (s *Server) draining() bool {
 // both ends.
 func (s *Server) serveStream(ctx context.Context, st *mux.Stream, l *link) {
 	_ = st.SetReadDeadline(time.Now().Add(s.opt.DialTimeout))
-	req, err := readRequest(st)
+	req, err := stream.ReadRequest(st)
 	if err != nil {
 		// The reason goes back: a peer of another version learns which.
-		s.refuse(st, statusBadRequest, err.Error(), l, "", err)
+		s.refuse(st, stream.StatusBadRequest, err.Error(), l, "", err)
 		return
 	}
 	_ = st.SetReadDeadline(time.Time{})
-	switch req.kind {
-	case kindService:
-	case kindSocks:
-		s.serveSocks(ctx, st, req.arg, l)
+	switch req.Kind {
+	case stream.KindService:
+	case stream.KindSocks:
+		s.serveSocks(ctx, st, req.Arg, l)
 		return
-	case kindUDP:
-		s.serveUDP(ctx, st, req.arg, l)
+	case stream.KindUDP:
+		s.serveUDP(ctx, st, req.Arg, l)
 		return
-	case kindReverseListen:
-		s.serveReverse(ctx, st, req.arg, l)
+	case stream.KindReverseListen:
+		s.serveReverse(ctx, st, req.Arg, l)
 		return
 	default:
-		err := fmt.Errorf("%w: kind %s is not served by the server", ErrBadRequest, kindNames[req.kind])
-		s.refuse(st, statusBadRequest, err.Error(), l, "", err)
+		err := fmt.Errorf("%w: kind %s is not served by the server", stream.ErrBadRequest, stream.KindName(req.Kind))
+		s.refuse(st, stream.StatusBadRequest, err.Error(), l, "", err)
 		return
 	}
-	name := req.arg
+	name := req.Arg
 	ctx, target, done, msg, err := s.open(ctx, l, name)
 	if err != nil {
-		s.refuse(st, statusUnknownService, msg, l, name, err)
+		s.refuse(st, stream.StatusUnknownService, msg, l, name, err)
 		return
 	}
 	defer done()
@@ -489,7 +490,7 @@ func (s *Server) serveStream(ctx context.Context, st *mux.Stream, l *link) {
 		if cause := context.Cause(ctx); errors.Is(cause, errReloaded) {
 			err = cause
 		}
-		s.refuse(st, statusDialFailed, err.Error(), l, name, err)
+		s.refuse(st, stream.StatusDialFailed, err.Error(), l, name, err)
 		return
 	}
 	s.serveDialled(ctx, st, conn, name, l)
@@ -502,7 +503,7 @@ func (s *Server) serveDialled(ctx context.Context, st *mux.Stream, conn net.Conn
 	stop := context.AfterFunc(ctx, func() { netguard.Reset(conn) })
 	defer stop()
 	l.ctr.active.Add(1)
-	up, down, err := answerSplice(st, conn, s.ctr, s.pool)
+	up, down, err := stream.AnswerSplice(st, conn, s.pool, &s.ctr.active)
 	l.ctr.active.Add(-1)
 	l.ctr.fromTarget.Add(uint64(up))
 	l.ctr.toTarget.Add(uint64(down))
@@ -526,6 +527,6 @@ func (s *Server) refuse(st *mux.Stream, status byte, msg string, l *link, servic
 		l.log.Warn("stream refused", zap.String("service", strconv.Quote(service)), zap.Error(err), zap.Uint64("refusals_not_logged", n))
 	}
 	_ = st.SetWriteDeadline(time.Now().Add(s.opt.DialTimeout))
-	_, _ = st.Write(appendResponse(nil, status, msg))
+	_, _ = st.Write(stream.AppendResponse(nil, status, msg))
 	_ = st.Close()
 }

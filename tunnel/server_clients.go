@@ -19,6 +19,7 @@ import (
 
 	"github.com/offload-dev/offload/tunnel/handshake"
 	"github.com/offload-dev/offload/tunnel/record"
+	"github.com/offload-dev/offload/tunnel/stream"
 )
 
 // The server's clients and links, and what reload changes: the client
@@ -382,9 +383,9 @@ func (s *Server) open(parent context.Context, l *link, service string) (ctx cont
 	}
 	switch _, ok := st.services[service]; {
 	case !ok && l.allServices():
-		return nil, "", nil, "", ErrUnknownService
+		return nil, "", nil, "", stream.ErrUnknownService
 	case !ok:
-		return nil, "", nil, hidden, ErrUnknownService
+		return nil, "", nil, hidden, stream.ErrUnknownService
 	}
 	return nil, "", nil, hidden, errNotAllowed
 }

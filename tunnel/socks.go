@@ -3,7 +3,7 @@ package tunnel
 // SOCKS5 dynamic forwarding. The client speaks SOCKS5 to local
 // applications (RFC 1928, CONNECT only; no authentication or RFC 1929
 // username/password; the wire is tunnel/internal/socks5) and sends each destination to the server as a
-// socks-connect request (proto.go): a port and the host as the application
+// socks-connect request (tunnel/stream): a port and the host as the application
 // gave it, an IP literal or a DNS name. The server resolves names itself,
 // checks every address it would dial against its Rules (deny by default,
 // allow's DNS-rebinding rule for names), dials only allowed ones, and
@@ -11,7 +11,7 @@ package tunnel
 //
 //	app ──SOCKS5──> client: greeting, auth, CONNECT ──stream──> server: resolve,
 //	     <──reply── (waits for the server's answer)  <─status── check, dial
-//	app <══════════════════ chunks (splice.go) ════════════════> destination
+//	app <══════════════════ chunks (tunnel/stream) ════════════════> destination
 //
 // Unlike a service forward, the client waits for the server's answer before
 // it replies to the application: SOCKS5 needs the result first.
@@ -30,6 +30,7 @@ import (
 	"github.com/offload-dev/offload/tunnel/internal/netguard"
 	"github.com/offload-dev/offload/tunnel/internal/socks5"
 	"github.com/offload-dev/offload/tunnel/mux"
+	"github.com/offload-dev/offload/tunnel/stream"
 )
 
 // ErrSocks is wrapped by the reasons the client refuses a SOCKS5 request
@@ -62,7 +63,7 @@ func (c *Client) serveSocks(ctx context.Context, conn net.Conn, users map[string
 		return
 	}
 	what := "socks " + net.JoinHostPort(host, strconv.Itoa(int(port)))
-	req, err := appendRequest(nil, kindSocks, socksArg(host, port))
+	req, err := stream.AppendRequest(nil, stream.KindSocks, stream.SocksArg(host, port))
 	if err != nil {
 		c.socksFail(conn, nil, what, &socks5.Error{Reply: socks5.ReplyFailure, Err: err})
 		return
@@ -73,7 +74,7 @@ func (c *Client) serveSocks(ctx context.Context, conn net.Conn, users map[string
 		return
 	}
 	_ = st.SetReadDeadline(time.Now().Add(2 * c.opt.DialTimeout))
-	if err := readResponse(st); err != nil {
+	if err := stream.ReadResponse(st); err != nil {
 		c.socksFail(conn, st, what, &socks5.Error{Reply: socksReply(err), Err: err})
 		return
 	}
@@ -81,11 +82,11 @@ func (c *Client) serveSocks(ctx context.Context, conn net.Conn, users map[string
 	if err := socks5.WriteReply(conn, socks5.ReplySucceeded); err != nil {
 		netguard.Reset(conn)
 		_ = st.Close()
-		c.streamEnded(what, 0, 0, fmt.Errorf("%w: writing the SOCKS5 reply: %w", ErrAborted, err))
+		c.streamEnded(what, 0, 0, fmt.Errorf("%w: writing the SOCKS5 reply: %w", stream.ErrAborted, err))
 		return
 	}
 	_ = conn.SetDeadline(time.Time{})
-	up, down, err := splice(conn, st, c.pool, nil)
+	up, down, err := stream.Splice(conn, st, c.pool, nil)
 	c.streamEnded(what, up, down, err)
 }
 
@@ -105,20 +106,20 @@ func (c *Client) socksFail(conn net.Conn, st *mux.Stream, what string, err error
 
 // socksReply is the SOCKS5 reply code for the server's refusal.
 func socksReply(err error) byte {
-	var se *StatusError
+	var se *stream.StatusError
 	if !errors.As(err, &se) {
 		return socks5.ReplyFailure
 	}
 	switch se.Status {
-	case statusDenied:
+	case stream.StatusDenied:
 		return socks5.ReplyNotAllowed
-	case statusConnRefused:
+	case stream.StatusConnRefused:
 		return socks5.ReplyConnRefused
-	case statusHostUnreach:
+	case stream.StatusHostUnreach:
 		return socks5.ReplyHostUnreachable
-	case statusNetUnreach:
+	case stream.StatusNetUnreach:
 		return socks5.ReplyNetUnreachable
-	case statusDialTimeout:
+	case stream.StatusDialTimeout:
 		return socks5.ReplyTTLExpired
 	}
 	return socks5.ReplyFailure
@@ -128,7 +129,7 @@ func socksReply(err error) byte {
 // A denied destination is never dialled, nor is any address of a name
 // that the rules do not allow.
 func (s *Server) serveSocks(ctx context.Context, st *mux.Stream, arg string, l *link) {
-	host, port := parseSocksArg(arg)
+	host, port := stream.ParseSocksArg(arg)
 	dest := net.JoinHostPort(host, strconv.Itoa(int(port)))
 	what := "socks " + dest
 	var name string
@@ -137,8 +138,8 @@ func (s *Server) serveSocks(ctx context.Context, st *mux.Stream, arg string, l *
 		addrs = []netip.Addr{a.Unmap()}
 	} else {
 		if err := allow.CheckName(host); err != nil {
-			err = fmt.Errorf("%w: %w", ErrBadRequest, err)
-			s.refuse(st, statusBadRequest, err.Error(), l, what, err)
+			err = fmt.Errorf("%w: %w", stream.ErrBadRequest, err)
+			s.refuse(st, stream.StatusBadRequest, err.Error(), l, what, err)
 			return
 		}
 		name = host
@@ -146,7 +147,7 @@ func (s *Server) serveSocks(ctx context.Context, st *mux.Stream, arg string, l *
 		addrs, err = net.DefaultResolver.LookupNetIP(rctx, "ip", host)
 		cancel()
 		if err != nil {
-			s.refuse(st, statusHostUnreach, err.Error(), l, what, fmt.Errorf("resolving %s: %w", host, err))
+			s.refuse(st, stream.StatusHostUnreach, err.Error(), l, what, fmt.Errorf("resolving %s: %w", host, err))
 			return
 		}
 	}
@@ -165,7 +166,7 @@ func (s *Server) serveSocks(ctx context.Context, st *mux.Stream, arg string, l *
 	if len(allowed) == 0 {
 		msg := fmt.Sprintf("destination %s is not in the server's socks_allow", dest)
 		// The client learns no more than that; the log has the addresses.
-		s.refuse(st, statusDenied, msg, l, what, fmt.Errorf("%w: %s (resolved to %v)", ErrDenied, msg, addrs))
+		s.refuse(st, stream.StatusDenied, msg, l, what, fmt.Errorf("%w: %s (resolved to %v)", stream.ErrDenied, msg, addrs))
 		return
 	}
 	// A reload that takes the destination out of the client's
@@ -179,7 +180,7 @@ func (s *Server) serveSocks(ctx context.Context, st *mux.Stream, arg string, l *
 		return ""
 	})
 	if err != nil {
-		s.refuse(st, statusDenied, "destination no longer allowed", l, what, err)
+		s.refuse(st, stream.StatusDenied, "destination no longer allowed", l, what, err)
 		return
 	}
 	defer done()
@@ -206,13 +207,13 @@ func dialStatus(err error) byte {
 	var ne net.Error
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return statusConnRefused
+		return stream.StatusConnRefused
 	case errors.Is(err, syscall.EHOSTUNREACH), errors.As(err, &dnsErr):
-		return statusHostUnreach
+		return stream.StatusHostUnreach
 	case errors.Is(err, syscall.ENETUNREACH):
-		return statusNetUnreach
+		return stream.StatusNetUnreach
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		return statusDialTimeout
+		return stream.StatusDialTimeout
 	}
-	return statusDialFailed
+	return stream.StatusDialFailed
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/offload-dev/offload/tunnel/internal/socks5"
 
 	"github.com/offload-dev/offload/internal/testutil"
+	"github.com/offload-dev/offload/tunnel/stream"
 )
 
 // listenOn listens on addr (a loopback address with port 0), or skips if
@@ -368,19 +369,19 @@ func TestServerRulesDirect(t *testing.T) {
 		arg  string
 		want error
 	}{
-		{"denied address", kindSocks, socksArg("127.0.0.3", uint16(port(t, denied.addr()))), ErrDenied},
-		{"denied by name", kindSocks, socksArg("localhost", uint16(port(t, denied.addr()))), ErrDenied},
-		{"bad name", kindSocks, socksArg("a b", 80), ErrBadRequest},
-		{"port 0", kindSocks, socksArg("127.0.0.2", 0), ErrDenied},
-		{"unknown udp service", kindUDP, "nope", ErrUnknownService},
-		{"reverse outside the allowlist", kindReverseListen, "127.0.0.3:9", ErrDenied},
-		{"reverse-connect from a client", kindReverseConnect, "127.0.0.2:9", ErrBadRequest},
+		{"denied address", stream.KindSocks, stream.SocksArg("127.0.0.3", uint16(port(t, denied.addr()))), stream.ErrDenied},
+		{"denied by name", stream.KindSocks, stream.SocksArg("localhost", uint16(port(t, denied.addr()))), stream.ErrDenied},
+		{"bad name", stream.KindSocks, stream.SocksArg("a b", 80), stream.ErrBadRequest},
+		{"port 0", stream.KindSocks, stream.SocksArg("127.0.0.2", 0), stream.ErrDenied},
+		{"unknown udp service", stream.KindUDP, "nope", stream.ErrUnknownService},
+		{"reverse outside the allowlist", stream.KindReverseListen, "127.0.0.3:9", stream.ErrDenied},
+		{"reverse-connect from a client", stream.KindReverseConnect, "127.0.0.2:9", stream.ErrBadRequest},
 	} {
 		st, err := sess.OpenStream()
 		if err != nil {
 			t.Fatal(err)
 		}
-		req, err := appendRequest(nil, tc.kind, tc.arg)
+		req, err := stream.AppendRequest(nil, tc.kind, tc.arg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -388,7 +389,7 @@ func TestServerRulesDirect(t *testing.T) {
 		if _, err := st.Write(req); err != nil {
 			t.Fatal(err)
 		}
-		if err := readResponse(st); !errors.Is(err, tc.want) {
+		if err := stream.ReadResponse(st); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}
 		st.Close()

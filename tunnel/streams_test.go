@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/internal/testutil"
+	"github.com/offload-dev/offload/tunnel/stream"
 )
 
 // defaultsPair is pair with the default stream settings (max_streams,
@@ -121,7 +122,7 @@ func TestBusyAnsweredAtOnce(t *testing.T) {
 	if len(refusals) != 1 {
 		t.Fatalf("%d refusals logged by the client, want 1", len(refusals))
 	}
-	if e, _ := refusals[0].ContextMap()["error"].(string); !strings.Contains(e, ErrBusy.Error()) || !strings.Contains(e, "max_streams") {
+	if e, _ := refusals[0].ContextMap()["error"].(string); !strings.Contains(e, stream.ErrBusy.Error()) || !strings.Contains(e, "max_streams") {
 		t.Errorf("client logged %q: want busy, naming max_streams", e)
 	}
 	if n := logs.FilterMessage("stream refused").Len(); n != 1 {

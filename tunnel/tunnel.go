@@ -8,10 +8,10 @@
 // record.Conn (the encrypted frames) and on top a session of the yamux
 // wire protocol (tunnel/mux, our implementation). Every forwarded
 // connection is one stream. A stream starts with a request
-// naming a service and the server's status answer (proto.go); after that
+// naming a service and the server's status answer (tunnel/stream); after that
 // each direction carries chunks ending with an explicit end marker, so that
 // a stream that stops without its end marker (link died, peer aborted) is
-// an error, never a clean EOF (splice.go). docs/tunnel.md explains the
+// an error, never a clean EOF (tunnel/stream). docs/tunnel.md explains the
 // choices.
 package tunnel
 

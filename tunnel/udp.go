@@ -44,6 +44,7 @@ import (
 
 	"github.com/offload-dev/offload/internal/metrics"
 	"github.com/offload-dev/offload/tunnel/mux"
+	"github.com/offload-dev/offload/tunnel/stream"
 	"go.uber.org/zap"
 )
 
@@ -154,7 +155,7 @@ func (c *Client) udpLoop(ctx context.Context, r *udpRun, wg *sync.WaitGroup) {
 			if n := len(flows); n >= maxFlows || c.ctr.active.Load() >= int64(c.opt.MaxStreams) {
 				mu.Unlock()
 				c.udp.flowsFull.Add(1)
-				c.udpLog(f, "datagram dropped", fmt.Errorf("%w: no room for a flow from %v (%d flows, max_flows %d)", ErrBusy, src, n, maxFlows))
+				c.udpLog(f, "datagram dropped", fmt.Errorf("%w: no room for a flow from %v (%d flows, max_flows %d)", stream.ErrBusy, src, n, maxFlows))
 				continue
 			}
 			fl = &udpFlow{src: src, queue: make(chan []byte, udpQueue), done: make(chan struct{})}
@@ -213,7 +214,7 @@ func (fl *udpFlow) end() { fl.ended.Do(func() { close(fl.done) }) }
 func (c *Client) runFlow(ctx context.Context, f UDPForward, fl *udpFlow, idle time.Duration) {
 	end := fl.end
 	defer end()
-	req, err := appendRequest(nil, kindUDP, f.Service)
+	req, err := stream.AppendRequest(nil, stream.KindUDP, f.Service)
 	if err != nil {
 		c.refused("udp "+f.Service, err)
 		return
@@ -229,7 +230,7 @@ func (c *Client) runFlow(ctx context.Context, f UDPForward, fl *udpFlow, idle ti
 		defer close(readerDone)
 		defer end()
 		_ = st.SetReadDeadline(time.Now().Add(2 * c.opt.DialTimeout))
-		if err := readResponse(st); err != nil {
+		if err := stream.ReadResponse(st); err != nil {
 			c.refused("udp "+f.Service, err)
 			return
 		}
@@ -288,7 +289,7 @@ func readDatagrams(r io.Reader, send func([]byte) error) error {
 		}
 		n := int(binary.BigEndian.Uint16(hdr[:]))
 		if n == 0 || n > udpMaxDatagram {
-			return fmt.Errorf("%w: datagram frame of %d bytes (want 1..%d)", ErrBadRequest, n, udpMaxDatagram)
+			return fmt.Errorf("%w: datagram frame of %d bytes (want 1..%d)", stream.ErrBadRequest, n, udpMaxDatagram)
 		}
 		if _, err := io.ReadFull(r, buf[:n]); err != nil {
 			return err
@@ -323,9 +324,9 @@ func (s *Server) serveUDP(ctx context.Context, st *mux.Stream, name string, l *l
 	})
 	if err != nil {
 		if !errors.Is(err, errReloaded) {
-			err = fmt.Errorf("%w: %w", ErrUnknownService, err)
+			err = fmt.Errorf("%w: %w", stream.ErrUnknownService, err)
 		}
-		s.refuse(st, statusUnknownService, "unknown UDP service", l, what, err)
+		s.refuse(st, stream.StatusUnknownService, "unknown UDP service", l, what, err)
 		return
 	}
 	defer done()
@@ -339,7 +340,7 @@ func (s *Server) serveUDP(ctx context.Context, st *mux.Stream, name string, l *l
 	// A reload's cancel ends both directions, as the stream's end does.
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close(); _ = st.Close() })
 	defer stop()
-	if _, err := st.Write(appendResponse(nil, statusOK, "")); err != nil {
+	if _, err := st.Write(stream.AppendResponse(nil, stream.StatusOK, "")); err != nil {
 		_ = st.Close()
 		s.stream(l, streamAborted)
 		return
@@ -402,7 +403,7 @@ func (s *Server) serveUDP(ctx context.Context, st *mux.Stream, name string, l *l
 	<-downDone
 	// The stream's end (EOF, the link) ends a flow normally; only a
 	// malformed frame is the client's fault.
-	if errors.Is(err, ErrBadRequest) {
+	if errors.Is(err, stream.ErrBadRequest) {
 		s.stream(l, streamAborted)
 		if ok, k := s.refuseLog.Allow(); ok {
 			log.Warn("UDP flow aborted", zap.String("service", name), zap.Error(err), zap.Uint64("not_logged", k))

@@ -12,10 +12,10 @@ import (
 
 	"go.uber.org/zap/zapcore"
 
-	"github.com/offload-dev/offload/tunnel"
+	"github.com/offload-dev/offload/tunnel/stream"
 )
 
-// refusalRecorder is a zap core that keeps the last *tunnel.StatusError
+// refusalRecorder is a zap core that keeps the last *stream.StatusError
 // logged (the client logs each refused stream with its error).
 type refusalRecorder struct {
 	mu  sync.Mutex
@@ -33,7 +33,7 @@ func (r *refusalRecorder) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapc
 func (r *refusalRecorder) Write(_ zapcore.Entry, fields []zapcore.Field) error {
 	for _, f := range fields {
 		err, ok := f.Interface.(error)
-		var se *tunnel.StatusError
+		var se *stream.StatusError
 		if f.Type == zapcore.ErrorType && ok && errors.As(err, &se) {
 			r.mu.Lock()
 			r.err = err
@@ -57,11 +57,11 @@ func (r *refusalRecorder) lastOrNil() error {
 // what is missing on the server, and how to add it.
 func remoteRefusal(server, service string, refusal error) error {
 	switch {
-	case errors.Is(refusal, tunnel.ErrUnknownService):
+	case errors.Is(refusal, stream.ErrUnknownService):
 		return fmt.Errorf("server %s has no service %q (%w): on the server run a sink, offload bench -sink 127.0.0.1:9999, "+
 			"add \"%s: 127.0.0.1:9999\" under services: in its config, and reload it (kill -HUP); or name another sink with -service",
 			server, service, refusal, service)
-	case errors.Is(refusal, tunnel.ErrDenied):
+	case errors.Is(refusal, stream.ErrDenied):
 		return fmt.Errorf("server %s does not let this key use service %q (%w): add %s to the services of its entry under clients: and reload it (kill -HUP)",
 			server, service, refusal, service)
 	}

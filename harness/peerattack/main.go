@@ -62,8 +62,8 @@ var (
 	rekey   = flag.Uint64("rekey", 0, "record RekeyFrames of this end (0: the default)")
 )
 
-// request is the stream protocol's service request (tunnel/proto.go,
-// appendRequest): version 2, kind 1 (service), name length (u16), name.
+// request is the stream protocol's service request (tunnel/stream/proto.go,
+// AppendRequest): version 2, kind 1 (service), name length (u16), name.
 func request(svc string) []byte {
 	b := binary.BigEndian.AppendUint16([]byte{2, 1}, uint16(len(svc)))
 	return append(b, svc...)

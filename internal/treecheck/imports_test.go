@@ -49,6 +49,9 @@ var importRules = []importRule{
 	{pkg: "tunnel/handshake", project: []string{"tunnel/record", "tunnel/suite"}},
 	{pkg: "tunnel/allow", stdOnly: true},
 	{pkg: "tunnel/mux", project: []string{"tunnel/internal/netguard"}},
+	// The stream layer (request, response, chunks, the splice) knows
+	// streams and sockets, never a Server, a Client or a link.
+	{pkg: "tunnel/stream", project: []string{"tunnel/mux", "tunnel/internal/netguard"}},
 	{pkg: "tunnel/internal/netguard", stdOnly: true},
 	{pkg: "tunnel/internal/socks5", stdOnly: true},
 	// The PROXY reader knows no Server: caps in, drops out by callback.

@@ -1,4 +1,4 @@
-package tunnel
+package stream
 
 import (
 	"sync"
@@ -13,7 +13,7 @@ import (
 // for data without one and gives its buffer back after a short read, so
 // only a stream with bytes moving holds one. A stream that fills its small
 // buffer on every read is moving bulk data, and takes a big one
-// (maxChunk) while one is free: a quarter of the local reads and frames
+// (MaxChunk) while one is free: a quarter of the local reads and frames
 // per byte. Big buffers are capped per server or client (maxBigBuffers):
 // many bulk streams cost at most 512 KiB more here.
 const (
@@ -22,19 +22,19 @@ const (
 )
 
 type (
-	smallBuffer = [chunkHeader + smallChunk]byte
-	bigBuffer   = [chunkHeader + maxChunk]byte
+	smallBuffer = [ChunkHeader + smallChunk]byte
+	bigBuffer   = [ChunkHeader + MaxChunk]byte
 )
 
-// bufPool pools the copy buffers of one server or client.
-type bufPool struct {
+// BufPool pools the copy buffers of one server or client.
+type BufPool struct {
 	small, big sync.Pool
 	bigOut     atomic.Int32 // big buffers out now
 	maxBig     int32
 }
 
-func newBufPool() *bufPool {
-	return &bufPool{
+func NewBufPool() *BufPool {
+	return &BufPool{
 		small:  sync.Pool{New: func() any { return new(smallBuffer) }},
 		big:    sync.Pool{New: func() any { return new(bigBuffer) }},
 		maxBig: maxBigBuffers,
@@ -43,19 +43,19 @@ func newBufPool() *bufPool {
 
 // copyBuf is one direction's buffer: chunk header room, then data.
 type copyBuf struct {
-	pool  *bufPool
+	pool  *BufPool
 	b     []byte
 	small *smallBuffer
 	big   *bigBuffer
 }
 
-func (p *bufPool) get() *copyBuf {
+func (p *BufPool) get() *copyBuf {
 	s := p.small.Get().(*smallBuffer)
 	return &copyBuf{pool: p, b: s[:], small: s}
 }
 
 // data is the room for a chunk's data.
-func (c *copyBuf) data() []byte { return c.b[chunkHeader:] }
+func (c *copyBuf) data() []byte { return c.b[ChunkHeader:] }
 
 // adapt moves to a big buffer after a chunk that filled the small one
 // (while the pool has one to give) and back to a small one after a chunk
@@ -81,7 +81,7 @@ func (c *copyBuf) adapt(n int) {
 	}
 }
 
-func (p *bufPool) putBig(b *bigBuffer) {
+func (p *BufPool) putBig(b *bigBuffer) {
 	p.big.Put(b)
 	p.bigOut.Add(-1)
 }

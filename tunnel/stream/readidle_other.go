@@ -1,12 +1,12 @@
 //go:build !unix
 
-package tunnel
+package stream
 
 import "net"
 
 // readIdle reads from tc into *cb (readidle_unix.go); here the buffer
 // is kept while the connection waits.
-func readIdle(tc *net.TCPConn, cb **copyBuf, pool *bufPool) (int, error) {
+func readIdle(tc *net.TCPConn, cb **copyBuf, pool *BufPool) (int, error) {
 	if *cb == nil {
 		*cb = pool.get()
 	}

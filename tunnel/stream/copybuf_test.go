@@ -1,4 +1,4 @@
-package tunnel
+package stream
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 // A bulk stream moves to a big buffer and back when it goes quiet; the
 // pool never hands out more big buffers than its cap.
 func TestCopyBufAdapt(t *testing.T) {
-	p := newBufPool()
+	p := NewBufPool()
 	p.maxBig = 2
 	a, b, c := p.get(), p.get(), p.get()
 	for _, cb := range []*copyBuf{a, b, c} {
@@ -30,8 +30,8 @@ func TestCopyBufAdapt(t *testing.T) {
 	for _, cb := range []*copyBuf{a, b, c} {
 		cb.adapt(smallChunk)
 	}
-	if len(a.data()) != maxChunk || len(b.data()) != maxChunk {
-		t.Fatalf("bulk streams hold %d and %d bytes, want %d", len(a.data()), len(b.data()), maxChunk)
+	if len(a.data()) != MaxChunk || len(b.data()) != MaxChunk {
+		t.Fatalf("bulk streams hold %d and %d bytes, want %d", len(a.data()), len(b.data()), MaxChunk)
 	}
 	if len(c.data()) != smallChunk || p.bigOut.Load() != 2 {
 		t.Fatalf("third bulk stream holds %d bytes with %d big out: the cap of 2 did not hold", len(c.data()), p.bigOut.Load())
@@ -41,7 +41,7 @@ func TestCopyBufAdapt(t *testing.T) {
 		t.Fatal("a quiet stream kept its big buffer")
 	}
 	c.adapt(smallChunk)
-	if len(c.data()) != maxChunk {
+	if len(c.data()) != MaxChunk {
 		t.Fatal("a freed big buffer was not handed to the next bulk stream")
 	}
 	for _, cb := range []*copyBuf{a, b, c} {
@@ -52,7 +52,7 @@ func TestCopyBufAdapt(t *testing.T) {
 	}
 }
 
-// Chunks of every size up to maxChunk cross a splice intact both ways, and
+// Chunks of every size up to MaxChunk cross a splice intact both ways, and
 // so they do when the receiving end has no big buffer free (it copies them
 // in pieces): end A always has big buffers, end B has them or not.
 func TestSpliceChunkSizes(t *testing.T) {
@@ -66,7 +66,7 @@ func TestSpliceChunkSizes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		poolA, poolB := newBufPool(), newBufPool()
+		poolA, poolB := NewBufPool(), NewBufPool()
 		poolB.maxBig = maxBig
 
 		stA, err := sa.OpenStream()
@@ -85,16 +85,16 @@ func TestSpliceChunkSizes(t *testing.T) {
 		for _, x := range []struct {
 			local net.Conn
 			st    *mux.Stream
-			pool  *bufPool
+			pool  *BufPool
 		}{{localA, stA, poolA}, {localB, stB, poolB}} {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, _, _ = splice(x.local, x.st, x.pool, nil)
+				_, _, _ = Splice(x.local, x.st, x.pool, nil)
 			}()
 		}
 		var payload []byte
-		for _, n := range []int{1, smallChunk - 1, smallChunk, smallChunk + 1, maxChunk, 3*maxChunk + 7} {
+		for _, n := range []int{1, smallChunk - 1, smallChunk, smallChunk + 1, MaxChunk, 3*MaxChunk + 7} {
 			payload = append(payload, bytes.Repeat([]byte{byte(n)}, n)...)
 		}
 		want := sha256.Sum256(payload)

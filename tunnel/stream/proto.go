@@ -1,4 +1,11 @@
-package tunnel
+// Package stream is the stream layer: what one mux stream carries once it
+// is open. Every forwarded connection, UDP flow and reverse listener is a
+// stream that starts with a request and its response (the wire below), and a
+// TCP connection's bytes then cross it as chunks, spliced both ways between
+// the local socket and the stream (splice.go) with pooled copy buffers
+// (copybuf.go) or straight into the link's frames (readidle_unix.go). It
+// knows streams and sockets only, never a Server, a Client or a link.
+package stream
 
 import (
 	"encoding/binary"
@@ -31,7 +38,7 @@ import (
 //
 // Kinds 1, 2 and 5 then carry TCP bytes as chunks, in each direction:
 //
-//	chunk = len:u32be | data[len]      1 ≤ len ≤ maxChunk
+//	chunk = len:u32be | data[len]      1 ≤ len ≤ MaxChunk
 //	      | 0x00000000                 end: this direction is complete (half-close)
 //	      | 0xffffffff                 abort: the connection failed on the sender's side
 //
@@ -40,59 +47,64 @@ import (
 // before its end marker ended with an error: the receiving side resets its
 // TCP connection instead of closing it cleanly.
 //
-// Kind 3 carries datagrams (udp.go); kind 4 carries nothing after the
-// response: the server's listener lives as long as the stream (reverse.go).
+// Kind 3 carries datagrams (tunnel/udp.go); kind 4 carries nothing after the
+// response: the server's listener lives as long as the stream
+// (tunnel/reverse.go).
 const (
-	protoVersion = 2
+	Version = 2
 
 	// maxArg bounds a request's argument, so a peer can't make the reader
 	// allocate more.
 	maxArg = 512
 
-	// maxChunk is the largest chunk: a bulk stream's copy buffer
+	// MaxChunk is the largest chunk: a bulk stream's copy buffer
 	// (copybuf.go). A receiver takes any chunk up to it, whatever
 	// buffer it holds.
-	maxChunk = 64 << 10
+	MaxChunk = 64 << 10
 
-	chunkHeader = 4
+	ChunkHeader = 4
 	chunkEnd    = 0
 	chunkAbort  = 0xffffffff
 )
 
 // Statuses of the server's response.
 const (
-	statusOK             byte = 0
-	statusUnknownService byte = 1
-	statusDialFailed     byte = 2
-	statusBusy           byte = 3
-	statusBadRequest     byte = 4
-	// statusDenied: the server's rules (allowlists) do not allow it.
-	statusDenied byte = 5
+	StatusOK             byte = 0
+	StatusUnknownService byte = 1
+	StatusDialFailed     byte = 2
+	StatusBusy           byte = 3
+	StatusBadRequest     byte = 4
+	// StatusDenied: the server's rules (allowlists) do not allow it.
+	StatusDenied byte = 5
 	// The dial failed, and why (SOCKS5 has a reply code for each).
-	statusConnRefused byte = 6
-	statusHostUnreach byte = 7 // host unreachable, or the name did not resolve
-	statusNetUnreach  byte = 8
-	statusDialTimeout byte = 9
+	StatusConnRefused byte = 6
+	StatusHostUnreach byte = 7 // host unreachable, or the name did not resolve
+	StatusNetUnreach  byte = 8
+	StatusDialTimeout byte = 9
 )
 
 // Kinds of request.
 const (
-	kindService        byte = 1
-	kindSocks          byte = 2
-	kindUDP            byte = 3
-	kindReverseListen  byte = 4
-	kindReverseConnect byte = 5
+	KindService        byte = 1
+	KindSocks          byte = 2
+	KindUDP            byte = 3
+	KindReverseListen  byte = 4
+	KindReverseConnect byte = 5
 )
 
 var kindNames = map[byte]string{
-	kindService: "service", kindSocks: "socks-connect", kindUDP: "udp",
-	kindReverseListen: "reverse-listen", kindReverseConnect: "reverse-connect",
+	KindService: "service", KindSocks: "socks-connect", KindUDP: "udp",
+	KindReverseListen: "reverse-listen", KindReverseConnect: "reverse-connect",
 }
 
-// request is a decoded stream request.
-type request struct {
-	kind byte
-	arg  string
+// KindName names a kind of request (ReadRequest takes only these) for a
+// log line or an error.
+func KindName(kind byte) string { return kindNames[kind] }
+
+// Request is a decoded stream request.
+type Request struct {
+	Kind byte
+	Arg  string
 }
 
 // Errors a stream can end with. The client logs them; its application sees
@@ -119,10 +131,6 @@ var (
 	// connection failed (an abort marker), or that the stream ended before
 	// its end marker: the transfer is incomplete.
 	ErrAborted = errors.New("stream aborted")
-	// ErrLinkDown means there was no link to the server, and none came up
-	// within the link wait (linkwait.go), so a local connection was
-	// refused; the error says why the last dial failed.
-	ErrLinkDown = errors.New("link to the server is down")
 )
 
 // StatusError is a non-OK response from the server; it wraps one of
@@ -133,10 +141,10 @@ type StatusError struct {
 }
 
 func (e *StatusError) Error() string {
-	if e.Msg == "" && e.Status == statusBadRequest {
+	if e.Msg == "" && e.Status == StatusBadRequest {
 		// A version 1 server answers a version 2 request so, without a
 		// reason.
-		return fmt.Sprintf("%v: the peer gave no reason; an offload from before stream protocol %d (SOCKS, UDP, reverse forwards) answers so: upgrade it", ErrBadRequest, protoVersion)
+		return fmt.Sprintf("%v: the peer gave no reason; an offload from before stream protocol %d (SOCKS, UDP, reverse forwards) answers so: upgrade it", ErrBadRequest, Version)
 	}
 	base := e.Unwrap().Error()
 	if e.Msg == "" {
@@ -153,24 +161,24 @@ func (e *StatusError) Error() string {
 // Unwrap returns the sentinel for the status.
 func (e *StatusError) Unwrap() error {
 	switch e.Status {
-	case statusUnknownService:
+	case StatusUnknownService:
 		return ErrUnknownService
-	case statusDialFailed, statusConnRefused, statusHostUnreach, statusNetUnreach, statusDialTimeout:
+	case StatusDialFailed, StatusConnRefused, StatusHostUnreach, StatusNetUnreach, StatusDialTimeout:
 		return ErrDialFailed
-	case statusDenied:
+	case StatusDenied:
 		return ErrDenied
-	case statusBusy:
+	case StatusBusy:
 		return ErrBusy
 	}
 	return ErrBadRequest
 }
 
-// appendRequest appends a request of kind with arg.
-func appendRequest(b []byte, kind byte, arg string) ([]byte, error) {
+// AppendRequest appends a request of kind with arg.
+func AppendRequest(b []byte, kind byte, arg string) ([]byte, error) {
 	if err := checkArg(kind, arg); err != nil {
 		return nil, err
 	}
-	b = append(b, protoVersion, kind)
+	b = append(b, Version, kind)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(arg)))
 	return append(b, arg...), nil
 }
@@ -178,15 +186,15 @@ func appendRequest(b []byte, kind byte, arg string) ([]byte, error) {
 // checkArg checks a request's argument by kind.
 func checkArg(kind byte, arg string) error {
 	switch kind {
-	case kindService, kindUDP:
+	case KindService, KindUDP:
 		if len(arg) == 0 || len(arg) > 255 {
 			return fmt.Errorf("%w: service name of %d bytes (want 1..255)", ErrBadRequest, len(arg))
 		}
-	case kindSocks:
+	case KindSocks:
 		if len(arg) < 3 || len(arg) > 2+255 {
 			return fmt.Errorf("%w: socks-connect argument of %d bytes (want port and a host of 1..255 bytes)", ErrBadRequest, len(arg))
 		}
-	case kindReverseListen, kindReverseConnect:
+	case KindReverseListen, KindReverseConnect:
 		if _, err := netip.ParseAddrPort(arg); err != nil {
 			return fmt.Errorf("%w: %s address %q: %w", ErrBadRequest, kindNames[kind], arg, err)
 		}
@@ -196,46 +204,46 @@ func checkArg(kind byte, arg string) error {
 	return nil
 }
 
-// readRequest reads and checks a request; the argument is at most maxArg
+// ReadRequest reads and checks a request; the argument is at most maxArg
 // bytes, so a peer can't make it allocate more.
-func readRequest(r io.Reader) (request, error) {
+func ReadRequest(r io.Reader) (Request, error) {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:2]); err != nil {
-		return request{}, fmt.Errorf("reading stream request: %w", err)
+		return Request{}, fmt.Errorf("reading stream request: %w", err)
 	}
-	if hdr[0] != protoVersion {
-		return request{}, fmt.Errorf("%w: stream protocol version %d from the peer, this end speaks %d: upgrade the older end", ErrBadRequest, hdr[0], protoVersion)
+	if hdr[0] != Version {
+		return Request{}, fmt.Errorf("%w: stream protocol version %d from the peer, this end speaks %d: upgrade the older end", ErrBadRequest, hdr[0], Version)
 	}
 	if _, err := io.ReadFull(r, hdr[2:]); err != nil {
-		return request{}, fmt.Errorf("reading stream request: %w", err)
+		return Request{}, fmt.Errorf("reading stream request: %w", err)
 	}
 	n := binary.BigEndian.Uint16(hdr[2:])
 	if n == 0 || n > maxArg {
-		return request{}, fmt.Errorf("%w: argument of %d bytes (want 1..%d)", ErrBadRequest, n, maxArg)
+		return Request{}, fmt.Errorf("%w: argument of %d bytes (want 1..%d)", ErrBadRequest, n, maxArg)
 	}
 	arg := make([]byte, n)
 	if _, err := io.ReadFull(r, arg); err != nil {
-		return request{}, fmt.Errorf("reading stream request: %w", err)
+		return Request{}, fmt.Errorf("reading stream request: %w", err)
 	}
-	req := request{kind: hdr[1], arg: string(arg)}
-	if err := checkArg(req.kind, req.arg); err != nil {
-		return request{}, err
+	req := Request{Kind: hdr[1], Arg: string(arg)}
+	if err := checkArg(req.Kind, req.Arg); err != nil {
+		return Request{}, err
 	}
 	return req, nil
 }
 
-// socksArg encodes a socks-connect destination: port:u16be | host.
-func socksArg(host string, port uint16) string {
+// SocksArg encodes a socks-connect destination: port:u16be | host.
+func SocksArg(host string, port uint16) string {
 	return string(binary.BigEndian.AppendUint16(nil, port)) + host
 }
 
-// parseSocksArg decodes socksArg's encoding (checkArg checked the length).
-func parseSocksArg(arg string) (host string, port uint16) {
+// ParseSocksArg decodes SocksArg's encoding (checkArg checked the length).
+func ParseSocksArg(arg string) (host string, port uint16) {
 	return arg[2:], binary.BigEndian.Uint16([]byte(arg[:2]))
 }
 
-// appendResponse appends a response; msg is cut to 255 bytes.
-func appendResponse(b []byte, status byte, msg string) []byte {
+// AppendResponse appends a response; msg is cut to 255 bytes.
+func AppendResponse(b []byte, status byte, msg string) []byte {
 	if len(msg) > 255 {
 		msg = msg[:255]
 	}
@@ -243,9 +251,9 @@ func appendResponse(b []byte, status byte, msg string) []byte {
 	return append(b, msg...)
 }
 
-// readResponse reads the server's response: nil for OK, a *StatusError
+// ReadResponse reads the server's response: nil for OK, a *StatusError
 // otherwise.
-func readResponse(r io.Reader) error {
+func ReadResponse(r io.Reader) error {
 	var hdr [2]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return fmt.Errorf("reading stream response: %w", err)
@@ -254,7 +262,7 @@ func readResponse(r io.Reader) error {
 	if _, err := io.ReadFull(r, msg); err != nil {
 		return fmt.Errorf("reading stream response: %w", err)
 	}
-	if hdr[0] == statusOK {
+	if hdr[0] == StatusOK {
 		return nil
 	}
 	return &StatusError{Status: hdr[0], Msg: string(msg)}

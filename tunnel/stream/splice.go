@@ -1,4 +1,4 @@
-package tunnel
+package stream
 
 import (
 	"encoding/binary"
@@ -87,11 +87,11 @@ func (w *localWriter) WriteBuffers(v *net.Buffers) (int64, error) {
 	return n, err
 }
 
-// splice runs the copy until both directions ended, and returns nil for a
-// clean end or the cause of the abort. pre, if not nil, runs first on the
-// down side (the client reads the server's response there); its error
-// aborts without a marker.
-func splice(local net.Conn, st *mux.Stream, pool *bufPool, pre func() error) (up, down int64, err error) {
+// Splice copies between local and st until both directions ended, and
+// returns the payload bytes each way and nil for a clean end or the cause
+// of the abort. pre, if not nil, runs first on the down side (the client
+// reads the server's response there); its error aborts without a marker.
+func Splice(local net.Conn, st *mux.Stream, pool *BufPool, pre func() error) (up, down int64, err error) {
 	s := &splicer{local: local, st: st, upRunning: true, endDone: make(chan struct{}), preDone: make(chan struct{})}
 	s.downW.c = local
 	if pre == nil {
@@ -110,7 +110,7 @@ func splice(local net.Conn, st *mux.Stream, pool *bufPool, pre func() error) (up
 	return s.up.Load(), s.down.Load(), err
 }
 
-func (s *splicer) copyUp(pool *bufPool) {
+func (s *splicer) copyUp(pool *BufPool) {
 	var cb *copyBuf
 	defer func() {
 		if cb != nil {
@@ -144,7 +144,7 @@ func (s *splicer) copyUp(pool *bufPool) {
 		}
 		if n > 0 {
 			putChunkHeader(buf, uint32(n))
-			w, werr := s.st.Write(buf[:chunkHeader+n])
+			w, werr := s.st.Write(buf[:ChunkHeader+n])
 			if werr != nil {
 				s.upWriteFailed("writing to the stream", werr, w > 0)
 				return
@@ -172,14 +172,14 @@ func (s *splicer) copyUp(pool *bufPool) {
 // for it); when the socket has nothing, up waits outside, holding nothing.
 func (s *splicer) copyUpInPlace(pr *placeReader) {
 	for {
-		n, werr := s.st.Fill(chunkHeader+1, chunkHeader+maxChunk, pr)
+		n, werr := s.st.Fill(ChunkHeader+1, ChunkHeader+MaxChunk, pr)
 		if werr != nil {
 			// Fill failed before its read: nothing of a chunk was sent.
 			s.upWriteFailed("writing to the stream", werr, false)
 			return
 		}
 		if n > 0 {
-			s.up.Add(int64(n - chunkHeader))
+			s.up.Add(int64(n - ChunkHeader))
 			if !pr.short {
 				continue // more is likely there: read it at once
 			}
@@ -225,7 +225,7 @@ func (s *splicer) sendEnd() {
 	s.endStarted = true
 	s.mu.Unlock()
 	defer close(s.endDone)
-	var end [chunkHeader]byte
+	var end [ChunkHeader]byte
 	putChunkHeader(end[:], chunkEnd)
 	if w, werr := s.st.Write(end[:]); werr != nil {
 		s.upWriteFailed("writing the end marker", werr, w > 0)
@@ -245,7 +245,7 @@ func (s *splicer) copyDown(pre func() error) {
 			return
 		}
 	}
-	var hdr [chunkHeader]byte
+	var hdr [ChunkHeader]byte
 	for {
 		if _, err := io.ReadFull(s.st, hdr[:]); err != nil {
 			s.streamEnded(err)
@@ -268,8 +268,8 @@ func (s *splicer) copyDown(pre func() error) {
 			}
 			s.downExit()
 			continue
-		case n > maxChunk:
-			s.abort(fmt.Errorf("%w: chunk of %d bytes (max %d)", ErrBadRequest, n, maxChunk), true)
+		case n > MaxChunk:
+			s.abort(fmt.Errorf("%w: chunk of %d bytes (max %d)", ErrBadRequest, n, MaxChunk), true)
 			return
 		}
 		// The chunk goes from the stream's receive segments straight to
@@ -354,7 +354,7 @@ func (s *splicer) abort(err error, marker bool) {
 func (s *splicer) finishAbort(marker bool) {
 	if marker {
 		_ = s.st.SetWriteDeadline(time.Now().Add(abortMarkerTimeout))
-		var m [chunkHeader]byte
+		var m [ChunkHeader]byte
 		putChunkHeader(m[:], chunkAbort)
 		_, _ = s.st.Write(m[:])
 	}
@@ -415,17 +415,20 @@ func (s *splicer) closeClean() {
 	_ = s.st.SetReadDeadline(aLongTimeAgo)
 }
 
-// answerSplice answers OK on st, the stream conn was just dialled for,
-// and splices the two, counting the stream as active in ctr meanwhile.
-func answerSplice(st *mux.Stream, conn net.Conn, ctr *counters, pool *bufPool) (up, down int64, err error) {
-	if _, err := st.Write(appendResponse(nil, statusOK, "")); err != nil {
+// AnswerSplice answers OK on st, the stream conn was just dialled for,
+// and splices the two, counting the stream in active meanwhile.
+func AnswerSplice(st *mux.Stream, conn net.Conn, pool *BufPool, active *atomic.Int64) (up, down int64, err error) {
+	if _, err := st.Write(AppendResponse(nil, StatusOK, "")); err != nil {
 		// The link died while we dialled: the target must see a reset, as
 		// on every other cut, not a clean end after 0 bytes.
 		netguard.Reset(conn)
 		_ = st.Close()
 		return 0, 0, fmt.Errorf("%w: answering the stream: %w", ErrAborted, err)
 	}
-	ctr.active.Add(1)
-	defer ctr.active.Add(-1)
-	return splice(conn, st, pool, nil)
+	active.Add(1)
+	defer active.Add(-1)
+	return Splice(conn, st, pool, nil)
 }
+
+// aLongTimeAgo is a deadline in the past, to interrupt blocked I/O.
+var aLongTimeAgo = time.Unix(1, 0)

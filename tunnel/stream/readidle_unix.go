@@ -1,6 +1,6 @@
 //go:build unix
 
-package tunnel
+package stream
 
 import (
 	"errors"
@@ -17,7 +17,7 @@ import (
 // to read: an idle stream waits for data without a buffer, and a busy
 // one pays no extra system call for that (the read that finds the socket
 // empty is the one the runtime's poller needs anyway).
-func readIdle(tc *net.TCPConn, cb **copyBuf, pool *bufPool) (int, error) {
+func readIdle(tc *net.TCPConn, cb **copyBuf, pool *BufPool) (int, error) {
 	rc, err := tc.SyscallConn()
 	if err != nil {
 		return 0, err
@@ -85,7 +85,7 @@ func newPlaceReader(tc *net.TCPConn) (*placeReader, bool) {
 // 0 with p.err set (errNoData if the socket has nothing, io.EOF at its
 // end) if there is none.
 func (p *placeReader) Fill(b []byte) int {
-	p.b, p.n, p.rerr = b[chunkHeader:], 0, nil
+	p.b, p.n, p.rerr = b[ChunkHeader:], 0, nil
 	err := p.rc.Read(p.readFn)
 	p.b = nil
 	switch {
@@ -99,9 +99,9 @@ func (p *placeReader) Fill(b []byte) int {
 		p.err = io.EOF
 	default:
 		p.err = nil
-		p.short = p.n < len(b)-chunkHeader
+		p.short = p.n < len(b)-ChunkHeader
 		putChunkHeader(b, uint32(p.n))
-		return chunkHeader + p.n
+		return ChunkHeader + p.n
 	}
 	p.n = 0
 	return 0
