@@ -249,7 +249,7 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.S
 		c.ctr.links.Store(1)
 		server := c.servers.addr()
 		c.log.Info("link up", zap.String("server", server), zap.Stringer("suite", c.opt.Suite))
-		stat := c.ctr.live.linkUp(rc.Conn, rc.RemoteAddr(), server, handshake.Fingerprint(psk))
+		stat := c.ctr.live.linkUp(rc, rc.RemoteAddr(), server, handshake.Fingerprint(psk))
 		c.reverseUp(ctx, sess)
 
 		reason := "closed"
@@ -297,7 +297,7 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.S
 			wait = false
 		}
 		up := time.Since(start)
-		if err := rc.Err(); sess.IsClosed() && err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) {
+		if err := linkErr(sess, rc); sess.IsClosed() && err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) {
 			c.ctr.linkErrors.Add(1)
 			c.log.Warn("link failed", zap.String("server", server), zap.Error(err), zap.Duration("up", up))
 		} else {
@@ -323,7 +323,7 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.S
 }
 
 // connect dials the server and brings a link up.
-func (c *Client) connect(ctx context.Context, psk []byte) (*mux.Session, *pingGuard, error) {
+func (c *Client) connect(ctx context.Context, psk []byte) (*mux.Session, *record.Conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, c.opt.DialTimeout)
 	conn, err := c.dial(dctx, "tcp", c.servers.addr())
 	cancel()
@@ -347,14 +347,12 @@ func (c *Client) connect(ctx context.Context, psk []byte) (*mux.Session, *pingGu
 		_ = conn.Close()
 		return nil, nil, err
 	}
-	// yamuxguard.go: a server can flood pings too.
-	guard := newPingGuard(rc)
-	sess, err := mux.Client(guard, c.opt.muxConfig(&c.ctr.backlogResets.Counters))
+	sess, err := mux.Client(rc, c.opt.muxConfig(&c.ctr.backlogResets.Counters))
 	if err != nil {
 		_ = rc.Close()
 		return nil, nil, fmt.Errorf("yamux: %w", err)
 	}
-	return sess, guard, nil
+	return sess, rc, nil
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

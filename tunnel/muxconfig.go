@@ -1,6 +1,15 @@
 package tunnel
 
-import "github.com/offload-dev/offload/tunnel/mux"
+import (
+	"time"
+
+	"github.com/offload-dev/offload/tunnel/mux"
+)
+
+// MinKeepalive (625 ms) is the shortest keepalive interval Options take:
+// ten times the interval the peer's ping limit allows (1/mux.PingRate s,
+// tunnel/mux/pinglimit.go), and far below any use (the default is 15 s).
+const MinKeepalive = 10 * time.Second / mux.PingRate
 
 // muxConfig is the session configuration (tunnel/mux): window,
 // keepalive and the receive budget from the options, the session's

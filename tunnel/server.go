@@ -303,8 +303,7 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 		s.log.Error("record layer", zap.Error(err))
 		return
 	}
-	guard := newPingGuard(rc) // bounds a ping flood (yamuxguard.go)
-	sess, err := mux.Server(guard, s.opt.muxConfig(&s.ctr.backlogResets.Counters))
+	sess, err := mux.Server(rc, s.opt.muxConfig(&s.ctr.backlogResets.Counters))
 	if err != nil {
 		_ = rc.Close()
 		s.log.Error("yamux", zap.Error(err))
@@ -381,7 +380,7 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 	s.mu.Lock()
 	delete(s.sessions, sess)
 	s.mu.Unlock()
-	s.linkDown(l, guard, time.Since(start))
+	s.linkDown(l, linkErr(sess, rc), time.Since(start))
 }
 
 // admit is the handshake's Admit: a client (st's key key) is refused
@@ -401,14 +400,24 @@ func (s *Server) admit(st *serverState, key int) error {
 	return fmt.Errorf("%d links up, max_links %d", n, now.maxLinks)
 }
 
-// linkDown logs why a link ended: a record-layer failure (tampering, a
-// broken peer) is a warning; a peer that hung up or our own close is info.
+// linkErr is why a link ended: a ping flood its session cut
+// (mux.ErrPingFlood), else the record layer's error (nil, net.ErrClosed or
+// io.EOF for a close or a hang-up).
+func linkErr(sess *mux.Session, rc *record.Conn) error {
+	if err := sess.Err(); errors.Is(err, mux.ErrPingFlood) {
+		return err
+	}
+	return rc.Err()
+}
+
+// linkDown logs why a link ended (err, linkErr's): a record-layer failure
+// (tampering, a broken peer) or a ping flood is a warning; a peer that
+// hung up or our own close is info.
 // A reset before a byte of the next frame (record.ErrPeerReset) is a
 // hang-up too: a client that closes its socket with a keepalive or window
 // update unread makes its kernel send a reset instead of a FIN, and no
 // frame was cut; a reset inside a frame stays a failure.
-func (s *Server) linkDown(l *link, rc *pingGuard, up time.Duration) {
-	err := rc.Err()
+func (s *Server) linkDown(l *link, err error, up time.Duration) {
 	switch {
 	case err == nil || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF):
 		l.log.Info("link down", zap.Duration("up", up))

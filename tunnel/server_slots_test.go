@@ -224,7 +224,7 @@ func TestLinkDownDuringDrain(t *testing.T) {
 			close(srv.stopping)
 		}
 		l := &link{log: log, ctr: srv.clientCounters("default")}
-		srv.linkDown(l, &pingGuard{err: tc.err}, time.Second)
+		srv.linkDown(l, tc.err, time.Second)
 		warned := logs.FilterMessage("link failed").Len() == 1
 		if warned != tc.warn || (srv.ctr.linkErrors.Load() == 1) != tc.warn {
 			t.Errorf("drain %v, %v: warned %v, link errors %d; want a warning and a count: %v",

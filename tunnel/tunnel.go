@@ -25,6 +25,7 @@ import (
 
 	"github.com/offload-dev/offload/engine"
 	"github.com/offload-dev/offload/tunnel/handshake"
+	"github.com/offload-dev/offload/tunnel/mux"
 	"github.com/offload-dev/offload/tunnel/record"
 	"github.com/offload-dev/offload/tunnel/suite"
 )
@@ -171,7 +172,7 @@ func (o *Options) setDefaults() error {
 	}
 	if o.Keepalive > 0 && o.Keepalive < MinKeepalive {
 		return fmt.Errorf("%w: keepalive %v: want 0 (off) or at least %v (a peer cuts a link that pings more often than %d times a second)",
-			ErrConfig, o.Keepalive, MinKeepalive, pingRate)
+			ErrConfig, o.Keepalive, MinKeepalive, mux.PingRate)
 	}
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = DefaultDialTimeout

@@ -402,7 +402,7 @@ func TestNewServerRejects(t *testing.T) {
 		"short psk":   {Options: func() Options { o := good; o.PSK = []byte("short"); return o }(), Services: map[string]string{"a": "127.0.0.1:1"}},
 		"bad frame":   {Options: func() Options { o := good; o.MaxFrame = 1000; return o }(), Services: map[string]string{"a": "127.0.0.1:1"}},
 		"bad target":  {Options: good, Services: map[string]string{"a": "nohost"}},
-		// The peer's pingGuard would cut a link that pings this often.
+		// The peer's ping limit (tunnel/mux) would cut a link that pings this often.
 		"keepalive 50ms": {Options: func() Options { o := good; o.Keepalive = 50 * time.Millisecond; return o }(), Services: map[string]string{"a": "127.0.0.1:1"}},
 		// ECB is for measuring engines only: it must never carry a link.
 		"ecb suite": {Options: func() Options {

@@ -25,6 +25,10 @@ var (
 	// ErrStreamsExhausted means this end used up its stream ids: open a
 	// new session.
 	ErrStreamsExhausted = errors.New("mux: stream ids exhausted")
+	// ErrPingFlood means the peer sent pings faster than a keepalive
+	// does (more than PingBurst at once, or PingRate a second after
+	// that): the session is closed.
+	ErrPingFlood = errors.New("mux: peer flooded yamux pings")
 	// ErrKeepAlive means a keepalive ping had no answer in time: the
 	// session is closed.
 	ErrKeepAlive = errors.New("mux: keepalive timeout")

@@ -169,6 +169,8 @@ type Session struct {
 	pings        map[uint32]chan struct{}
 	pingID       uint32
 
+	pingLimit pingBucket // the peer's pings (pinglimit.go); recvLoop's alone
+
 	acceptCh chan *Stream
 	wsem     chan struct{} // one frame on conn at a time
 
@@ -219,6 +221,8 @@ func newSession(conn io.ReadWriteCloser, cfg *Config, client bool) (*Session, er
 		wsem:     make(chan struct{}, 1),
 		ctrlCh:   make(chan struct{}, 1),
 		closed:   make(chan struct{}),
+
+		pingLimit: newPingBucket(time.Now()),
 	}
 	s.place, _ = conn.(placeWriter)
 	for _, r := range []*netguard.RateLimit{&s.strayLog, &s.refuseLog, &s.overrunLog} {
@@ -643,7 +647,7 @@ func (s *Session) recvLoop() {
 			case typeData, typeWindowUpdate:
 				err = s.handleStream(h)
 			case typePing:
-				s.handlePing(h)
+				err = s.handlePing(h)
 			case typeGoAway:
 				err = s.handleGoAway(h)
 			}
@@ -668,9 +672,14 @@ func readErr(err error) error {
 	return err
 }
 
-func (s *Session) handlePing(h header) {
+// handlePing echoes the peer's ping, within the ping limit
+// (pinglimit.go), and wakes the Ping its echo answers.
+func (s *Session) handlePing(h header) error {
 	switch {
 	case h.flags&flagSYN != 0:
+		if !s.pingLimit.take(time.Now()) {
+			return fmt.Errorf("%w: more than %d at once or %d a second", ErrPingFlood, PingBurst, PingRate)
+		}
 		_ = s.queue(header{typ: typePing, flags: flagACK, length: h.length})
 	case h.flags&flagACK != 0:
 		s.mu.Lock()
@@ -681,6 +690,7 @@ func (s *Session) handlePing(h header) {
 			close(ch)
 		}
 	}
+	return nil
 }
 
 func (s *Session) handleGoAway(h header) error {
