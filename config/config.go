@@ -40,9 +40,9 @@ const (
 	// max_frame is record.Options.MaxFrame: the largest ciphertext of a
 	// frame (docs/protocol.md, "Lengths"), in range by record.CheckMaxFrame.
 	DefaultMaxFrame = record.DefaultMaxFrame
-	// MinMaxFrame is a link's floor, the record layer's too
-	// (record.MinLinkMaxFrame; record.MinMaxFrame is its own, for tests).
-	MinMaxFrame = record.MinLinkMaxFrame
+	// MinMaxFrame is the one floor (record.MinMaxFrame), which
+	// offload calibrate -max-frame shares.
+	MinMaxFrame = record.MinMaxFrame
 	MaxMaxFrame = record.HardMaxFrame
 
 	DefaultYamuxWindow = tunnel.DefaultYamuxWindow

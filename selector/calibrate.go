@@ -36,8 +36,9 @@ type Config struct {
 	// engine.Discover. Engines that cannot serve the cipher are recorded
 	// with their reason.
 	Engines func(engine.Cipher) []engine.Engine
-	// MaxFrame is the largest frame size measured: a record.Options.MaxFrame
-	// (record.CheckMaxFrame); default record.DefaultMaxFrame.
+	// MaxFrame is the largest frame size measured: a max_frame a link can
+	// have (record.CheckMaxFrame, whose floor config shares); 0 means
+	// record.DefaultMaxFrame (frameSize).
 	MaxFrame int
 	// Duration is the time of one run at one size; default DefaultDuration.
 	Duration time.Duration
@@ -95,9 +96,7 @@ func (c *Config) defaults() {
 			return engine.Discover(ci, engine.Options{Logger: c.Logger})
 		}
 	}
-	if c.MaxFrame <= 0 {
-		c.MaxFrame = record.DefaultMaxFrame
-	}
+	c.MaxFrame = frameSize(c.MaxFrame)
 	if c.Duration <= 0 {
 		c.Duration = DefaultDuration
 	}
@@ -126,6 +125,16 @@ func (c *Config) defaults() {
 	if c.TrialWorkers == 0 {
 		c.TrialWorkers = DefaultTrialWorkers
 	}
+}
+
+// frameSize is a MaxFrame of Config, SetupOptions or EngineOptions: 0
+// is the record layer's default, what tunnel.DefaultOptions has too; any
+// other value is record.CheckMaxFrame's to judge.
+func frameSize(n int) int {
+	if n == 0 {
+		return record.DefaultMaxFrame
+	}
+	return n
 }
 
 // Calibrate measures every engine for every cipher and direction of cfg

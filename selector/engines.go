@@ -41,7 +41,8 @@ func (p *Pinned) Exclude(idx int, _ error) {
 type EngineOptions struct {
 	Logger *zap.Logger
 	// MaxFrame is the largest frame the selector must cover (auto,
-	// hybrid); 0 means the record layer's default.
+	// hybrid): the links' max_frame; 0 means the record layer's default
+	// (frameSize).
 	MaxFrame int
 	// Profile is the selector's calibration profile path; "" means
 	// DefaultPath().

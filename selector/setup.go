@@ -27,9 +27,9 @@ type SetupOptions struct {
 	// Logger gets why a profile is measured, the progress, the bands in
 	// use and, when software serves every size, each engine's reason.
 	Logger *zap.Logger
-	// MaxFrame is the record layer's MaxFrame; 0 means
-	// record.DefaultMaxFrame. A profile measured up to less is measured
-	// again.
+	// MaxFrame is the links' max_frame (tunnel.Options.MaxFrame); 0
+	// means record.DefaultMaxFrame (frameSize). A profile measured up to
+	// less is measured again.
 	MaxFrame int
 	// Duration is the time per run when measuring; 0 means
 	// DefaultSetupDuration.
@@ -70,9 +70,7 @@ func Setup(ctx context.Context, spec string, c engine.Cipher, path string, o Set
 	if path == "" {
 		path = DefaultPath()
 	}
-	if o.MaxFrame <= 0 {
-		o.MaxFrame = record.DefaultMaxFrame
-	}
+	o.MaxFrame = frameSize(o.MaxFrame)
 	if o.Duration <= 0 {
 		o.Duration = DefaultSetupDuration
 	}

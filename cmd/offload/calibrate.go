@@ -44,8 +44,13 @@ func calibrateFlags(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (
 	fs.StringVar(&o.out, "o", selector.DefaultPath(), "write the profile here")
 	fs.BoolVar(&o.json, "json", false, "print the profile (JSON) instead of the summary")
 	return func(ctx context.Context, env *runEnv, args []string) (int, error) {
-		if len(args) != 0 || o.seconds <= 0 || record.CheckMaxFrame(o.maxFrame) != nil || (o.decrypt && o.both) || o.out == "" {
+		if len(args) != 0 || o.seconds <= 0 || (o.decrypt && o.both) || o.out == "" {
 			return 2, errUsage
+		}
+		// The floor every config's max_frame has: a profile measured to
+		// less would fit no link.
+		if err := record.CheckMaxFrame(o.maxFrame); err != nil {
+			return 2, fmt.Errorf("-max-frame %w (a config's max_frame)", err)
 		}
 		return runCalibrate(ctx, env, o)
 	}

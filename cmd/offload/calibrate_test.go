@@ -2,17 +2,21 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/offload-dev/offload/config"
 	"github.com/offload-dev/offload/engine"
 	"github.com/offload-dev/offload/selector"
+	"github.com/offload-dev/offload/tunnel/record"
 )
 
 func TestCalibrateWritesProfile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "profile.json")
-	code, out, errs := runCmd(t, "calibrate", "-evp", "aes-128-ctr", "-both", "-seconds", "0.002", "-max-frame", "256", "-o", path)
+	code, out, errs := runCmd(t, "calibrate", "-evp", "aes-128-ctr", "-both", "-seconds", "0.002", "-max-frame", "1024", "-o", path)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 	}
@@ -23,7 +27,7 @@ func TestCalibrateWritesProfile(t *testing.T) {
 	if err := selector.Check(p); err != nil {
 		t.Errorf("fresh profile: %v", err)
 	}
-	if len(p.Tables) != 2 || p.MaxFrame != 256 {
+	if len(p.Tables) != 2 || p.MaxFrame != 1024 {
 		t.Fatalf("tables %d, max frame %d", len(p.Tables), p.MaxFrame)
 	}
 	for _, d := range []engine.Direction{engine.Encrypt, engine.Decrypt} {
@@ -51,7 +55,7 @@ func TestCalibrateWritesProfile(t *testing.T) {
 	}
 
 	// Another cipher into the same file keeps the first one's tables.
-	code, out, errs = runCmd(t, "calibrate", "-evp", "aes-256-cbc", "-decrypt", "-seconds", "0.002", "-max-frame", "256", "-o", path, "-json")
+	code, out, errs = runCmd(t, "calibrate", "-evp", "aes-256-cbc", "-decrypt", "-seconds", "0.002", "-max-frame", "1024", "-o", path, "-json")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, errs)
 	}
@@ -77,6 +81,27 @@ func TestCalibrateUsage(t *testing.T) {
 	}
 	if code, _, errs := runCmd(t, "calibrate", "-evp", "des", "-o", filepath.Join(t.TempDir(), "p.json")); code != 2 || !strings.Contains(errs, "unknown cipher") {
 		t.Errorf("bad cipher: exit %d %s", code, errs)
+	}
+}
+
+// calibrate takes the max_frame values a config takes, no others: a
+// profile measured to a smaller frame would fit no link. The floor is
+// record.MinMaxFrame, and a config at it loads.
+func TestCalibrateMaxFrameFloor(t *testing.T) {
+	for _, n := range []int{record.MinMaxFrame - 16, 512, 1000, record.HardMaxFrame + 16} {
+		code, _, errs := runCmd(t, "calibrate", "-seconds", "0.002", "-max-frame", strconv.Itoa(n), "-o", filepath.Join(t.TempDir(), "p.json"))
+		want := fmt.Sprintf("-max-frame %d bytes: want a multiple of 16 from %d to %d", n, record.MinMaxFrame, record.HardMaxFrame)
+		if code != 2 || !strings.Contains(errs, want) {
+			t.Errorf("-max-frame %d: exit %d, want 2 and %q in\n%s", n, code, want, errs)
+		}
+		if _, err := config.ParseServer("s.yaml", []byte(fmt.Sprintf("listen: :7000\nkey_file: k\nservices: {web: 127.0.0.1:80}\nmax_frame: %d\n", n))); err == nil {
+			t.Errorf("max_frame %d: calibrate refuses it, a config takes it", n)
+		}
+	}
+	for _, n := range []int{record.MinMaxFrame, record.HardMaxFrame} {
+		if _, err := config.ParseServer("s.yaml", []byte(fmt.Sprintf("listen: :7000\nkey_file: k\nservices: {web: 127.0.0.1:80}\nmax_frame: %d\n", n))); err != nil {
+			t.Errorf("max_frame %d, which calibrate takes: %v", n, err)
+		}
 	}
 }
 

@@ -57,7 +57,7 @@ func TestEveryEngineInEveryList(t *testing.T) {
 	}
 
 	path := filepath.Join(t.TempDir(), "profile.json")
-	code, out, errs = runCmd(t, "calibrate", "-evp", "aes-128-cbc", "-seconds", "0.002", "-max-frame", "256", "-o", path)
+	code, out, errs = runCmd(t, "calibrate", "-evp", "aes-128-cbc", "-seconds", "0.002", "-max-frame", "1024", "-o", path)
 	if code != 0 {
 		t.Fatalf("calibrate: exit %d\n%s\n%s", code, out, errs)
 	}

@@ -63,13 +63,11 @@ const (
 	DefaultMaxFrame = 64 << 10
 	// HardMaxFrame caps Options.MaxFrame.
 	HardMaxFrame = 1 << 20
-	// MinMaxFrame is the smallest allowed Options.MaxFrame: what the
-	// record layer itself works with (its tests, calibrate's short runs).
-	MinMaxFrame = 64
-	// MinLinkMaxFrame is the smallest max_frame a configured link takes
-	// (config): below 1 KiB a frame spends more on its header and tag
-	// than it carries.
-	MinLinkMaxFrame = 1 << 10
+	// MinMaxFrame is the smallest Options.MaxFrame, the one floor of
+	// every max_frame (a config's, a tunnel's, calibrate's): below 1 KiB
+	// a frame spends more on its header and tag than it carries, and a
+	// profile calibrated below it would fit no link.
+	MinMaxFrame = 1 << 10
 
 	// MaxFrames is the key-use limit: the keys of one epoch (rekey.go)
 	// seal (and open) at most this many frames. A sender moves to the next
@@ -353,9 +351,10 @@ func New(conn net.Conn, keys Keys, s suite.Suite, opt Options) (*Conn, error) {
 	return c, nil
 }
 
-// CheckMaxFrame is the rule for a MaxFrame, the one config, tunnel and New
-// all apply: a multiple of 16 (CBC frames are whole blocks; the frame
-// buffers' size classes assume it) from MinMaxFrame to HardMaxFrame.
+// CheckMaxFrame is the rule for a MaxFrame, the one config, tunnel,
+// calibrate (selector) and New all apply: a multiple of 16 (CBC frames
+// are whole blocks; the frame buffers' size classes assume it) from
+// MinMaxFrame to HardMaxFrame.
 func CheckMaxFrame(n int) error {
 	if n < MinMaxFrame || n > HardMaxFrame || n%engine.BlockSize != 0 {
 		return fmt.Errorf("%d bytes: want a multiple of %d from %d to %d", n, engine.BlockSize, MinMaxFrame, HardMaxFrame)

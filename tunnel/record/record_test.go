@@ -293,13 +293,13 @@ func TestParallelWorkersKeepOrder(t *testing.T) {
 	for _, s := range []suite.Suite{ctr128, cbc256} {
 		t.Run(s.Cipher.String(), func(t *testing.T) {
 			o := Options{
-				MaxFrame: 256, Workers: 4,
+				MaxFrame: MinMaxFrame, Workers: 4,
 				Engines: []engine.Engine{engine.Software{}, slowEngine{}},
 				Policy:  pickFunc(func(int, engine.Direction) int { return 1 }),
 			}
 			c1, c2 := tcpPair(t)
 			a, b := newPair(t, c1, c2, s, o, o)
-			roundTrip(t, a, b, 1<<20, 4096)
+			roundTrip(t, a, b, 4<<20, 4096) // over 4000 frames of MinMaxFrame
 			sealed := a.Stats().Frames[engine.Encrypt][1].Load()
 			opened := b.Stats().Frames[engine.Decrypt][1].Load()
 			if sealed < 4000 || sealed != opened {

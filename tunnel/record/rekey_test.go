@@ -82,7 +82,7 @@ func TestRekeyStreamsSurvive(t *testing.T) {
 // epoch), RekeyBytes, RekeyInterval.
 func TestRekeyTriggers(t *testing.T) {
 	cases := map[string]Options{
-		"every frame": {RekeyFrames: 1, Workers: 3, MaxFrame: 512},
+		"every frame": {RekeyFrames: 1, Workers: 3, MaxFrame: MinMaxFrame},
 		"bytes":       {RekeyBytes: 5000, Workers: 2, MaxFrame: 1024},
 	}
 	for name, o := range cases {
