@@ -31,24 +31,13 @@ import (
 	"github.com/offload-dev/offload/tunnel/suite"
 )
 
-// Defaults and limits of the tunables. A default or limit the tunnel or
-// the record layer applies is theirs, named here (never a copy), so that
-// a setting left out means what the tunnel does with its zero value; the
-// rest (caps that keep a typo from asking for gigabytes, the defaults a
-// config file has and the tunnel's zero value does not) are config's.
+// Defaults and limits that are config's own: the runtime's settings, the
+// server's caps against typos, the file's size. Every tunnel setting's
+// default is tunnel.DefaultOptions()'s and its rule tunnel.Options.Check
+// (docs/settings.md): a file starts from those defaults, so a setting
+// left out is the default and a 0 is off, and Check's problems are
+// reported at the setting's line.
 const (
-	// max_frame is record.Options.MaxFrame: the largest ciphertext of a
-	// frame (docs/protocol.md, "Lengths"), in range by record.CheckMaxFrame.
-	DefaultMaxFrame = record.DefaultMaxFrame
-	// MinMaxFrame is the one floor (record.MinMaxFrame), which
-	// offload calibrate -max-frame shares.
-	MinMaxFrame = record.MinMaxFrame
-	MaxMaxFrame = record.HardMaxFrame
-
-	DefaultYamuxWindow = tunnel.DefaultYamuxWindow
-	MinYamuxWindow     = tunnel.MinYamuxWindow
-	MaxYamuxWindow     = 16 << 20
-
 	// DefaultMemoryLimit is the Go runtime's soft memory limit (what
 	// GOMEMLIMIT sets): with it the garbage collector works harder as the
 	// heap nears the limit, which keeps an end with 100 busy streams under
@@ -66,50 +55,12 @@ const (
 	// (docs/performance.md, "max_procs").
 	MaxMaxProcs = 1024
 
-	// DefaultKeepalive and DefaultDrainTimeout are the config's: the
-	// tunnel's zero values turn keepalives and the drain off.
-	DefaultKeepalive        = 15 * time.Second // 0 disables keepalives
-	DefaultDialTimeout      = tunnel.DefaultDialTimeout
-	DefaultHandshakeTimeout = tunnel.DefaultHandshakeTimeout
-	DefaultDrainTimeout     = 10 * time.Second
-	// DefaultRekeyInterval is the longest a direction's keys are used
-	// before the sender moves to the next epoch (docs/protocol.md,
-	// "Rekey"); the frame and byte limits are fixed.
-	DefaultRekeyInterval = record.DefaultRekeyInterval
-	MinRekeyInterval     = time.Second
-	MaxRekeyInterval     = 24 * time.Hour
-	DefaultMaxStreams    = tunnel.DefaultMaxStreams
-	MaxMaxStreams        = 65536
-
-	DefaultLinkBuffer = tunnel.DefaultLinkBuffer
-	MaxLinkBuffer     = 1 << 30
-
-	// Server caps against floods and replays (docs/tunnel.md).
-	DefaultMaxLinks               = tunnel.DefaultMaxLinks
-	DefaultMaxLinksPerClient      = tunnel.DefaultMaxLinksPerClient
-	DefaultMaxHandshakes          = tunnel.DefaultMaxHandshakes
-	DefaultMaxHandshakesPerSource = tunnel.DefaultMaxHandshakesPerSource
-	MaxMaxLinks                   = 1024
-	MaxMaxHandshakes              = 4096
-
-	DefaultRedialMin = tunnel.DefaultRedialMin
-	DefaultRedialMax = tunnel.DefaultRedialMax
-	// DefaultLinkWait: fail fast (tunnel/linkwait.go); 0 resets a local
-	// connection that finds no link at once. MaxLinkWait bounds it.
-	DefaultLinkWait = tunnel.DefaultLinkWait
-	MaxLinkWait     = time.Minute
+	// Server caps against floods and replays (docs/tunnel.md); their
+	// defaults are tunnel's (tunnel.DefaultMaxLinks, ...).
+	MaxMaxLinks      = 1024
+	MaxMaxHandshakes = 4096
 
 	DefaultEngine = EngineSoftware
-
-	// DefaultEngineCheckInterval is how often every engine runs its
-	// known-answer test after the one at start; in a config 0 means only
-	// at start (the tunnel's 0 is this default, its negative only at start).
-	DefaultEngineCheckInterval = tunnel.DefaultEngineCheckInterval
-	// MaxVerify bounds verify (one in N engine frames re-checked).
-	MaxVerify = 1 << 20
-	// MinEngineCheckInterval is the shortest engine_check_interval other
-	// than 0 (only at start).
-	MinEngineCheckInterval = time.Second
 
 	// MaxFileSize bounds a config file; real ones are a few KiB.
 	MaxFileSize = 256 << 10
@@ -127,7 +78,10 @@ type Log struct {
 	Format string        // LogConsole (default) or LogJSON
 }
 
-// Common is what server and client configs share.
+// Common is what server and client configs share. Its tunnel settings
+// (MaxFrame to DrainTimeout, Verify, EngineCheckInterval) are
+// tunnel.Options' fields of the same names, with the same meanings (0 is
+// off), and go there whole by TunnelOptions.
 type Common struct {
 	// File is the config file's name as given to Load (or Parse).
 	File string
@@ -141,7 +95,7 @@ type Common struct {
 	// checked here, by selector.CheckSpec, as the tunnel checks it.
 	Engine string
 	// MaxFrame is record.Options.MaxFrame: the largest ciphertext of a
-	// frame, both ways (DefaultMaxFrame, record.CheckMaxFrame).
+	// frame, both ways (record.CheckMaxFrame).
 	MaxFrame int
 	// YamuxWindow is yamux's MaxStreamWindowSize in bytes.
 	YamuxWindow int
@@ -258,10 +212,10 @@ type Client struct {
 	Servers  []string
 	Forwards []Forward
 	Redial   Redial
-	// LinkWait is how long a local connection that finds no link waits
-	// for a dial under way (or due) before it is reset; one that finds
-	// the last dial failed and the next further off is reset at once, as
-	// is every one when LinkWait is 0.
+	// LinkWait is tunnel.Options.LinkWait: how long a local connection
+	// that finds no link waits for a dial under way (or due) before it is
+	// reset; one that finds the last dial failed and the next further off
+	// is reset at once, as is every one when LinkWait is 0.
 	LinkWait time.Duration
 	// ClientDynamic: socks, udp_forwards, reverse (socks.go).
 	ClientDynamic
@@ -306,26 +260,72 @@ func (c *Common) LoadMetricsToken() ([]byte, error) {
 	return tok, nil
 }
 
+// defaultCommon is what a file starts from: the tunnel's defaults and
+// config's own.
 func defaultCommon(file string) Common {
-	return Common{
-		File:                file,
-		Control:             defaultControl(file),
-		Suite:               suite.Default,
-		Engine:              DefaultEngine,
-		MaxFrame:            DefaultMaxFrame,
-		YamuxWindow:         DefaultYamuxWindow,
-		Keepalive:           DefaultKeepalive,
-		DialTimeout:         DefaultDialTimeout,
-		HandshakeTimeout:    DefaultHandshakeTimeout,
-		RekeyInterval:       DefaultRekeyInterval,
-		MaxStreams:          DefaultMaxStreams,
-		LinkBuffer:          DefaultLinkBuffer,
-		DrainTimeout:        DefaultDrainTimeout,
-		MemoryLimit:         DefaultMemoryLimit,
-		EngineCheckInterval: DefaultEngineCheckInterval,
-		Log:                 Log{Level: zapcore.InfoLevel, Format: LogConsole},
-		fields:              map[string]at{},
+	c := Common{
+		File:        file,
+		Control:     defaultControl(file),
+		Engine:      DefaultEngine,
+		MemoryLimit: DefaultMemoryLimit,
+		Log:         Log{Level: zapcore.InfoLevel, Format: LogConsole},
+		fields:      map[string]at{},
 	}
+	o := tunnel.DefaultOptions()
+	for _, s := range c.tunnelSettings(&o) {
+		s(false)
+	}
+	return c
+}
+
+// TunnelOptions is the tunnel's options as the file sets them, from
+// tunnel.DefaultOptions: the same name means the same setting, and a 0
+// is off. The caller adds the key, the engines and a logger.
+func (c *Common) TunnelOptions() tunnel.Options {
+	o := tunnel.DefaultOptions()
+	for _, s := range c.tunnelSettings(&o) {
+		s(true)
+	}
+	return o
+}
+
+// tunnelSettings pairs c's tunnel settings with o's fields of the same
+// names: the one list by which a file starts from the tunnel's defaults
+// (defaultCommon) and its settings go to the tunnel (TunnelOptions). Each
+// func copies its pair, to o if toTunnel, else to c.
+func (c *Common) tunnelSettings(o *tunnel.Options) []func(toTunnel bool) {
+	return []func(bool){
+		same(&c.Suite, &o.Suite),
+		same(&c.MaxFrame, &o.MaxFrame),
+		same(&c.YamuxWindow, &o.YamuxWindow),
+		same(&c.LinkBuffer, &o.LinkBuffer),
+		same(&c.MaxStreams, &o.MaxStreams),
+		same(&c.Keepalive, &o.Keepalive),
+		same(&c.RekeyInterval, &o.RekeyInterval),
+		same(&c.DialTimeout, &o.DialTimeout),
+		same(&c.HandshakeTimeout, &o.HandshakeTimeout),
+		same(&c.DrainTimeout, &o.DrainTimeout),
+		same(&c.EngineCheckInterval, &o.EngineCheckInterval),
+		same(&c.Verify, &o.Verify),
+	}
+}
+
+// same is a tunnelSettings pair: config's field and the tunnel's.
+func same[T any](conf, tun *T) func(toTunnel bool) {
+	return func(toTunnel bool) {
+		if toTunnel {
+			*tun = *conf
+		} else {
+			*conf = *tun
+		}
+	}
+}
+
+// TunnelOptions is Common's with the client's link_wait.
+func (c *Client) TunnelOptions() tunnel.Options {
+	o := c.Common.TunnelOptions()
+	o.LinkWait = c.LinkWait
+	return o
 }
 
 // readFile reads a config file, bounded by MaxFileSize.
@@ -505,17 +505,36 @@ func (d *decoder) upTo(v value, dst *int, hi int, want string) {
 	*dst = n
 }
 
-// checkLinkBuffer reports a link_buffer too small for one stream at the
-// configured window.
-func (d *decoder) checkLinkBuffer(c *Common) {
-	if need := c.YamuxWindow + tunnel.MinYamuxWindow; c.LinkBuffer < need {
-		a, ok := c.fields["link_buffer"]
-		field := "link_buffer"
-		if !ok {
-			a, field = c.fields["yamux_window"], "yamux_window"
+// checkOptions runs the tunnel's rules (tunnel.Options.Check) on what
+// the file says, each problem at its setting's line, or at the line of
+// another setting its rule weighs when the file left this one out.
+func (d *decoder) checkOptions(c *Common, o tunnel.Options) {
+	err := o.Check()
+	if err == nil {
+		return
+	}
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, err := range errs {
+		var se *tunnel.SettingError
+		if !errors.As(err, &se) {
+			d.add(at{1, 0}, "", err)
+			continue
 		}
-		d.errorf(a, field, "link_buffer %d holds no stream at yamux_window %d: want at least yamux_window + 256KiB (%d)",
-			c.LinkBuffer, c.YamuxWindow, need)
+		field := se.Setting
+		a, ok := c.fields[field]
+		for _, other := range se.Others {
+			if !ok {
+				a, ok = c.fields[other]
+				field = other
+			}
+		}
+		if !ok {
+			field = se.Setting
+		}
+		d.add(a, field, se.Err)
 	}
 }
 
@@ -576,17 +595,9 @@ func (d *decoder) common(c *Common) []fieldSpec {
 		}),
 		track("engine", func(v value) { d.str(v, &c.Engine, checkEngineSuggest) }),
 		track("verify", func(v value) {
-			d.upTo(v, &c.Verify, MaxVerify, "want 0 (off) or N from 1 to %d, to re-check one in N engine frames")
+			d.upTo(v, &c.Verify, tunnel.MaxVerify, "want 0 (off) or N from 1 to %d, to re-check one in N engine frames")
 		}),
-		track("engine_check_interval", func(v value) {
-			t := c.EngineCheckInterval // kept if the value is refused
-			d.duration(v, &t, false)
-			if t != 0 && t < MinEngineCheckInterval {
-				d.errorf(v.at, v.field, "%v: want 0 (only at start) or at least %v; the known answers would run back to back", t, MinEngineCheckInterval)
-				return
-			}
-			c.EngineCheckInterval = t
-		}),
+		track("engine_check_interval", func(v value) { d.duration(v, &c.EngineCheckInterval, false) }),
 		track("memory_limit", func(v value) {
 			s, ok := d.scalar(v)
 			if !ok {
@@ -616,25 +627,19 @@ func (d *decoder) common(c *Common) []fieldSpec {
 				c.Profile = filepath.Join(filepath.Dir(c.File), c.Profile)
 			}
 		}),
-		track("max_frame", func(v value) { d.size(v, &c.MaxFrame, MinMaxFrame, MaxMaxFrame) }),
-		track("yamux_window", func(v value) { d.size(v, &c.YamuxWindow, MinYamuxWindow, MaxYamuxWindow) }),
+		// A size or count out of the tunnel's range is refused as it is
+		// read, quoting the file's spelling (2MiB); Check has the rest.
+		track("max_frame", func(v value) { d.size(v, &c.MaxFrame, record.MinMaxFrame, record.HardMaxFrame) }),
+		track("yamux_window", func(v value) { d.size(v, &c.YamuxWindow, tunnel.MinYamuxWindow, tunnel.MaxYamuxWindow) }),
 		track("keepalive", func(v value) { d.duration(v, &c.Keepalive, false) }),
 		track("dial_timeout", func(v value) { d.duration(v, &c.DialTimeout, true) }),
 		track("handshake_timeout", func(v value) { d.duration(v, &c.HandshakeTimeout, true) }),
 		track("drain_timeout", func(v value) { d.duration(v, &c.DrainTimeout, false) }),
-		track("rekey_interval", func(v value) {
-			var t time.Duration
-			d.duration(v, &t, true)
-			if t != 0 && (t < MinRekeyInterval || t > MaxRekeyInterval) {
-				d.errorf(v.at, v.field, "%v: want %v to %v", t, MinRekeyInterval, MaxRekeyInterval)
-				return
-			}
-			if t != 0 {
-				c.RekeyInterval = t
-			}
+		track("rekey_interval", func(v value) { d.duration(v, &c.RekeyInterval, true) }),
+		track("max_streams", func(v value) { d.count(v, &c.MaxStreams, tunnel.MaxMaxStreams) }),
+		track("link_buffer", func(v value) {
+			d.size(v, &c.LinkBuffer, tunnel.LinkBufferFor(1, tunnel.MinYamuxWindow), tunnel.MaxLinkBuffer)
 		}),
-		track("max_streams", func(v value) { d.count(v, &c.MaxStreams, MaxMaxStreams) }),
-		track("link_buffer", func(v value) { d.size(v, &c.LinkBuffer, MinYamuxWindow+tunnel.MinYamuxWindow, MaxLinkBuffer) }),
 		track("log", func(v value) {
 			d.object(v, []fieldSpec{
 				track("level", func(v value) {
@@ -702,11 +707,6 @@ func (d *decoder) common(c *Common) []fieldSpec {
 // finishCommon checks what depends on more than one common field, once
 // they are all decoded.
 func (d *decoder) finishCommon(c *Common) {
-	// The record layer's own rule (whole AES blocks), so that a config
-	// that validates also starts; a size out of range kept the default.
-	if err := record.CheckMaxFrame(c.MaxFrame); err != nil {
-		d.add(c.fields["max_frame"], "max_frame", err)
-	}
 	if c.MetricsTokenFile != "" && c.Metrics == "" {
 		d.errorf(c.fields["metrics_token_file"], "metrics_token_file", "is set but metrics is not")
 	}
@@ -744,7 +744,7 @@ func isLoopbackHost(host string) bool {
 
 func (d *decoder) server(body *yamlite.Node) *Server {
 	s := &Server{Common: defaultCommon(d.file), Services: map[string]string{},
-		MaxLinksPerClient: DefaultMaxLinksPerClient, MaxHandshakes: DefaultMaxHandshakes, MaxHandshakesPerSource: DefaultMaxHandshakesPerSource}
+		MaxLinksPerClient: tunnel.DefaultMaxLinksPerClient, MaxHandshakes: tunnel.DefaultMaxHandshakes, MaxHandshakesPerSource: tunnel.DefaultMaxHandshakesPerSource}
 	top := value{node: body, at: atNode(body, at{1, 0})}
 	specs := append(d.common(&s.Common),
 		fieldSpec{name: "listen", required: true, decode: func(v value) {
@@ -798,24 +798,19 @@ func (d *decoder) server(body *yamlite.Node) *Server {
 		}
 		d.errorf(a, "max_handshakes_per_source", "%d is more than max_handshakes %d", s.MaxHandshakesPerSource, s.MaxHandshakes)
 	}
-	d.checkLinkBuffer(&s.Common)
+	d.checkOptions(&s.Common, s.TunnelOptions())
 	return s
 }
 
 func (d *decoder) client(body *yamlite.Node) *Client {
-	c := &Client{Common: defaultCommon(d.file), Redial: Redial{Min: DefaultRedialMin, Max: DefaultRedialMax}, LinkWait: DefaultLinkWait}
+	c := &Client{Common: defaultCommon(d.file), Redial: Redial{Min: tunnel.DefaultRedialMin, Max: tunnel.DefaultRedialMax},
+		LinkWait: tunnel.DefaultOptions().LinkWait}
 	top := value{node: body, at: atNode(body, at{1, 0})}
 	specs := append(append(d.common(&c.Common), d.serversSpecs(c)...),
 		fieldSpec{name: "forwards", decode: func(v value) { d.forwards(c, v) }},
 		fieldSpec{name: "link_wait", decode: func(v value) {
 			c.fields[v.field] = v.at
-			t := c.LinkWait // kept if the value is refused
-			d.duration(v, &t, false)
-			if t > MaxLinkWait {
-				d.errorf(v.at, v.field, "%v: want 0 (reset at once) to %v", t, MaxLinkWait)
-				return
-			}
-			c.LinkWait = t
+			d.duration(v, &c.LinkWait, false)
 		}},
 		fieldSpec{name: "redial", decode: func(v value) {
 			c.fields[v.field] = v.at
@@ -839,7 +834,7 @@ func (d *decoder) client(body *yamlite.Node) *Client {
 	}
 	d.finishCommon(&c.Common)
 	d.finishClientDynamic(c, c.listenAddrs)
-	d.checkLinkBuffer(&c.Common)
+	d.checkOptions(&c.Common, c.TunnelOptions())
 	return c
 }
 

@@ -141,7 +141,7 @@ redial:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c2.Redial != (Redial{DefaultRedialMin, DefaultRedialMax}) || c2.YamuxWindow != DefaultYamuxWindow {
+	if c2.Redial != (Redial{tunnel.DefaultRedialMin, tunnel.DefaultRedialMax}) || c2.YamuxWindow != tunnel.DefaultOptions().YamuxWindow {
 		t.Errorf("defaults: %+v", c2)
 	}
 }
@@ -223,6 +223,8 @@ func TestErrorPositions(t *testing.T) {
 		{"durations", false, goodServer + "keepalive: 15\ndial_timeout: 0\nhandshake_timeout: -1s\ndrain_timeout: soon\n",
 			[]string{"6:keepalive", "7:dial_timeout", "8:handshake_timeout", "9:drain_timeout"}},
 		{"max_streams", false, goodServer + "max_streams: 0\n", []string{"6:max_streams"}},
+		// The tunnel's rule (tunnel.Options.Check), at the file's line.
+		{"keepalive too often", false, goodServer + "keepalive: 100ms\n", []string{"6:keepalive"}},
 		{"rekey_interval", false, goodServer + "rekey_interval: 100ms\n", []string{"6:rekey_interval"}},
 		{"rekey_interval zero", false, goodServer + "rekey_interval: 0s\n", []string{"6:rekey_interval"}},
 		{"rekey_interval long", false, goodServer + "rekey_interval: 48h\n", []string{"6:rekey_interval"}},
@@ -435,27 +437,28 @@ func TestParseMaxProcs(t *testing.T) {
 // The config's defaults are the tunnel's: a setting left out means the
 // same whether the tunnel or the config fills it in.
 func TestDefaultsMatchTunnel(t *testing.T) {
-	pairs := []struct {
-		name        string
-		config, tun int
-	}{
-		{"max_streams", DefaultMaxStreams, tunnel.DefaultMaxStreams},
-		{"yamux_window", DefaultYamuxWindow, tunnel.DefaultYamuxWindow},
-		{"link_buffer", DefaultLinkBuffer, tunnel.DefaultLinkBuffer},
-		{"rekey_interval", int(DefaultRekeyInterval), int(record.DefaultRekeyInterval)},
-		{"max_links", DefaultMaxLinks, tunnel.DefaultMaxLinks},
-		{"max_links_per_client", DefaultMaxLinksPerClient, tunnel.DefaultMaxLinksPerClient},
-		{"max_handshakes", DefaultMaxHandshakes, tunnel.DefaultMaxHandshakes},
-		{"max_handshakes_per_source", DefaultMaxHandshakesPerSource, tunnel.DefaultMaxHandshakesPerSource},
+	s, err := ParseServer("s.yaml", []byte(goodServer))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, p := range pairs {
-		if p.config != p.tun {
-			t.Errorf("%s: config default %d, tunnel default %d", p.name, p.config, p.tun)
+	c, err := ParseClient("c.yaml", []byte(goodClient))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, o := range map[string]tunnel.Options{"server": s.TunnelOptions(), "client": c.TunnelOptions()} {
+		if want := tunnel.DefaultOptions(); !reflect.DeepEqual(o, want) {
+			t.Errorf("%s: options %+v, want the tunnel's defaults %+v", name, o, want)
 		}
 	}
-	c := defaultCommon("x")
-	if c.LinkStreams() != tunnel.DefaultMaxStreams || c.LinkStreams() < 1000 {
-		t.Errorf("link streams: config %d, tunnel %d, want at least 1000 at the defaults", c.LinkStreams(), tunnel.DefaultMaxStreams)
+	if links, per := tunnel.LinkCaps(s.MaxLinks, s.MaxLinksPerClient, 0); links != tunnel.DefaultMaxLinks || per != tunnel.DefaultMaxLinksPerClient ||
+		s.MaxHandshakes != tunnel.DefaultMaxHandshakes || s.MaxHandshakesPerSource != tunnel.DefaultMaxHandshakesPerSource {
+		t.Errorf("server caps: links %d, per client %d, handshakes %d, per source %d", links, per, s.MaxHandshakes, s.MaxHandshakesPerSource)
+	}
+	if c.Redial != (Redial{tunnel.DefaultRedialMin, tunnel.DefaultRedialMax}) {
+		t.Errorf("redial %+v", c.Redial)
+	}
+	if s.LinkStreams() != tunnel.DefaultOptions().MaxStreams || s.LinkStreams() < 1000 {
+		t.Errorf("link streams: config %d, want at least 1000 at the defaults", s.LinkStreams())
 	}
 }
 
@@ -535,7 +538,7 @@ func TestLinkWait(t *testing.T) {
 		want time.Duration
 		err  string
 	}{
-		{"", DefaultLinkWait, ""},
+		{"", tunnel.DefaultOptions().LinkWait, ""},
 		{"link_wait: 0\n", 0, ""},
 		{"link_wait: 500ms\n", 500 * time.Millisecond, ""},
 		{"link_wait: 2m\n", 0, "6: link_wait: 2m0s: want 0 (reset at once) to 1m0s"},

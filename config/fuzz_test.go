@@ -73,11 +73,8 @@ func FuzzParse(f *testing.F) {
 		default:
 			t.Fatalf("Parse returned %T", v)
 		}
-		if c.KeyFile == "" || c.MaxFrame < MinMaxFrame || c.MaxFrame > MaxMaxFrame ||
-			c.YamuxWindow < MinYamuxWindow || c.YamuxWindow > MaxYamuxWindow ||
-			c.MaxStreams < 1 || c.MaxStreams > MaxMaxStreams || c.Keepalive < 0 || c.LinkStreams() < 1 ||
-			c.DialTimeout <= 0 || c.HandshakeTimeout <= 0 || c.DrainTimeout < 0 ||
-			CheckEngine(c.Engine) != nil || !c.Suite.Cipher.Valid() {
+		if c.KeyFile == "" || c.TunnelOptions().Check() != nil || c.LinkStreams() < 1 ||
+			CheckEngine(c.Engine) != nil {
 			t.Fatalf("accepted out-of-range config %+v", c)
 		}
 	})

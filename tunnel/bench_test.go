@@ -60,7 +60,9 @@ func benchStream(b *testing.B, s suite.Suite) {
 		got <- n
 	}()
 
-	opt := Options{Suite: s, PSK: make([]byte, 32), StatusInterval: -1, DialTimeout: 5 * time.Second}
+	opt := DefaultOptions()
+	opt.Suite, opt.PSK, opt.DialTimeout = s, make([]byte, 32), 5*time.Second
+	opt.Keepalive, opt.DrainTimeout, opt.StatusInterval = 0, 0, 0
 	for i := range opt.PSK {
 		opt.PSK[i] = byte(i + 1)
 	}

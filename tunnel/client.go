@@ -1,6 +1,7 @@
 package tunnel
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -179,7 +180,7 @@ func (c *Client) Run(ctx context.Context) error {
 		defer wg.Done()
 		c.ctr.statusLoop(ctx, c.opt.StatusInterval, c.log)
 	}()
-	c.guard.start(ctx, c.opt.EngineCheckInterval, &wg)
+	c.guard.start(ctx, cmp.Or(c.opt.engineCheckEvery, c.opt.EngineCheckInterval), &wg)
 	c.running.Store(true)
 	stop := context.AfterFunc(ctx, func() {
 		c.running.Store(false)

@@ -45,11 +45,6 @@ import (
 // not be taken out (it is every other engine's fallback); it is logged
 // and counted.
 
-// DefaultEngineCheckInterval is how often the known-answer tests run
-// after the one at start, unless Options.EngineCheckInterval says
-// otherwise.
-const DefaultEngineCheckInterval = 5 * time.Minute
-
 // DefaultEngineCheckTimeout bounds one engine's known-answer test: the
 // vector is 64 bytes, which the slowest device answers in milliseconds.
 const DefaultEngineCheckTimeout = 10 * time.Second

@@ -194,7 +194,7 @@ func TestEngineCheckPeriodic(t *testing.T) {
 	testutil.LeakCheck(t)
 	var broken atomic.Bool
 	faulty := func() engine.Engine { return &enginetest.Faulty{Bad: func(uint64) bool { return broken.Load() }} }
-	echo, srv, _, _ := checkedPair(t, faulty, func(o *Options) { o.EngineCheckInterval = 20 * time.Millisecond })
+	echo, srv, _, _ := checkedPair(t, faulty, func(o *Options) { o.engineCheckEvery = 20 * time.Millisecond })
 	if err := testutil.EchoRoundTrip(echo, 64<<10, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +335,7 @@ func TestEngineCheckFrameSealerLater(t *testing.T) {
 		// race for it.
 		echo, srv, cli, _ := checkedPair(t, func() engine.Engine { return &enginetest.FaultyFrames{Bad: bad} }, func(o *Options) {
 			o.Verify = 1
-			o.EngineCheckInterval = -1
+			o.EngineCheckInterval = 0
 		})
 		eventually(t, 5*time.Second, "both ends' checks at start", func() bool { return srv.guard.rounds.Load() > 0 && cli.guard.rounds.Load() > 0 })
 		if srv.guard.isOut(1) || cli.guard.isOut(1) {
@@ -359,7 +359,7 @@ func TestEngineCheckFrameSealerLater(t *testing.T) {
 	})
 	t.Run("periodic", func(t *testing.T) {
 		broken.Store(false)
-		_, srv, _, _ := checkedPair(t, func() engine.Engine { return &enginetest.FaultyFrames{Bad: bad} }, func(o *Options) { o.EngineCheckInterval = 20 * time.Millisecond })
+		_, srv, _, _ := checkedPair(t, func() engine.Engine { return &enginetest.FaultyFrames{Bad: bad} }, func(o *Options) { o.engineCheckEvery = 20 * time.Millisecond })
 		eventually(t, 5*time.Second, "the server's check at start", func() bool { return srv.guard.rounds.Load() > 0 })
 		if srv.guard.isOut(1) {
 			t.Fatal("a right engine was taken out at start")

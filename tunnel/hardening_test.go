@@ -496,7 +496,7 @@ func TestLinkCaps(t *testing.T) {
 			t.Errorf("LinkCaps(%d, %d, %d) = %d, %d; want %d, %d", c.links, c.per, c.clients, l, p, c.wantLinks, c.wantPer)
 		}
 	}
-	if _, err := NewServer(ServerConfig{Options: Options{PSK: testPSK(1)}, Services: map[string]string{"x": "127.0.0.1:1"}, MaxLinks: 1, MaxLinksPerClient: 2}); err == nil {
+	if _, err := NewServer(ServerConfig{Options: testOptions(nil), Services: map[string]string{"x": "127.0.0.1:1"}, MaxLinks: 1, MaxLinksPerClient: 2}); err == nil {
 		t.Error("max_links_per_client over max_links accepted")
 	}
 }

@@ -13,23 +13,21 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/offload-dev/offload/internal/testutil"
-	"github.com/offload-dev/offload/tunnel/suite"
 )
 
 func testPSK(b byte) []byte { return bytes.Repeat([]byte{b}, 32) }
 
 func testOptions(log *zap.Logger) Options {
-	return Options{
-		Suite:            suite.Default,
-		PSK:              testPSK(7),
-		DialTimeout:      2 * time.Second,
-		HandshakeTimeout: 2 * time.Second,
-		StatusInterval:   -1,
-		// Room for the 32 streams of TestEchoManyStreams at the default
-		// window; TestAttackLinkBuffer tests the budget itself.
-		LinkBuffer: 48 << 20,
-		Logger:     log,
-	}
+	o := DefaultOptions()
+	o.PSK = testPSK(7)
+	o.DialTimeout, o.HandshakeTimeout = 2*time.Second, 2*time.Second
+	// No keepalives, drain or status lines unless a test asks for them.
+	o.Keepalive, o.DrainTimeout, o.StatusInterval = 0, 0, 0
+	// Room for the 32 streams of TestEchoManyStreams at the default
+	// window; TestAttackLinkBuffer tests the budget itself.
+	o.LinkBuffer = 48 << 20
+	o.Logger = log
+	return o
 }
 
 // running is a Server or Client running in a goroutine.

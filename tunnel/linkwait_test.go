@@ -120,8 +120,8 @@ func TestFailFastSocks(t *testing.T) {
 }
 
 // A connection that arrives while a dial is under way waits for it (up to
-// LinkWait) and is carried once the link is up; with a negative LinkWait
-// it is refused at once instead.
+// LinkWait) and is carried once the link is up; with LinkWait 0 it is
+// refused at once instead.
 func TestFailFastWaitsForADialUnderWay(t *testing.T) {
 	testutil.LeakCheck(t)
 	slog, _ := testutil.ObservedLogger(t)
@@ -131,7 +131,7 @@ func TestFailFastWaitsForADialUnderWay(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		linkWait time.Duration
-	}{{"waits", time.Minute}, {"at once", -1}} {
+	}{{"waits", time.Minute}, {"at once", 0}} {
 		t.Run(tc.name, func(t *testing.T) {
 			clog, _ := testutil.ObservedLogger(t)
 			o := failFastOptions(clog)
@@ -149,7 +149,7 @@ func TestFailFastWaitsForADialUnderWay(t *testing.T) {
 			}
 			addrs, cli, _ := startClient(t, ClientConfig{Options: o, Server: srvAddr, Dial: dial}, "echo")
 			<-dialing // the first dial is under way, and held
-			if tc.linkWait < 0 {
+			if tc.linkWait == 0 {
 				// The reset may come before connect returns.
 				if d := refusedSoon(t, addrs["echo"]); d >= o.DialTimeout/2 {
 					t.Errorf("refused after %v", d)

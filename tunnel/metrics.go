@@ -260,10 +260,9 @@ func (c *counters) statusLoop(ctx context.Context, interval time.Duration, log *
 	<-sampled
 }
 
-// every runs fn every interval until ctx ends; a negative interval means
-// never.
+// every runs fn every interval until ctx ends; 0 means never.
 func every(ctx context.Context, interval time.Duration, fn func()) {
-	if interval < 0 {
+	if interval <= 0 {
 		return
 	}
 	t := time.NewTicker(interval)

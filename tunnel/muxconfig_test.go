@@ -12,7 +12,6 @@ import (
 
 	"github.com/offload-dev/offload/internal/testutil"
 	"github.com/offload-dev/offload/tunnel/mux"
-	"github.com/offload-dev/offload/tunnel/suite"
 )
 
 // The session's lines go to our logger as "yamux", at warn; a peer that
@@ -20,7 +19,8 @@ import (
 // one line, which names the setting to raise.
 func TestYamuxLogLevels(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
-	o := Options{Logger: zap.New(core), PSK: make([]byte, 32), Suite: suite.Default, MaxStreams: 1}
+	o := DefaultOptions()
+	o.Logger, o.PSK, o.MaxStreams, o.Keepalive = zap.New(core), make([]byte, 32), 1, 0
 	if err := o.setDefaults(); err != nil {
 		t.Fatal(err)
 	}

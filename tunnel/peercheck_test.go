@@ -19,7 +19,7 @@ func TestCheckPeer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := ServerConfig{Options: Options{Suite: suite.Default}, Services: map[string]string{"web": "127.0.0.1:80", "ssh": "127.0.0.1:22"}, Rules: rules,
+	cfg := ServerConfig{Options: DefaultOptions(), Services: map[string]string{"web": "127.0.0.1:80", "ssh": "127.0.0.1:22"}, Rules: rules,
 		Clients: []ServerClient{
 			{Name: "alice", Keys: [][]byte{testPSK(1)}, Access: Access{Services: []string{"web", "dns"}, Rules: rules}},
 			{Name: "bob", Keys: [][]byte{testPSK(2)}, Access: Access{Services: []string{"ssh"}}},

@@ -1,6 +1,7 @@
 package tunnel
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -176,7 +177,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		defer wg.Done()
 		s.ctr.statusLoop(ctx, s.opt.StatusInterval, s.log)
 	}()
-	s.guard.start(ctx, s.opt.EngineCheckInterval, &wg)
+	s.guard.start(ctx, cmp.Or(s.opt.engineCheckEvery, s.opt.EngineCheckInterval), &wg)
 	ln = s.wrapListener(ln)
 	s.serving.Store(true)
 	stop := context.AfterFunc(ctx, func() {

@@ -18,7 +18,7 @@ func defaultsPair(t *testing.T, server, client func(*Options), services map[stri
 	t.Helper()
 	log, _ := testutil.ObservedLogger(t)
 	so, co := testOptions(log), testOptions(log)
-	so.LinkBuffer, co.LinkBuffer = 0, 0
+	so.LinkBuffer, co.LinkBuffer = DefaultOptions().LinkBuffer, DefaultOptions().LinkBuffer
 	if server != nil {
 		server(&so)
 	}

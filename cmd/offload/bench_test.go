@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/offload-dev/offload/config"
@@ -275,7 +276,7 @@ func TestBenchRemote(t *testing.T) {
 	sinkDone := make(chan error, 1)
 	go func() { sinkDone <- bench.ServeSink(ctx, sinkLn, zaptest.NewLogger(t)) }()
 	srv, err := tunnel.NewServer(tunnel.ServerConfig{
-		Options:  tunnel.Options{Suite: suite.Default, PSK: key, StatusInterval: -1, Logger: zaptest.NewLogger(t)},
+		Options:  benchTestOptions(key, zaptest.NewLogger(t)),
 		Services: map[string]string{"sink": sinkLn.Addr().String()},
 	})
 	if err != nil {
@@ -667,4 +668,13 @@ func TestBenchTakesOutFailingEngine(t *testing.T) {
 	if !strings.Contains(errOut, "engine keeps failing; frames go to software from now on") {
 		t.Errorf("stderr does not say the engine was taken out:\n%s", errOut)
 	}
+}
+
+// benchTestOptions are the tunnel's defaults with key and log, no
+// keepalives, drain or status lines.
+func benchTestOptions(key []byte, log *zap.Logger) tunnel.Options {
+	o := tunnel.DefaultOptions()
+	o.PSK, o.Logger = key, log
+	o.Keepalive, o.DrainTimeout, o.StatusInterval = 0, 0, 0
+	return o
 }

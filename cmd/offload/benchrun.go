@@ -6,7 +6,6 @@ package main
 // measure/method's.
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -57,17 +56,18 @@ func (b *benchRunner) run(ctx context.Context, spec string, set engineSet, n int
 	engines, policy := set.engines, set.policy
 	r = benchRun{Policy: spec, Streams: n}
 	var refusals *refusalRecorder // remote only: the server's answers to refused streams
-	opt := tunnel.Options{
-		Suite: b.suite, PSK: b.psk, Engines: engines, Policy: policy,
-		MaxFrame: b.maxFrame, YamuxWindow: b.window, StatusInterval: -1,
-		DialTimeout: 10 * time.Second, Logger: b.log,
-		// The load's last streams may still be closing inside the tunnel
-		// when it stops: let them end instead of cutting them.
-		DrainTimeout: 10 * time.Second,
-		// The bench measures throughput, not the link budget: give the
-		// link room for all n streams (link_buffer caps them otherwise).
-		LinkBuffer: max(tunnel.DefaultLinkBuffer, n*(cmp.Or(b.window, tunnel.DefaultYamuxWindow)+256<<10)),
+	// The defaults but for no keepalives or status lines; the drain
+	// timeout (default 10s) lets the load's last streams, which may still
+	// be closing inside the tunnel when it stops, end instead of being cut.
+	opt := tunnel.DefaultOptions()
+	opt.Suite, opt.PSK, opt.Engines, opt.Policy, opt.Logger = b.suite, b.psk, engines, policy, b.log
+	opt.MaxFrame, opt.Keepalive, opt.StatusInterval = b.maxFrame, 0, 0
+	if b.window > 0 {
+		opt.YamuxWindow = b.window
 	}
+	// The bench measures throughput, not the link budget: give the link
+	// room for all n streams (link_buffer caps them otherwise).
+	opt.LinkBuffer = max(opt.LinkBuffer, tunnel.LinkBufferFor(n, opt.YamuxWindow))
 	tctx, stop := context.WithCancel(ctx)
 	var waits []chan error
 	warmedUp := false

@@ -12,6 +12,7 @@ import (
 
 	"github.com/offload-dev/offload/engine"
 	"github.com/offload-dev/offload/selector"
+	"github.com/offload-dev/offload/tunnel"
 	"github.com/offload-dev/offload/tunnel/record"
 )
 
@@ -40,7 +41,7 @@ func calibrateFlags(fs *flag.FlagSet) func(context.Context, *runEnv, []string) (
 	fs.BoolVar(&o.decrypt, "decrypt", false, "measure decryption only")
 	fs.BoolVar(&o.both, "both", false, "measure encryption and decryption")
 	fs.Float64Var(&o.seconds, "seconds", selector.DefaultDuration.Seconds(), "seconds per run at one size (points near a crossover get several runs)")
-	fs.IntVar(&o.maxFrame, "max-frame", record.DefaultMaxFrame, "largest frame size to measure (the tunnel's max_frame)")
+	fs.IntVar(&o.maxFrame, "max-frame", tunnel.DefaultOptions().MaxFrame, "largest frame size to measure (the tunnel's max_frame)")
 	fs.StringVar(&o.out, "o", selector.DefaultPath(), "write the profile here")
 	fs.BoolVar(&o.json, "json", false, "print the profile (JSON) instead of the summary")
 	return func(ctx context.Context, env *runEnv, args []string) (int, error) {

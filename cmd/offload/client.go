@@ -1,10 +1,8 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"strconv"
-	"time"
 
 	"github.com/offload-dev/offload/config"
 	"github.com/offload-dev/offload/tunnel"
@@ -34,13 +32,12 @@ func runClient(ctx context.Context, env *runEnv, file string) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	opt, log, err := endOptions(ctx, env, &cfg.Common, live.PSK)
+	opt, log, err := endOptions(ctx, env, &cfg.Common, cfg.TunnelOptions(), live.PSK)
 	if err != nil {
 		socks.close()
 		return 1, err
 	}
 	defer func() { _ = log.Sync() }()
-	opt.LinkWait = linkWait(cfg.LinkWait)
 	cli, err := tunnel.NewClient(tunnel.ClientConfig{
 		Options:     opt,
 		Servers:     cfg.Servers,
@@ -76,7 +73,3 @@ func runClient(ctx context.Context, env *runEnv, file string) (int, error) {
 
 // forwardField is the config field path of forward i.
 func forwardField(i int) string { return "forwards[" + strconv.Itoa(i) + "]" }
-
-// linkWait maps the config's link_wait to the tunnel's: the config's 0 is
-// "reset at once", the tunnel's is its default.
-func linkWait(d time.Duration) time.Duration { return cmp.Or(d, -1) }

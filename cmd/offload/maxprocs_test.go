@@ -21,7 +21,7 @@ func TestMaxProcs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tunnelOptions(context.Background(), &c.Common, make([]byte, 32), zap.NewNop()); err != nil {
+		if _, err := tunnelOptions(context.Background(), &c.Common, c.TunnelOptions(), make([]byte, 32), zap.NewNop()); err != nil {
 			t.Fatal(err)
 		}
 	}

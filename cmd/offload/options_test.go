@@ -22,30 +22,19 @@ type effective struct {
 	Verify                                         int
 }
 
-// effectiveOf is what the tunnel makes of o: the zero values it fills in
-// with its defaults resolved.
+// effectiveOf is what the tunnel makes of o: the options as they are
+// (tunnel.Options has no zero value that stands for a default), once
+// Check passed them.
 func effectiveOf(t *testing.T, o tunnel.Options) effective {
 	t.Helper()
 	if err := o.Check(); err != nil {
 		t.Fatal(err)
 	}
-	off := func(d time.Duration, def time.Duration) time.Duration {
-		switch {
-		case d < 0:
-			return 0
-		case d == 0:
-			return def
-		}
-		return d
-	}
 	return effective{
 		Suite: o.Suite.String(), MaxFrame: o.MaxFrame, YamuxWindow: o.YamuxWindow, MaxStreams: o.MaxStreams, LinkBuffer: o.LinkBuffer,
 		Keepalive: o.Keepalive, RekeyInterval: o.RekeyInterval, DialTimeout: o.DialTimeout,
-		HandshakeTimeout: o.HandshakeTimeout, DrainTimeout: o.DrainTimeout,
-		StatusInterval:      off(o.StatusInterval, tunnel.DefaultStatusInterval),
-		EngineCheckInterval: off(o.EngineCheckInterval, tunnel.DefaultEngineCheckInterval),
-		LinkWait:            off(o.LinkWait, tunnel.DefaultLinkWait),
-		Verify:              o.Verify,
+		HandshakeTimeout: o.HandshakeTimeout, DrainTimeout: o.DrainTimeout, StatusInterval: o.StatusInterval,
+		EngineCheckInterval: o.EngineCheckInterval, LinkWait: o.LinkWait, Verify: o.Verify,
 	}
 }
 
@@ -84,17 +73,13 @@ func TestConfigOptions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var c *config.Common
 			var o tunnel.Options
 			key := bytes.Repeat([]byte{1}, 32)
 			switch cfg := cfg.(type) {
 			case *config.Server:
-				c = &cfg.Common
-				o = configOptions(c, key, zap.NewNop())
+				o = configOptions(cfg.TunnelOptions(), key, zap.NewNop())
 			case *config.Client:
-				c = &cfg.Common
-				o = configOptions(c, key, zap.NewNop())
-				o.LinkWait = linkWait(cfg.LinkWait)
+				o = configOptions(cfg.TunnelOptions(), key, zap.NewNop())
 			}
 			if got := effectiveOf(t, o); got != want {
 				t.Errorf("got  %+v\nwant %+v", got, want)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -45,7 +44,7 @@ func runServer(ctx context.Context, env *runEnv, file string) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	opt, log, err := endOptions(ctx, env, &cfg.Common, key)
+	opt, log, err := endOptions(ctx, env, &cfg.Common, cfg.TunnelOptions(), key)
 	if err != nil {
 		return 1, err
 	}
@@ -82,12 +81,13 @@ func runServer(ctx context.Context, env *runEnv, file string) (int, error) {
 	return 0, nil
 }
 
-// endOptions is what server and client make of their config's common
-// part and its key (read once, by the caller) before they start: the
-// logger and the tunnel options. The caller syncs the logger.
-func endOptions(ctx context.Context, env *runEnv, c *config.Common, key []byte) (tunnel.Options, *zap.Logger, error) {
+// endOptions is what server and client make of their config (its
+// common part c and its tunnel options o, cfg.TunnelOptions()) and its key
+// (read once, by the caller) before they start: the logger and the
+// tunnel options. The caller syncs the logger.
+func endOptions(ctx context.Context, env *runEnv, c *config.Common, o tunnel.Options, key []byte) (tunnel.Options, *zap.Logger, error) {
 	log := newLogger(c.Log, env.Stderr)
-	opt, err := tunnelOptions(ctx, c, key, log)
+	opt, err := tunnelOptions(ctx, c, o, key, log)
 	if err != nil {
 		_ = log.Sync()
 		return tunnel.Options{}, nil, err
@@ -115,40 +115,44 @@ func configFlags(usage string, run func(context.Context, *runEnv, string) (int, 
 	}
 }
 
-// tunnelOptions maps the config's common part to tunnel.Options; the
-// engine is set up here, and one that can't serve the suite stops the
-// start with its reason.
-func tunnelOptions(ctx context.Context, c *config.Common, key []byte, log *zap.Logger) (tunnel.Options, error) {
+// tunnelOptions completes the config's tunnel options o: the runtime's
+// settings applied, the key, the logger and the engine set up here; one
+// that can't serve the suite stops the start with its reason.
+func tunnelOptions(ctx context.Context, c *config.Common, o tunnel.Options, key []byte, log *zap.Logger) (tunnel.Options, error) {
 	applyMemoryLimit(c.MemoryLimit, log)
 	applyMaxProcs(c.MaxProcs, log)
 	set, err := openEngines(ctx, c, log)
 	if err != nil {
 		return tunnel.Options{}, err
 	}
-	opt := configOptions(c, key, log)
+	opt := configOptions(o, key, log)
 	set.apply(&opt)
 	return opt, nil
 }
 
 // engineSet is what an engine spec becomes (selector.Engines) with the
-// record.Stats its policy watches: the links that use the engines must
-// count into that Stats, or the rule that takes out an engine whose
-// frames keep failing sees nothing. It is made in one place (openEngineSet)
-// and handed to the tunnel whole (apply), by a start and by bench.
+// record.Stats its policy watches and the largest frame it was set up
+// for: the links that use the engines must count into that Stats, or the
+// rule that takes out an engine whose frames keep failing sees nothing,
+// and must cut frames no larger than the profile covers. It is made in
+// one place (openEngineSet) and handed to the tunnel whole (apply), by a
+// start and by bench.
 type engineSet struct {
-	engines []engine.Engine
-	policy  record.Policy
-	stats   *record.Stats
+	engines  []engine.Engine
+	policy   record.Policy
+	stats    *record.Stats
+	maxFrame int
 }
 
-// openEngineSet sets up spec for cipher with o (its Stats made here).
+// openEngineSet sets up spec for cipher with o (its Stats made here);
+// o.MaxFrame is the links' max_frame.
 func openEngineSet(ctx context.Context, spec string, cipher engine.Cipher, o selector.EngineOptions) (engineSet, error) {
 	o.Stats = new(record.Stats)
 	engines, policy, err := engineSetup(ctx, spec, cipher, o)
 	if err != nil {
 		return engineSet{}, err
 	}
-	return engineSet{engines: engines, policy: policy, stats: o.Stats}, nil
+	return engineSet{engines: engines, policy: policy, stats: o.Stats, maxFrame: o.MaxFrame}, nil
 }
 
 // engineSetup is what openEngineSet builds a set with: selector.Engines,
@@ -157,7 +161,7 @@ var engineSetup = selector.Engines
 
 // apply gives the set to the tunnel's options.
 func (s engineSet) apply(o *tunnel.Options) {
-	o.Engines, o.Policy, o.Stats = s.engines, s.policy, s.stats
+	o.Engines, o.Policy, o.Stats, o.MaxFrame = s.engines, s.policy, s.stats, s.maxFrame
 }
 
 // openEngines sets up the config's engine for its suite, as a start does
@@ -173,28 +177,14 @@ func openEngines(ctx context.Context, c *config.Common, log *zap.Logger) (engine
 	return set, nil
 }
 
-// configOptions maps the config's common part to tunnel.Options, all but
-// the engines: start and offload validate share it, and validate runs the
-// tunnel's own checks on it (Options.Check), so a config that validates
-// also starts.
-func configOptions(c *config.Common, key []byte, log *zap.Logger) tunnel.Options {
-	return tunnel.Options{
-		Suite:            c.Suite,
-		PSK:              key,
-		MaxFrame:         c.MaxFrame,
-		YamuxWindow:      c.YamuxWindow,
-		Keepalive:        c.Keepalive,
-		DialTimeout:      c.DialTimeout,
-		HandshakeTimeout: c.HandshakeTimeout,
-		RekeyInterval:    c.RekeyInterval,
-		MaxStreams:       c.MaxStreams,
-		LinkBuffer:       c.LinkBuffer,
-		DrainTimeout:     c.DrainTimeout,
-		Logger:           log,
-		Verify:           c.Verify,
-		// The config's 0 is "only at start", tunnel's is its default.
-		EngineCheckInterval: cmp.Or(c.EngineCheckInterval, -1),
-	}
+// configOptions is a config's tunnel options (cfg.TunnelOptions(): the
+// file's settings over tunnel.DefaultOptions) with the key and logger, all
+// but the engines: start and offload validate share it, and validate runs
+// the tunnel's own checks on it (Options.Check) with the key, so a config
+// that validates also starts.
+func configOptions(o tunnel.Options, key []byte, log *zap.Logger) tunnel.Options {
+	o.PSK, o.Logger = key, log
+	return o
 }
 
 // startMetrics serves Prometheus metrics, /healthz (health) and /status

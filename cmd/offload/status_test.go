@@ -51,7 +51,7 @@ func TestStatusCommand(t *testing.T) {
 	held, target := testutil.ServeHeld(t, sent)
 
 	log := zaptest.NewLogger(t)
-	opt := tunnel.Options{Suite: suite.Default, PSK: key, StatusInterval: -1, Logger: log}
+	opt := benchTestOptions(key, log)
 	srv, err := tunnel.NewServer(tunnel.ServerConfig{Options: opt, Services: map[string]string{"held": target}})
 	if err != nil {
 		t.Fatal(err)

@@ -75,10 +75,11 @@ func validateFile(ctx context.Context, stdout, stderr io.Writer, path string) *v
 	}
 	end := &validEnd{path: path}
 	var common *config.Common
+	var topt tunnel.Options // the config's tunnel options
 	var summary string
 	switch c := cfg.(type) {
 	case *config.Server:
-		common, end.server = &c.Common, c
+		common, end.server, topt = &c.Common, c, c.TunnelOptions()
 		summary = "server: " + plural(len(c.Services), "service") + dynamicSummary(
 			len(c.SocksAllow), "socks rule", len(c.UDPServices), "UDP service", len(c.ReverseAllow), "reverse rule")
 		// What a start builds before it listens: the rules, every
@@ -89,7 +90,7 @@ func validateFile(ctx context.Context, stdout, stderr io.Writer, path string) *v
 			fmt.Fprintln(stderr, err)
 			return nil
 		}
-		sc, err := serverConfig(c, configOptions(common, key, zap.NewNop()), key)
+		sc, err := serverConfig(c, configOptions(topt, key, zap.NewNop()), key)
 		if err == nil {
 			_, err = tunnel.NewServer(sc)
 		}
@@ -101,7 +102,7 @@ func validateFile(ctx context.Context, stdout, stderr io.Writer, path string) *v
 			summary += ", " + plural(len(c.Clients), "client")
 		}
 	case *config.Client:
-		common, end.client = &c.Common, c
+		common, end.client, topt = &c.Common, c, c.TunnelOptions()
 		socks := 0
 		if c.Socks != "" {
 			socks = 1
@@ -126,7 +127,7 @@ func validateFile(ctx context.Context, stdout, stderr io.Writer, path string) *v
 	end.key = key
 	// The tunnel's own checks on the options a start would make: config's
 	// are meant to be a superset, and this keeps them honest.
-	if err := configOptions(common, key, zap.NewNop()).Check(); err != nil {
+	if err := configOptions(topt, key, zap.NewNop()).Check(); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", path, err)
 		return nil
 	}
@@ -195,7 +196,7 @@ func pairServers(servers []*validEnd, client *config.Client) []*validEnd {
 // validatePair prints the server's verdict on one client config.
 func validatePair(ctx context.Context, stdout, stderr io.Writer, s, c *validEnd) bool {
 	pair := s.path + " + " + c.path
-	sc, err := serverConfig(s.server, configOptions(&s.server.Common, s.key, zap.NewNop()), s.key)
+	sc, err := serverConfig(s.server, configOptions(s.server.TunnelOptions(), s.key, zap.NewNop()), s.key)
 	if err != nil {
 		printFileError(stderr, s.path, err)
 		return false

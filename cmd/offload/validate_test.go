@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/offload-dev/offload/config"
+	"github.com/offload-dev/offload/tunnel"
 )
 
 // exampleDir copies examples/*.yaml into a temporary directory with a new
@@ -204,14 +205,14 @@ func TestValidatedConfigStarts(t *testing.T) {
 					continue // refused with file:line: nothing to start
 				}
 				accepted++
-				var c *config.Common
+				var o tunnel.Options
 				switch x := cfg.(type) {
 				case *config.Server:
-					c = &x.Common
+					o = x.TunnelOptions()
 				case *config.Client:
-					c = &x.Common
+					o = x.TunnelOptions()
 				}
-				if err := configOptions(c, key, zap.NewNop()).Check(); err != nil {
+				if err := configOptions(o, key, zap.NewNop()).Check(); err != nil {
 					t.Errorf("%s: %s passes config but the tunnel refuses it: %v", name, v, err)
 				}
 			}
@@ -262,7 +263,7 @@ func TestValidateClientsExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc, err := serverConfig(s, configOptions(&s.Common, nil, zap.NewNop()), nil)
+	sc, err := serverConfig(s, configOptions(s.TunnelOptions(), nil, zap.NewNop()), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

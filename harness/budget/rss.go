@@ -18,9 +18,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/offload-dev/offload/config"
 	"github.com/offload-dev/offload/internal/testutil"
 	"github.com/offload-dev/offload/measure/method"
+	"github.com/offload-dev/offload/tunnel"
 )
 
 type rssOpts struct {
@@ -479,9 +479,10 @@ func measure(ctx context.Context, o *rssOpts, bin, key string, tmpl [2]string, d
 	// and resets a stream past it; raise it (never lower it) so that
 	// every stream fills its window and the figures measure them. Fast
 	// and held sinks run on the default.
-	linkBuffer := "link_buffer: " + fmtBytes(config.DefaultLinkBuffer)
+	def := int64(tunnel.DefaultOptions().LinkBuffer)
+	linkBuffer := "link_buffer: " + fmtBytes(def)
 	if sc.Stalled {
-		linkBuffer = "link_buffer: " + fmtBytes(max(config.DefaultLinkBuffer, int64(sc.Streams)*(sc.Window+256<<10)))
+		linkBuffer = "link_buffer: " + fmtBytes(max(def, int64(tunnel.LinkBufferFor(sc.Streams, int(sc.Window)))))
 	}
 	srv := tmpl[server]
 	srv = setTopLevel(srv, "listen", "listen: "+listen)

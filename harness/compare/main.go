@@ -64,6 +64,7 @@ import (
 	"github.com/offload-dev/offload/config"
 	"github.com/offload-dev/offload/measure/bench"
 	"github.com/offload-dev/offload/measure/method"
+	"github.com/offload-dev/offload/tunnel"
 )
 
 type options struct {
@@ -101,7 +102,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	rssSize := fs.String("rss-bytes", "200MiB", "payload of the memory run, over all its streams")
 	bin := fs.String("offload", "", "offload binary (default: go build ./cmd/offload)")
 	digest := fs.String("digest", "crc32c", "the sink's check: crc32c (cheap, for speed) or sha256")
-	maxFrame := fs.String("max-frame", "", "offload's max_frame in both configs and the crypto floor's frame size (default: the config default, "+method.Size(config.DefaultMaxFrame)+")")
+	maxFrame := fs.String("max-frame", "", "offload's max_frame in both configs and the crypto floor's frame size (default: the config default, "+method.Size(int64(tunnel.DefaultOptions().MaxFrame))+")")
 	maxProcs := fs.Int("max-procs", 0, "offload's max_procs (GOMAXPROCS of each end) in both configs (default: left out, the runtime's choice)")
 	load := fs.String("load", loadBench, "the load generator: bench (measure/bench, every byte checked at the sink) or iperf3 (its client and server; no check, no memory run)")
 	profileDir := fs.String("cpuprofile", "", "write a CPU profile of each offload end, from start to exit, to `DIR`/SUITE/{server,client}.pprof")
@@ -111,7 +112,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	o := options{repeat: *repeat, rssStreams: *rssStreams, offload: *bin, json: *asJSON, quick: *quick, maxFrame: *maxFrame, maxProcs: *maxProcs, load: *load,
-		frame: config.DefaultMaxFrame, floorTime: 500 * time.Millisecond, profileDir: *profileDir}
+		frame: tunnel.DefaultOptions().MaxFrame, floorTime: 500 * time.Millisecond, profileDir: *profileDir}
 	if o.maxFrame != "" {
 		n, err := config.ParseSize(o.maxFrame)
 		if err != nil {

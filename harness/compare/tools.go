@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/offload-dev/offload/config"
 	"github.com/offload-dev/offload/internal/testutil"
+	"github.com/offload-dev/offload/tunnel"
 )
 
 // proc is a tool process started here, its output kept up to 64 KiB.
@@ -241,7 +241,8 @@ func setupOffload(ctx context.Context, dir, sink string, c offloadConfig) (*tunn
 	}
 	// link_buffer caps a link's streams at link_buffer / (window + 256
 	// KiB); the memory run needs room for all of its streams at once.
-	linkBuffer := max(config.DefaultLinkBuffer, int64(c.streams)*(config.DefaultYamuxWindow+256<<10))
+	def := tunnel.DefaultOptions()
+	linkBuffer := int64(max(def.LinkBuffer, tunnel.LinkBufferFor(c.streams, def.YamuxWindow)))
 	common := fmt.Sprintf("key_file: offload.key\nsuite: %s\nengine: software\nlink_buffer: %d\nlog:\n  level: warn\n", c.suite, linkBuffer)
 	how := fmt.Sprintf("link_buffer %d MiB for %d streams, defaults otherwise", linkBuffer>>20, c.streams)
 	if c.maxFrame != "" {
