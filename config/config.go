@@ -26,6 +26,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/offload-dev/offload/config/yamlite"
+	"github.com/offload-dev/offload/engine"
 	"github.com/offload-dev/offload/tunnel"
 	"github.com/offload-dev/offload/tunnel/record"
 	"github.com/offload-dev/offload/tunnel/suite"
@@ -60,7 +61,9 @@ const (
 	MaxMaxLinks      = 1024
 	MaxMaxHandshakes = 4096
 
-	DefaultEngine = EngineSoftware
+	// DefaultEngine is the engine a file that names none gets. The
+	// specs a config accepts are the selector's (CheckEngine).
+	DefaultEngine = engine.SoftwareName
 
 	// MaxFileSize bounds a config file; real ones are a few KiB.
 	MaxFileSize = 256 << 10

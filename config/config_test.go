@@ -377,7 +377,7 @@ func TestParseProfileAndHybrid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Engine != EngineHybrid || c.Profile != "/etc/offload/calib/profile.json" {
+	if c.Engine != selector.SpecHybrid || c.Profile != "/etc/offload/calib/profile.json" {
 		t.Errorf("engine %q profile %q", c.Engine, c.Profile)
 	}
 	c, err = ParseClient("client.yaml", []byte(goodClient+"profile: /var/lib/offload/p.json\n"))

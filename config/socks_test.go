@@ -12,14 +12,6 @@ import (
 	"github.com/offload-dev/offload/tunnel"
 )
 
-// TestUDPDefaultsMatchTunnel: the config's UDP defaults are the tunnel's,
-// so that leaving a setting out means the same in both.
-func TestUDPDefaultsMatchTunnel(t *testing.T) {
-	if DefaultUDPIdleTimeout != tunnel.DefaultUDPIdleTimeout || DefaultUDPMaxFlows != tunnel.DefaultUDPMaxFlows {
-		t.Errorf("config %v/%d, tunnel %v/%d", DefaultUDPIdleTimeout, DefaultUDPMaxFlows, tunnel.DefaultUDPIdleTimeout, tunnel.DefaultUDPMaxFlows)
-	}
-}
-
 func TestParseServerRules(t *testing.T) {
 	s, err := ParseServer("s.yaml", []byte(`listen: "[::1]:7000"
 key_file: k
@@ -69,7 +61,7 @@ reverse:
 		Socks:          "[::1]:1080",
 		SocksUsersFile: filepath.Join("dir", "users"),
 		UDPForwards: []UDPForward{
-			{Listen: "127.0.0.1:5353", Service: "dns", IdleTimeout: DefaultUDPIdleTimeout, MaxFlows: DefaultUDPMaxFlows},
+			{Listen: "127.0.0.1:5353", Service: "dns", IdleTimeout: tunnel.DefaultUDPIdleTimeout, MaxFlows: tunnel.DefaultUDPMaxFlows},
 			{Listen: "[::1]:5353", Service: "dns", IdleTimeout: 5 * time.Second, MaxFlows: 8},
 		},
 		Reverse: []ReverseForward{{Listen: "[::1]:9000", Target: "127.0.0.1:22"}},

@@ -6,12 +6,9 @@ import (
 	"github.com/offload-dev/offload/tunnel"
 )
 
-// UDP forward defaults (the tunnel's) and caps.
-const (
-	DefaultUDPIdleTimeout = tunnel.DefaultUDPIdleTimeout
-	DefaultUDPMaxFlows    = tunnel.DefaultUDPMaxFlows
-	MaxUDPMaxFlows        = 4096
-)
+// MaxUDPMaxFlows caps a UDP forward's max_flows; the defaults are the
+// tunnel's (tunnel.DefaultUDPIdleTimeout, tunnel.DefaultUDPMaxFlows).
+const MaxUDPMaxFlows = 4096
 
 // UDPForward is one client UDP listener: datagrams to Listen go through
 // the tunnel to the server's UDP service Service, one flow (stream) per
@@ -58,7 +55,7 @@ func (d *decoder) udpForwards(c *Client, v value) {
 	}
 	var prev []listenAddr
 	for _, item := range items {
-		f := UDPForward{IdleTimeout: DefaultUDPIdleTimeout, MaxFlows: DefaultUDPMaxFlows}
+		f := UDPForward{IdleTimeout: tunnel.DefaultUDPIdleTimeout, MaxFlows: tunnel.DefaultUDPMaxFlows}
 		var listenAt at
 		d.object(item, []fieldSpec{
 			{name: "listen", required: true, decode: func(v value) {

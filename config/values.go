@@ -162,18 +162,6 @@ func CheckServiceName(name string) error {
 	return nil
 }
 
-// Engine specs a config accepts are the selector's (selector.CheckSpec:
-// auto, hybrid and the engine registry's specs, engine.Specs). These names
-// are the owners' values under config's names, for callers of config.
-const (
-	EngineSoftware  = engine.SoftwareName
-	EngineAFALG     = engine.AFALGName     // also "afalg:DRIVER", e.g. afalg:safexcel-cbc-aes
-	EngineCryptodev = engine.CryptodevName // /dev/crypto; also "cryptodev:hw", only a kernel-driver-only driver
-	EngineAFALGAEAD = engine.AFALGAEADName // AF_ALG authenc: cipher and HMAC in one request
-	EngineAuto      = selector.SpecAuto    // measured choice per frame size (the selector)
-	EngineHybrid    = selector.SpecHybrid  // auto; the CPU also takes a loaded device's frames where calibration's trial kept that
-)
-
 // CheckEngine validates the syntax of an engine spec with the check
 // selector.Engines makes before it builds anything (selector.CheckSpec),
 // so a config that validates names an engine the tunnel knows and one

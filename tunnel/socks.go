@@ -33,12 +33,6 @@ import (
 	"github.com/offload-dev/offload/tunnel/stream"
 )
 
-// ErrSocks is wrapped by the reasons the client refuses a SOCKS5 request
-// before anything is sent to the server: a client that is not SOCKS5, a
-// command other than CONNECT, failed authentication, a malformed address.
-// Fix the application or its proxy settings.
-var ErrSocks = socks5.ErrRefused
-
 // Socks is the client's SOCKS5 listener.
 type Socks struct {
 	Listener net.Listener
