@@ -16,6 +16,13 @@ const MinKeepalive = 10 * time.Second / mux.PingRate
 // warnings to our logger as "yamux". ctr, if not nil, counts the streams
 // the session refused or reset (offload_streams_reset_total).
 //
+// The mux keeps its own names, those of a general stream multiplexer;
+// here they meet the settings (docs/settings.md): link_buffer
+// (Options.LinkBuffer) is ReceiveBudget, yamux_window MaxStreamWindow,
+// max_streams AcceptBacklog (and half of MaxStreams), keepalive
+// KeepAliveInterval. The Name fields make the mux's messages say the
+// setting to raise.
+//
 // The session holds up to twice MaxStreams streams: the tunnel answers a
 // stream past MaxStreams itself, with statusBusy and the reason
 // (server.go), and such a stream is in the session until both ends closed
