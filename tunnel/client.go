@@ -222,7 +222,7 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.S
 			if ctx.Err() != nil {
 				break
 			}
-			c.ctr.live.attempted(err)
+			c.ctr.live.Attempted(err)
 			d := c.redial.next()
 			c.link.retry(fmt.Errorf("%s: %w", c.servers.addr(), err), d)
 			failed := c.servers.addr()
@@ -250,7 +250,7 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.S
 		c.ctr.links.Store(1)
 		server := c.servers.addr()
 		c.log.Info("link up", zap.String("server", server), zap.Stringer("suite", c.opt.Suite))
-		stat := c.ctr.live.linkUp(rc, rc.RemoteAddr(), server, handshake.Fingerprint(psk))
+		stat := c.ctr.live.LinkUp(rc, rc.RemoteAddr(), server, handshake.Fingerprint(psk))
 		c.reverseUp(ctx, sess)
 
 		reason := "closed"
@@ -278,7 +278,7 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.S
 				}()
 				break loop
 			case <-ctx.Done():
-				c.ctr.live.linkDown(stat)
+				c.ctr.live.LinkDown(stat)
 				return old
 			}
 		}
@@ -289,7 +289,7 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.S
 		close(c.down)
 		c.mu.Unlock()
 		c.ctr.links.Store(0)
-		c.ctr.live.linkDown(stat)
+		c.ctr.live.LinkDown(stat)
 		if !sess.IsClosed() {
 			// GoAway: its streams finish on their own; a new link
 			// carries new ones. Run closes it if it is still open at
@@ -396,7 +396,7 @@ func (c *Client) acceptLoop(ctx context.Context, f *forwardRun, wg *sync.WaitGro
 			defer wg.Done()
 			defer c.streams.done()
 			defer c.ctr.active.Add(-1)
-			defer c.ctr.live.streams.open(forwardKey(socks, service))()
+			defer c.ctr.live.Streams.Open(forwardKey(socks, service))()
 			if socks {
 				// The users of the reload last before this connection.
 				c.serveSocks(ctx, conn, *c.socksUsers.Load())

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 
 	"github.com/offload-dev/offload/engine"
 	"github.com/offload-dev/offload/tunnel/handshake"
+	"github.com/offload-dev/offload/tunnel/live"
 	"github.com/offload-dev/offload/tunnel/record"
 )
 
@@ -92,7 +92,7 @@ type counters struct {
 	// and streams reset for overrunning link_buffer (tunnel/mux).
 	backlogResets muxResets
 
-	live    *liveStats     // traffic, links and rates (status.go)
+	live    *live.View     // traffic, links and rates (tunnel/live)
 	limits  func() []limit // the caps in force, as offload_limit gauges
 	pending func() int     // server: handshakes in progress
 }
@@ -115,7 +115,7 @@ func newCounters(role string, engines []engine.Engine, stats *record.Stats, poli
 	if stats == nil {
 		stats = new(record.Stats)
 	}
-	c := &counters{role: role, stats: stats, live: newLiveStats()}
+	c := &counters{role: role, stats: stats, live: live.NewView()}
 	c.hybrid, _ = policy.(record.HandedCounter)
 	for _, e := range engines {
 		c.engines = append(c.engines, e.Name())
@@ -145,7 +145,7 @@ func (c *counters) writePrometheus(w io.Writer) {
 	for _, l := range c.limitsNow() {
 		metrics.WriteGaugeUint64(w, fmt.Sprintf(`offload_limit{role=%q,name=%q}`, c.role, l.name), uint64(max(l.value, 0)))
 	}
-	c.live.writePrometheus(w, c.role)
+	c.live.WritePrometheus(w, c.role)
 	metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_link_errors_total{role=%q}`, c.role), c.linkErrors.Load())
 	metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_streams_reset_total{role=%q}`, c.role), c.backlogResets.Load())
 	metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_auth_failures_total{role=%q}`, c.role), c.stats.AuthFailures.Load())
@@ -153,7 +153,7 @@ func (c *counters) writePrometheus(w io.Writer) {
 		metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_rekeys_total{role=%q,dir=%q}`, c.role, dir), c.stats.Rekeys[dir].Load())
 	}
 	for i, eng := range c.engines {
-		label := promLabel(eng)
+		label := metrics.Label(eng)
 		for _, dir := range []engine.Direction{engine.Encrypt, engine.Decrypt} {
 			metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_frames_total{engine=%s,dir=%q}`, label, dir), c.stats.Frames[dir][i].Load())
 			metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_bytes_total{engine=%s,dir=%q}`, label, dir), c.stats.Bytes[dir][i].Load())
@@ -166,7 +166,7 @@ func (c *counters) writePrometheus(w io.Writer) {
 	if g := c.guard; g != nil {
 		metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_engine_check_rounds_total{role=%q}`, c.role), g.rounds.Load())
 		for i, eng := range c.engines {
-			label := promLabel(eng)
+			label := metrics.Label(eng)
 			checked, mismatches := g.verifyCounts(i)
 			metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_engine_check_failures_total{role=%q,engine=%s,check=%q}`, c.role, label, checkKAT), g.katFailures[i].Load())
 			metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_engine_check_failures_total{role=%q,engine=%s,check=%q}`, c.role, label, checkVerify), mismatches)
@@ -179,12 +179,6 @@ func (c *counters) writePrometheus(w io.Writer) {
 			metrics.WriteGaugeUint64(w, fmt.Sprintf(`offload_engine_out{role=%q,engine=%s}`, c.role, label), out)
 		}
 	}
-}
-
-// promLabel quotes a label value as the Prometheus text format wants it.
-func promLabel(s string) string {
-	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
-	return `"` + r.Replace(s) + `"`
 }
 
 // engineStats renders the per-engine counters in the status line.
@@ -228,7 +222,7 @@ func (c *counters) logStatus(log *zap.Logger) {
 			zap.Uint64("handshakes_ok", c.handshakes[hsOK].Load()),
 			zap.Uint64("handshakes_failed", c.handshakesFailed()))
 	}
-	fields = append(fields, c.live.logFields()...)
+	fields = append(fields, c.live.LogFields()...)
 	fields = append(fields,
 		zap.Uint64("auth_failures", c.stats.AuthFailures.Load()),
 		zap.Uint64("rekeys_sent", c.stats.Rekeys[engine.Encrypt].Load()),
@@ -249,12 +243,13 @@ func (c *counters) handshakesFailed() uint64 {
 }
 
 // statusLoop logs a status line every interval until ctx ends, and
-// samples the traffic for its rates meanwhile (status.go).
+// samples the traffic for its rates meanwhile (tunnel/live).
 func (c *counters) statusLoop(ctx context.Context, interval time.Duration, log *zap.Logger) {
+	c.live.Start()
 	sampled := make(chan struct{})
 	go func() {
 		defer close(sampled)
-		c.live.sampleLoop(ctx)
+		every(ctx, live.RateTick, c.live.Sample)
 	}()
 	every(ctx, interval, func() { c.logStatus(log) })
 	<-sampled

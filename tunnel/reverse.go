@@ -258,7 +258,7 @@ func (c *Client) serveReverseConn(ctx context.Context, st *mux.Stream) {
 		c.refuseStream(st, dialStatus(err), err.Error(), what, err)
 		return
 	}
-	defer c.ctr.live.streams.open("reverse", req.Arg)()
+	defer c.ctr.live.Streams.Open("reverse", req.Arg)()
 	up, down, err := stream.AnswerSplice(st, conn, c.pool, &c.ctr.active)
 	c.streamEnded(what, up, down, err)
 }
@@ -350,7 +350,7 @@ func (s *Server) serveReverse(ctx context.Context, st *mux.Stream, arg string, l
 			defer wg.Done()
 			defer s.streams.done()
 			defer func() { <-l.units }()
-			defer l.stat.open("reverse", arg)()
+			defer l.stat.Open("reverse", arg)()
 			s.reverseConn(sess, conn, arg, log)
 		}()
 	}

@@ -338,8 +338,8 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 		_ = replaced.sess.Close()
 	}
 	defer s.removeLink(l)
-	l.stat = s.ctr.live.linkUp(rc, remote, l.client, l.keyFP)
-	defer s.ctr.live.linkDown(l.stat)
+	l.stat = s.ctr.live.LinkUp(rc, remote, l.client, l.keyFP)
+	defer s.ctr.live.LinkDown(l.stat)
 	log := l.log
 	log.Info("link up")
 	start := time.Now()
@@ -494,7 +494,7 @@ func (s *Server) serveStream(ctx context.Context, st *mux.Stream, l *link) {
 		return
 	}
 	defer done()
-	defer l.stat.open("service", name)()
+	defer l.stat.Open("service", name)()
 	conn, err := s.dialer.DialContext(ctx, "tcp", target)
 	if err != nil {
 		if cause := context.Cause(ctx); errors.Is(cause, errReloaded) {

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/offload-dev/offload/tunnel/handshake"
+	"github.com/offload-dev/offload/tunnel/live"
 	"github.com/offload-dev/offload/tunnel/record"
 	"github.com/offload-dev/offload/tunnel/stream"
 )
@@ -234,7 +235,7 @@ type link struct {
 	sess   *mux.Session
 	log    *zap.Logger // with the remote address and the client
 	ctr    *clientCounters
-	stat   *linkStat // its live view (status.go); nil until it is up
+	stat   *live.Link // its live view (tunnel/live); nil until it is up
 	// units caps the streams the link serves at MaxStreams: the streams
 	// the client opens (server.go's accept loop) and those the server
 	// opens for reverse connections (reverse.go) take one each.
@@ -495,7 +496,7 @@ type clientCounters struct {
 	fromTarget atomic.Uint64 // and read from them
 	lastSeen   atomic.Int64  // when a link of it last came up or went down (Unix ns; 0: never)
 
-	traffic record.Traffic // its links' bytes as they pass (status.go)
+	traffic record.Traffic // its links' bytes as they pass (tunnel/live)
 }
 
 type clientMetrics struct {
@@ -512,7 +513,7 @@ func (s *Server) clientCounters(name string) *clientCounters {
 	c := s.clientCtr.m[name]
 	if c == nil {
 		c = new(clientCounters)
-		c.traffic.Parent = &s.ctr.live.traffic
+		c.traffic.Parent = &s.ctr.live.Total
 		s.clientCtr.m[name] = c
 	}
 	return c
@@ -542,7 +543,7 @@ func (m *clientMetrics) writePrometheus(w io.Writer) {
 	}
 	m.mu.Unlock()
 	for i, name := range names {
-		c, label := ctrs[i], promLabel(name)
+		c, label := ctrs[i], metrics.Label(name)
 		metrics.WriteGaugeUint64(w, fmt.Sprintf(`offload_client_links_active{client=%s}`, label), uint64(max(c.links.Load(), 0)))
 		metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_client_link_errors_total{client=%s}`, label), c.linkErrors.Load())
 		metrics.WriteGaugeUint64(w, fmt.Sprintf(`offload_client_streams_active{client=%s}`, label), uint64(max(c.active.Load(), 0)))
@@ -551,7 +552,7 @@ func (m *clientMetrics) writePrometheus(w io.Writer) {
 		}
 		metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_client_stream_bytes_total{client=%s,dir="to_target"}`, label), c.toTarget.Load())
 		metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_client_stream_bytes_total{client=%s,dir="from_target"}`, label), c.fromTarget.Load())
-		// As they pass, unlike the stream bytes (status.go).
+		// As they pass, unlike the stream bytes (tunnel/live).
 		metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_client_link_bytes_total{client=%s,dir="sent"}`, label), c.traffic.Sent.Load())
 		metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_client_link_bytes_total{client=%s,dir="received"}`, label), c.traffic.Received.Load())
 	}

@@ -190,7 +190,7 @@ func (s *Server) serveSocks(ctx context.Context, st *mux.Stream, arg string, l *
 		s.refuse(st, dialStatus(err), err.Error(), l, what, err)
 		return
 	}
-	defer l.stat.open("socks", "")()
+	defer l.stat.Open("socks", "")()
 	s.serveDialled(ctx, st, conn, what, l)
 }
 

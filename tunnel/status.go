@@ -1,403 +1,29 @@
 package tunnel
 
 import (
-	"context"
-	"fmt"
-	"io"
-	"math"
-	"net"
 	"sort"
-	"strconv"
-	"sync"
 	"time"
-
-	"github.com/offload-dev/offload/internal/metrics"
-	"go.uber.org/zap"
 
 	"github.com/offload-dev/offload/engine"
 	"github.com/offload-dev/offload/tunnel/handshake"
+	"github.com/offload-dev/offload/tunnel/live"
 	"github.com/offload-dev/offload/tunnel/record"
 )
 
-// The live view: what `offload status` prints and /status serves
-// (tunnel/metricsserver), and the byte counters of /metrics that move while a
-// transfer runs.
-//
-//	record.Conn Write/Read ──atomic add──> link's record.Traffic ──Parent──> client's (server) ──Parent──> end's
-//	                                             │                                                          │
-//	                        sampler (every rateTick): ring of rateSamples per link and for the end ─────────┘
-//	Status / metrics / status log line: counters now against the oldest sample: bytes/s over ≤ rateWindow
-//
-// Bytes are the links' plaintext (what the stream multiplexer sends and
-// receives, its headers included), counted by the record layer per Write
-// and Read, so they move during a transfer, not when a stream ends. A
-// link's streams are counted by kind and name (a service, "socks", a UDP
-// service, a reverse listen address; on the client its forwards) as they
-// start and end, under a mutex per stream, never per byte.
-//
-// Cardinality: per client name (the config's), per link only while it is
-// up, which max_links caps (the client shows its current link: one it
-// retired after a GoAway or a key change still finishes its streams, and
-// their bytes count in the end's total, but it is not listed).
+// An end's Status: its counters and engines, its config's clients (server)
+// or its link's state (client), and the live view's links and traffic
+// (tunnel/live).
 
-const (
-	// rateTick is how often the sampler takes the counters; a rate is
-	// over the last rateSamples samples, at most rateWindow.
-	rateTick    = 2 * time.Second
-	rateSamples = 5
-	rateWindow  = rateTick * rateSamples
-)
-
-// Status is one end's state at Time: what `offload status` prints, and
-// what /status serves as JSON.
-type Status struct {
-	Role string `json:"role"` // "server" or "client"
-	// Version, Policy (the engine spec: software, auto, hybrid, ...) and
-	// Listen (the server's tunnel address) are the caller's
-	// (cmd/offload), which knows them; the tunnel leaves them empty.
-	Version string    `json:"version,omitempty"`
-	Policy  string    `json:"policy,omitempty"`
-	Listen  string    `json:"listen,omitempty"`
-	Suite   string    `json:"suite"`
-	Engines []string  `json:"engines"`
-	Time    time.Time `json:"time"`
-	// Started is when Serve or Run began (zero before).
-	Started time.Time `json:"started"`
-	// Key is the fingerprint (handshake.Fingerprint) of the end's
-	// pre-shared key: the client's, or a server's key_file; a server
-	// with clients lists theirs in Clients.
-	Key string `json:"key,omitempty"`
-
-	// Client only: the server the link goes to (or the next dial does),
-	// and the last handshake tried, with its error if it failed. While
-	// the link is down, NextDial is when the next dial starts, or
-	// Dialing says one is under way.
-	Server        string     `json:"server,omitempty"`
-	LastAttempt   *time.Time `json:"last_attempt,omitempty"`
-	LastError     string     `json:"last_error,omitempty"`
-	NextDial      *time.Time `json:"next_dial,omitempty"`
-	Dialing       bool       `json:"dialing,omitempty"`
-	ClientStreams []Streams  `json:"client_streams,omitempty"`
-
-	// Clients (server only) are every client the server accepts, by
-	// name, whether or not it is connected.
-	Clients []ClientStatus `json:"clients,omitempty"`
-
-	// Links are the links up now, oldest first.
-	Links []LinkStatus `json:"links"`
-
-	// Traffic of every link since the start, and its rate now.
-	Traffic
-
-	StreamsActive int64             `json:"streams_active"`
-	StreamsTotal  map[string]uint64 `json:"streams_total"` // by result: ok, aborted, refused
-	// Frames are the record layer's counters by engine (record.Stats).
-	Frames []EngineFrames `json:"frames"`
-}
-
-// Traffic is bytes each way and their rate (bytes a second over the last
-// rateWindow, or since the link came up if that is less).
-type Traffic struct {
-	BytesSent     uint64  `json:"bytes_sent"`
-	BytesReceived uint64  `json:"bytes_received"`
-	RateSent      float64 `json:"rate_sent"`
-	RateReceived  float64 `json:"rate_received"`
-}
-
-// ClientStatus is one client of a server's config.
-type ClientStatus struct {
-	Name string `json:"name"`
-	// Keys are the fingerprints of the keys it may hold (two while it
-	// moves from one to the other).
-	Keys []string `json:"keys"`
-	// Links are its links up now (one; two briefly while it redials).
-	Links int `json:"links"`
-	// LastSeen is when it last had a link: now while it has one; nil if
-	// it never had one since the server started.
-	LastSeen *time.Time `json:"last_seen,omitempty"`
-}
-
-// LinkStatus is one link.
-type LinkStatus struct {
-	Link   uint64 `json:"link"`             // this end's number for it: 1 for its first link
-	Peer   string `json:"peer"`             // the other end's address
-	Client string `json:"client,omitempty"` // server: the client's name
-	Key    string `json:"key,omitempty"`    // the fingerprint of the key it was made with
-	// UpSince is when its handshake completed and it began to carry
-	// streams.
-	UpSince time.Time `json:"up_since"`
-	// Rekeys: epochs begun since the handshake, by this end (sent) and
-	// by the peer (received), and when the last began (nil: none yet).
-	RekeysSent       uint64     `json:"rekeys_sent"`
-	RekeysReceived   uint64     `json:"rekeys_received"`
-	LastRekeySent    *time.Time `json:"last_rekey_sent,omitempty"`
-	LastRekeyReceive *time.Time `json:"last_rekey_received,omitempty"`
-	Traffic
-	// Streams are its open streams by kind and name (server).
-	Streams []Streams `json:"streams,omitempty"`
-}
-
-// Streams counts open streams of one kind and name: service NAME, socks,
-// udp NAME, reverse LISTEN (server); forward SERVICE, socks, udp SERVICE,
-// reverse LISTEN (client).
-type Streams struct {
-	Kind   string `json:"kind"`
-	Name   string `json:"name,omitempty"`
-	Active int    `json:"active"`
-}
-
-// EngineFrames are one engine's frames and ciphertext bytes sealed and
-// opened, and the frames it failed that software redid.
-type EngineFrames struct {
-	Engine       string `json:"engine"`
-	FramesSealed uint64 `json:"frames_sealed"`
-	FramesOpened uint64 `json:"frames_opened"`
-	BytesSealed  uint64 `json:"bytes_sealed"`
-	BytesOpened  uint64 `json:"bytes_opened"`
-	Fallbacks    uint64 `json:"fallbacks"`
-	Out          bool   `json:"out,omitempty"` // taken out by an engine check
-}
-
-// sample is the counters at one time.
-type sample struct {
-	t          time.Time
-	sent, recv uint64
-}
-
-// rateMeter keeps the last rateSamples samples of one set of counters.
-type rateMeter struct {
-	mu   sync.Mutex
-	ring [rateSamples]sample
-	n    int // samples in ring
-	next int // where the next goes
-}
-
-func (m *rateMeter) add(s sample) {
-	m.mu.Lock()
-	m.ring[m.next] = s
-	m.next = (m.next + 1) % rateSamples
-	m.n = min(m.n+1, rateSamples)
-	m.mu.Unlock()
-}
-
-// rate is the bytes a second from the oldest sample kept to now.
-func (m *rateMeter) rate(now sample) (sent, recv float64) {
-	m.mu.Lock()
-	if m.n == 0 {
-		m.mu.Unlock()
-		return 0, 0
-	}
-	old := m.ring[(m.next-m.n+rateSamples)%rateSamples]
-	m.mu.Unlock()
-	dt := now.t.Sub(old.t).Seconds()
-	if dt <= 0 {
-		return 0, 0
-	}
-	// A counter never goes back; guard anyway against a sample taken
-	// between two adds of one Write to a parent chain.
-	// Whole bytes a second: the JSON need not carry 15 digits of noise.
-	return math.Round(float64(now.sent-min(old.sent, now.sent)) / dt), math.Round(float64(now.recv-min(old.recv, now.recv)) / dt)
-}
-
-func trafficNow(t *record.Traffic, now time.Time) sample {
-	return sample{t: now, sent: t.Sent.Load(), recv: t.Received.Load()}
-}
-
-// traffic is what a Traffic says now, with its rate from m.
-func (m *rateMeter) traffic(t *record.Traffic, now time.Time) Traffic {
-	s := trafficNow(t, now)
-	rs, rr := m.rate(s)
-	return Traffic{BytesSent: s.sent, BytesReceived: s.recv, RateSent: rs, RateReceived: rr}
-}
-
-// streamKey names a kind of stream, and its service or address.
-type streamKey struct{ kind, name string }
-
-// streamTally counts open streams by streamKey.
-type streamTally struct {
-	mu sync.Mutex
-	n  map[streamKey]int
-}
-
-// open counts a stream of kind and name until the returned func is
-// called (once). A nil tally counts nothing (a link made by a test
-// without serveConn).
-func (t *streamTally) open(kind, name string) func() {
-	if t == nil {
-		return func() {}
-	}
-	k := streamKey{kind, name}
-	t.mu.Lock()
-	if t.n == nil {
-		t.n = map[streamKey]int{}
-	}
-	t.n[k]++
-	t.mu.Unlock()
-	return func() {
-		t.mu.Lock()
-		if t.n[k]--; t.n[k] <= 0 {
-			delete(t.n, k) // keys come and go: keep none at zero
-		}
-		t.mu.Unlock()
-	}
-}
-
-func (t *streamTally) list() []Streams {
-	t.mu.Lock()
-	out := make([]Streams, 0, len(t.n))
-	for k, n := range t.n {
-		out = append(out, Streams{Kind: k.kind, Name: k.name, Active: n})
-	}
-	t.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Kind != out[j].Kind {
-			return out[i].Kind < out[j].Kind
-		}
-		return out[i].Name < out[j].Name
-	})
-	return out
-}
-
-// linkStat is one link's part of the live view.
-type linkStat struct {
-	n       uint64 // the end's number for it
-	peer    string
-	name    string // server: the client's name; client: the server's address
-	key     string // the fingerprint of its key
-	up      time.Time
-	rc      *record.Conn
-	meter   rateMeter
-	streams streamTally
-}
-
-// open counts a stream of the link (streamTally.open); nil-safe.
-func (l *linkStat) open(kind, name string) func() {
-	if l == nil {
-		return func() {}
-	}
-	return l.streams.open(kind, name)
-}
-
-// liveStats is one end's part of the live view: its traffic, the links
-// up and their rates. It lives in the end's counters.
-type liveStats struct {
-	traffic record.Traffic // every link's bytes: the root of the Parent chains
-	meter   rateMeter
-
-	mu      sync.Mutex
-	started time.Time
-	seq     uint64
-	links   map[*linkStat]struct{}
-	// Client only: the last handshake attempt and its error.
-	attempt    time.Time
-	attemptErr string
-	// streams are the client's open streams by forward (on the server,
-	// each link has its own).
-	streams streamTally
-}
-
-// newLiveStats starts the end's counters at 0 now: its rate until the
-// sampler's first tick is since then.
-func newLiveStats() *liveStats {
-	v := &liveStats{links: map[*linkStat]struct{}{}}
-	v.meter.add(sample{t: time.Now()})
-	return v
-}
-
-// linkUp registers the link rc (to peer; name: the client's name on the
-// server, the server's address on the client; key: its key's
-// fingerprint); linkDown ends it.
-func (v *liveStats) linkUp(rc *record.Conn, peer net.Addr, name, key string) *linkStat {
-	now := time.Now()
-	ls := &linkStat{peer: peer.String(), name: name, key: key, up: now, rc: rc}
-	ls.meter.add(sample{t: now}) // the rate until the first tick is since the link came up
-	v.mu.Lock()
-	v.seq++
-	ls.n = v.seq
-	v.links[ls] = struct{}{}
-	v.attempt, v.attemptErr = now, ""
-	v.mu.Unlock()
-	return ls
-}
-
-func (v *liveStats) linkDown(ls *linkStat) {
-	v.mu.Lock()
-	delete(v.links, ls)
-	v.mu.Unlock()
-}
-
-// attempted records a handshake (or dial) that failed with err.
-func (v *liveStats) attempted(err error) {
-	v.mu.Lock()
-	v.attempt, v.attemptErr = time.Now(), err.Error()
-	v.mu.Unlock()
-}
-
-// linkList is the links up, oldest first.
-func (v *liveStats) linkList() []*linkStat {
-	v.mu.Lock()
-	out := make([]*linkStat, 0, len(v.links))
-	for ls := range v.links {
-		out = append(out, ls)
-	}
-	v.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].n < out[j].n })
-	return out
-}
-
-// sampleLoop samples every rateTick until ctx ends.
-func (v *liveStats) sampleLoop(ctx context.Context) {
-	v.mu.Lock()
-	v.started = time.Now()
-	v.mu.Unlock()
-	every(ctx, rateTick, func() { v.sample(time.Now()) })
-}
-
-// sample takes the end's counters and every link's at now.
-func (v *liveStats) sample(now time.Time) {
-	v.meter.add(trafficNow(&v.traffic, now))
-	for _, ls := range v.linkList() {
-		ls.meter.add(trafficNow(ls.rc.Traffic(), now))
-	}
-}
-
-// status is the links' and the end's part of a Status at now.
-func (v *liveStats) status(st *Status, now time.Time) {
-	st.Traffic = v.meter.traffic(&v.traffic, now)
-	v.mu.Lock()
-	st.Started = v.started
-	if st.Role == "client" && !v.attempt.IsZero() {
-		at := v.attempt
-		st.LastAttempt, st.LastError = &at, v.attemptErr
-	}
-	v.mu.Unlock()
-	st.Links = []LinkStatus{}
-	for _, ls := range v.linkList() {
-		l := LinkStatus{Link: ls.n, Peer: ls.peer, Key: ls.key, UpSince: ls.up, Traffic: ls.meter.traffic(ls.rc.Traffic(), now), Streams: ls.streams.list()}
-		if st.Role == "server" {
-			l.Client = ls.name
-		}
-		var last time.Time
-		if l.RekeysSent, last = ls.rc.Rekeys(engine.Encrypt); !last.IsZero() {
-			l.LastRekeySent = &last
-		}
-		var lastRecv time.Time
-		if l.RekeysReceived, lastRecv = ls.rc.Rekeys(engine.Decrypt); !lastRecv.IsZero() {
-			l.LastRekeyReceive = &lastRecv
-		}
-		st.Links = append(st.Links, l)
-	}
-}
-
-// statusOf is the Status of the end c counts for, less the links.
-func (c *counters) status(suite string, now time.Time) *Status {
-	st := &Status{Role: c.role, Suite: suite, Engines: append([]string{}, c.engines...), Time: now,
+// status is the Status of the end c counts for (its links from the
+// live view).
+func (c *counters) status(suite string, now time.Time) *live.Status {
+	st := &live.Status{Role: c.role, Suite: suite, Engines: append([]string{}, c.engines...), Time: now,
 		StreamsActive: max(c.active.Load(), 0), StreamsTotal: map[string]uint64{}}
 	for r, name := range streamResultNames {
 		st.StreamsTotal[name] = c.streams[r].Load()
 	}
 	for i, name := range c.engines {
-		f := EngineFrames{Engine: name,
+		f := live.EngineFrames{Engine: name,
 			FramesSealed: c.stats.Frames[engine.Encrypt][i].Load(), FramesOpened: c.stats.Frames[engine.Decrypt][i].Load(),
 			BytesSealed: c.stats.Bytes[engine.Encrypt][i].Load(), BytesOpened: c.stats.Bytes[engine.Decrypt][i].Load(),
 			Fallbacks: c.stats.Fallbacks[i].Load()}
@@ -406,14 +32,14 @@ func (c *counters) status(suite string, now time.Time) *Status {
 		}
 		st.Frames = append(st.Frames, f)
 	}
-	c.live.status(st, now)
+	c.live.Fill(st, now)
 	return st
 }
 
 // Status returns the server's state now: its links, their traffic and
 // streams, every client of its config (connected, last seen, never seen;
 // their keys' fingerprints), and its counters.
-func (s *Server) Status() *Status {
+func (s *Server) Status() *live.Status {
 	now := time.Now()
 	st := s.ctr.status(s.opt.Suite.String(), now)
 	state := s.state.Load()
@@ -424,7 +50,7 @@ func (s *Server) Status() *Status {
 	sort.Strings(names)
 	for _, n := range names {
 		e := state.clients[n]
-		cs := ClientStatus{Name: n, Keys: append([]string{}, e.fingerprints...)}
+		cs := live.ClientStatus{Name: n, Keys: append([]string{}, e.fingerprints...)}
 		if ctr := s.clientCtr.peek(n); ctr != nil {
 			cs.Links = int(max(ctr.links.Load(), 0))
 			if t := ctr.lastSeen.Load(); cs.Links > 0 {
@@ -445,11 +71,11 @@ func (s *Server) Status() *Status {
 // Status returns the client's state now: its link (or when it dials
 // next, and why the last failed), its key's fingerprint, its traffic,
 // its streams by forward, and its counters.
-func (c *Client) Status() *Status {
+func (c *Client) Status() *live.Status {
 	st := c.ctr.status(c.opt.Suite.String(), time.Now())
 	st.Server = c.servers.addr()
 	st.Key = handshake.Fingerprint(*c.psk.Load())
-	st.ClientStreams = c.ctr.live.streams.list()
+	st.ClientStreams = c.ctr.live.Streams.List()
 	if len(st.Links) == 0 {
 		if next, dialing := c.link.nextDial(); dialing {
 			st.Dialing = true
@@ -468,62 +94,7 @@ func (s *Server) linkTraffic(name string) *record.Traffic {
 
 // linkTraffic is the Traffic of the client's next link.
 func (c *Client) linkTraffic() *record.Traffic {
-	return &record.Traffic{Parent: &c.ctr.live.traffic}
-}
-
-// writePrometheus writes the end's traffic and that of each link up:
-//
-//	offload_link_bytes_total{role,dir}                every link since the start
-//	offload_link_live_bytes_total{role,link,NAME,dir} each link up now
-//	offload_link_live_since_seconds{role,link,NAME}   when it came up (Unix time)
-//
-// NAME is client (server) or server (client); dir is sent or received.
-func (v *liveStats) writePrometheus(w io.Writer, role string) {
-	metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_link_bytes_total{role=%q,dir="sent"}`, role), v.traffic.Sent.Load())
-	metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_link_bytes_total{role=%q,dir="received"}`, role), v.traffic.Received.Load())
-	label := "client"
-	if role == "client" {
-		label = "server"
-	}
-	for _, ls := range v.linkList() {
-		id := fmt.Sprintf(`role=%q,link="%d",%s=%s`, role, ls.n, label, promLabel(ls.name))
-		t := ls.rc.Traffic()
-		metrics.WriteCounterUint64(w, `offload_link_live_bytes_total{`+id+`,dir="sent"}`, t.Sent.Load())
-		metrics.WriteCounterUint64(w, `offload_link_live_bytes_total{`+id+`,dir="received"}`, t.Received.Load())
-		metrics.WriteGaugeUint64(w, `offload_link_live_since_seconds{`+id+`}`, uint64(ls.up.Unix()))
-	}
-}
-
-// logFields are the status line's traffic: bytes since the start and the
-// rate now (bytes a second over the last rateWindow).
-func (v *liveStats) logFields() []zap.Field {
-	t := v.meter.traffic(&v.traffic, time.Now())
-	return []zap.Field{
-		zap.Uint64("bytes_sent", t.BytesSent), zap.Uint64("bytes_received", t.BytesReceived),
-		zap.String("rate_sent", FormatRate(t.RateSent)), zap.String("rate_received", FormatRate(t.RateReceived)),
-	}
-}
-
-// FormatBytes formats n bytes for people: "0 B", "512 B", "1.50 KiB",
-// "3.25 GiB".
-func FormatBytes(n uint64) string {
-	if n < 1024 {
-		return strconv.FormatUint(n, 10) + " B"
-	}
-	v, unit := float64(n), 0
-	for v >= 1024 && unit < 5 {
-		v /= 1024
-		unit++
-	}
-	return fmt.Sprintf("%.2f %s", v, [...]string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}[unit])
-}
-
-// FormatRate formats a rate in bytes a second: "0 B/s", "1.20 MiB/s".
-func FormatRate(r float64) string {
-	if r < 0.5 {
-		return "0 B/s"
-	}
-	return FormatBytes(uint64(r+0.5)) + "/s"
+	return &record.Traffic{Parent: &c.ctr.live.Total}
 }
 
 // forwardKey is the tally kind and name of a client forward's streams:

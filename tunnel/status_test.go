@@ -14,6 +14,7 @@ import (
 
 	"github.com/offload-dev/offload/internal/testutil"
 	"github.com/offload-dev/offload/tunnel/handshake"
+	"github.com/offload-dev/offload/tunnel/live"
 	"github.com/offload-dev/offload/tunnel/metricsserver"
 )
 
@@ -53,7 +54,7 @@ func TestStatusDuringTransfer(t *testing.T) {
 	if l.BytesReceived < sent || l.RateReceived <= 0 || ss.BytesReceived < sent || ss.RateReceived <= 0 {
 		t.Errorf("server traffic while the stream is open: link %+v, end %+v", l.Traffic, ss.Traffic)
 	}
-	if len(l.Streams) != 1 || l.Streams[0] != (Streams{Kind: "service", Name: "held", Active: 1}) {
+	if len(l.Streams) != 1 || l.Streams[0] != (live.Streams{Kind: "service", Name: "held", Active: 1}) {
 		t.Errorf("server link streams: %+v", l.Streams)
 	}
 	if ss.StreamsActive != 1 || len(ss.Frames) != 1 || ss.Frames[0].FramesOpened == 0 {
@@ -67,7 +68,7 @@ func TestStatusDuringTransfer(t *testing.T) {
 	if cs.Links[0].BytesSent < sent || cs.BytesSent < sent || cs.RateSent <= 0 {
 		t.Errorf("client traffic: link %+v, end %+v", cs.Links[0].Traffic, cs.Traffic)
 	}
-	if len(cs.ClientStreams) != 1 || cs.ClientStreams[0] != (Streams{Kind: "forward", Name: "held", Active: 1}) {
+	if len(cs.ClientStreams) != 1 || cs.ClientStreams[0] != (live.Streams{Kind: "forward", Name: "held", Active: 1}) {
 		t.Errorf("client streams: %+v", cs.ClientStreams)
 	}
 
@@ -101,32 +102,6 @@ func TestStatusDuringTransfer(t *testing.T) {
 	}
 }
 
-// The rate is over the samples kept, at most rateWindow old: a burst
-// long ago no longer counts.
-func TestStatusRateWindow(t *testing.T) {
-	var m rateMeter
-	t0 := time.Unix(1000, 0)
-	if s, r := m.rate(sample{t: t0, sent: 5}); s != 0 || r != 0 {
-		t.Fatalf("no samples: %v %v", s, r)
-	}
-	m.add(sample{t: t0})
-	if s, _ := m.rate(sample{t: t0.Add(2 * time.Second), sent: 4000}); s != 2000 {
-		t.Fatalf("rate from the first sample: %v, want 2000", s)
-	}
-	// A burst of 1 MB in the first tick, then 1,000 bytes a tick.
-	total := uint64(1 << 20)
-	for i := 1; i <= rateSamples; i++ {
-		m.add(sample{t: t0.Add(time.Duration(i) * rateTick), sent: total, recv: uint64(100 * i)})
-		total += 1000
-	}
-	now := t0.Add(time.Duration(rateSamples+1) * rateTick)
-	s, r := m.rate(sample{t: now, sent: total, recv: 100 * (rateSamples + 1)})
-	want := float64(rateSamples*1000) / rateWindow.Seconds()
-	if s != want || r != float64(100*rateSamples)/rateWindow.Seconds() {
-		t.Errorf("rate %v/%v, want %v (the burst is older than the window)", s, r, want)
-	}
-}
-
 // statusGET GETs /status with an optional Authorization header.
 func statusGET(t *testing.T, addr, auth string) (int, string) {
 	t.Helper()
@@ -157,7 +132,7 @@ func TestStatusEndpoint(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("with the token: %d %q", code, body)
 	}
-	var st Status
+	var st live.Status
 	if err := json.Unmarshal([]byte(body), &st); err != nil {
 		t.Fatalf("status JSON: %v\n%s", err, body)
 	}

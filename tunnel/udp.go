@@ -164,7 +164,7 @@ func (c *Client) udpLoop(ctx context.Context, r *udpRun, wg *sync.WaitGroup) {
 			c.ctr.active.Add(1)
 			c.streams.add()
 			c.udp.flows.Add(1)
-			closeTally := c.ctr.live.streams.open("udp", f.Service)
+			closeTally := c.ctr.live.Streams.Open("udp", f.Service)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -349,7 +349,7 @@ func (s *Server) serveUDP(ctx context.Context, st *mux.Stream, name string, l *l
 	defer s.ctr.active.Add(-1)
 	l.ctr.active.Add(1)
 	defer l.ctr.active.Add(-1)
-	defer l.stat.open("udp", name)()
+	defer l.stat.Open("udp", name)()
 	s.udp.flows.Add(1)
 	defer s.udp.flows.Add(-1)
 

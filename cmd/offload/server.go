@@ -17,6 +17,7 @@ import (
 	"github.com/offload-dev/offload/engine"
 	"github.com/offload-dev/offload/selector"
 	"github.com/offload-dev/offload/tunnel"
+	"github.com/offload-dev/offload/tunnel/live"
 	"github.com/offload-dev/offload/tunnel/metricsserver"
 	"github.com/offload-dev/offload/tunnel/record"
 )
@@ -193,7 +194,7 @@ func configOptions(o tunnel.Options, key []byte, log *zap.Logger) tunnel.Options
 // outlives ctx on purpose: while an end drains after ctx ended, /healthz
 // answers 503, so a load balancer stops sending it clients, instead of
 // finding the port closed.
-func startMetrics(ctx context.Context, c *config.Common, register func(*metrics.Set), health func() bool, status func() *tunnel.Status, log *zap.Logger) (func(), error) {
+func startMetrics(ctx context.Context, c *config.Common, register func(*metrics.Set), health func() bool, status func() *live.Status, log *zap.Logger) (func(), error) {
 	if c.Metrics == "" {
 		return func() {}, nil
 	}

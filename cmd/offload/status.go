@@ -19,8 +19,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/offload-dev/offload/config"
-	"github.com/offload-dev/offload/tunnel"
 	"github.com/offload-dev/offload/tunnel/control"
+	"github.com/offload-dev/offload/tunnel/live"
 )
 
 // offload status asks a running server or client for its live view, the
@@ -28,7 +28,7 @@ import (
 // (tunnel/control), which every end has unless its config says
 // control: off, or through its metrics listener (GET /status,
 // tunnel/metricsserver/status.go; -addr, or -c with control: off). Both
-// serve the same tunnel.Status.
+// serve the same live.Status.
 
 func init() {
 	register(&command{
@@ -53,7 +53,7 @@ func init() {
 					_, err := env.Stdout.Write(body)
 					return 0, err
 				}
-				var st tunnel.Status
+				var st live.Status
 				if err := json.Unmarshal(body, &st); err != nil {
 					return 1, fmt.Errorf("status: %w", err)
 				}
@@ -164,7 +164,7 @@ func closeControl(ln *control.Listener) {
 // serveControl serves the end's status on ln until the returned func is
 // called, which stops it and removes the socket. Like the metrics
 // listener it outlives ctx, so a status can be read while the end drains.
-func serveControl(ctx context.Context, ln *control.Listener, warn error, status func() *tunnel.Status, log *zap.Logger) func() {
+func serveControl(ctx context.Context, ln *control.Listener, warn error, status func() *live.Status, log *zap.Logger) func() {
 	if warn != nil {
 		log.Warn("no control socket: offload status -c needs one, or metrics:", zap.Error(warn))
 	}
@@ -272,7 +272,7 @@ func readAnswer(conn net.Conn) (code int, status string, body []byte, err error)
 
 // printStatus prints st for people, in the manner of `wg show`: the end,
 // then each link, indented.
-func printStatus(w io.Writer, st *tunnel.Status) {
+func printStatus(w io.Writer, st *live.Status) {
 	now := st.Time
 	row := func(indent, k, v string) { fmt.Fprintf(w, "%s%-18s %s\n", indent, k+":", v) }
 	head := st.Role
@@ -318,8 +318,8 @@ func printStatus(w io.Writer, st *tunnel.Status) {
 		row("  ", "open streams", streamList(st.ClientStreams))
 	}
 	for _, f := range st.Frames {
-		v := fmt.Sprintf("%d sealed (%s), %d opened (%s), %d fallbacks", f.FramesSealed, tunnel.FormatBytes(f.BytesSealed),
-			f.FramesOpened, tunnel.FormatBytes(f.BytesOpened), f.Fallbacks)
+		v := fmt.Sprintf("%d sealed (%s), %d opened (%s), %d fallbacks", f.FramesSealed, live.FormatBytes(f.BytesSealed),
+			f.FramesOpened, live.FormatBytes(f.BytesOpened), f.Fallbacks)
 		if f.Out {
 			v += ", taken out by a check"
 		}
@@ -347,7 +347,7 @@ func printStatus(w io.Writer, st *tunnel.Status) {
 // printClients lists a server's clients: each with its keys'
 // fingerprints and whether it is connected, when it was last seen, or
 // that it never was.
-func printClients(w io.Writer, cs []tunnel.ClientStatus, now time.Time) {
+func printClients(w io.Writer, cs []live.ClientStatus, now time.Time) {
 	if len(cs) == 0 {
 		return
 	}
@@ -379,13 +379,13 @@ func until(t, now time.Time) string {
 	return "in " + d.String()
 }
 
-func printTraffic(w io.Writer, indent string, t tunnel.Traffic) {
-	fmt.Fprintf(w, "%s%-18s %s received, %s sent\n", indent, "transfer:", tunnel.FormatBytes(t.BytesReceived), tunnel.FormatBytes(t.BytesSent))
-	fmt.Fprintf(w, "%s%-18s %s received, %s sent\n", indent, "rate:", tunnel.FormatRate(t.RateReceived), tunnel.FormatRate(t.RateSent))
+func printTraffic(w io.Writer, indent string, t live.Traffic) {
+	fmt.Fprintf(w, "%s%-18s %s received, %s sent\n", indent, "transfer:", live.FormatBytes(t.BytesReceived), live.FormatBytes(t.BytesSent))
+	fmt.Fprintf(w, "%s%-18s %s received, %s sent\n", indent, "rate:", live.FormatRate(t.RateReceived), live.FormatRate(t.RateSent))
 }
 
 // streamList is "service ssh 2, socks 1", or "none".
-func streamList(ss []tunnel.Streams) string {
+func streamList(ss []live.Streams) string {
 	if len(ss) == 0 {
 		return "none"
 	}
@@ -419,8 +419,8 @@ func ago(t, now time.Time) string {
 
 // endStatus is the running end's Status with what only the command knows:
 // the version, the engine spec and the server's listen address.
-func endStatus(status func() *tunnel.Status, c *config.Common, listen string) func() *tunnel.Status {
-	return func() *tunnel.Status {
+func endStatus(status func() *live.Status, c *config.Common, listen string) func() *live.Status {
+	return func() *live.Status {
 		st := status()
 		st.Version, st.Policy, st.Listen = version(), c.Engine, listen
 		return st

@@ -18,6 +18,7 @@ import (
 	"github.com/offload-dev/offload/config"
 	"github.com/offload-dev/offload/internal/testutil"
 	"github.com/offload-dev/offload/tunnel"
+	"github.com/offload-dev/offload/tunnel/live"
 	"github.com/offload-dev/offload/tunnel/suite"
 )
 
@@ -123,7 +124,7 @@ func TestStatusCommand(t *testing.T) {
 	}
 
 	code, out, errOut = runStatusCmd("-c", file, "-json")
-	var st tunnel.Status
+	var st live.Status
 	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil {
 		t.Fatalf("status -json: exit %d, %v\n%s%s", code, err, out, errOut)
 	}
@@ -230,7 +231,7 @@ func TestStatusDefaultConfig(t *testing.T) {
 		}
 	}
 	code, out, errOut = runStatusCmd("-c", cliFile, "-json")
-	var st tunnel.Status
+	var st live.Status
 	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil {
 		t.Fatalf("status -json of the client: exit %d, %v: %s", code, err, errOut)
 	}

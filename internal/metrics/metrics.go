@@ -22,6 +22,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -59,6 +60,13 @@ func WriteCounterUint64(w io.Writer, name string, v uint64) { writeSample(w, nam
 
 // WriteGaugeUint64 writes one sample of a gauge.
 func WriteGaugeUint64(w io.Writer, name string, v uint64) { writeSample(w, name, v) }
+
+// Label quotes a label value as the text format wants it: in double
+// quotes, with backslash, double quote and newline escaped.
+func Label(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+	return `"` + r.Replace(s) + `"`
+}
 
 func writeSample(w io.Writer, name string, v uint64) {
 	writeLine(w, name, func(b []byte) []byte { return strconv.AppendUint(b, v, 10) })

@@ -52,6 +52,9 @@ var importRules = []importRule{
 	// The stream layer (request, response, chunks, the splice) knows
 	// streams and sockets, never a Server, a Client or a link.
 	{pkg: "tunnel/stream", project: []string{"tunnel/mux", "tunnel/internal/netguard"}},
+	// The live view (Status, links, rates, streams by kind) is fed by
+	// the tunnel and knows no Server or Client.
+	{pkg: "tunnel/live", project: []string{"engine", "tunnel/record", "internal/metrics"}},
 	{pkg: "tunnel/internal/netguard", stdOnly: true},
 	{pkg: "tunnel/internal/socks5", stdOnly: true},
 	// The PROXY reader knows no Server: caps in, drops out by callback.

@@ -8,7 +8,7 @@ import (
 )
 
 // /status on the metrics endpoint: the JSON of what Options.Status
-// returns (tunnel.Status, which tunnel/status.go builds), for `offload
+// returns (live.Status, which tunnel/status.go builds), for `offload
 // status`. It is behind the same access rules as /metrics (server.go):
 // loopback only unless a bearer token is set, and then every request
 // carries it or gets 401. It shows more than the metrics
