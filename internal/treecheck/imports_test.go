@@ -55,6 +55,8 @@ var importRules = []importRule{
 	// The live view (Status, links, rates, streams by kind) is fed by
 	// the tunnel and knows no Server or Client.
 	{pkg: "tunnel/live", project: []string{"engine", "tunnel/record", "internal/metrics"}},
+	// Session resumption knows bytes and links, not yamux or the record layer.
+	{pkg: "tunnel/resume", stdOnly: true},
 	{pkg: "tunnel/internal/netguard", stdOnly: true},
 	{pkg: "tunnel/internal/socks5", stdOnly: true},
 	// The PROXY reader knows no Server: caps in, drops out by callback.

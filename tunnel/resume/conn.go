@@ -1,0 +1,535 @@
+// Package resume gives a session a connection that outlives its links: a
+// Conn keeps every byte it sent until the peer acknowledged it, and when a
+// link dies and a new one is attached, both ends resend from the byte the
+// other said it received. What runs on top (the tunnel's yamux session,
+// its streams and windows) sees a pause, never a gap or a repeated byte.
+// docs/protocol.md, "Session resumption", is the design.
+//
+//	Write ──copy──> kept (unacked bytes, ≤ Bound) ──DATA──> link ──> peer's Read
+//	Read  <──DATA── link <── peer's kept                      ACK(received) ──> peer trims kept
+//
+// Wire format, inside one link once both ends agreed to it (hello.go):
+//
+//	frame = 0x01 | len:u32be | data[len]     1 ≤ len ≤ MaxData: the next len bytes of this direction
+//	      | 0x02 | received:u64be            ack: this end has received that many bytes in all
+//
+// Counts are cumulative over the session (every link it had), so a resend
+// needs no frame boundaries: a new link starts at the byte the receiver
+// named. The receiver acknowledges when a quarter of the sender's bound
+// (PeerBound) is unacknowledged and every Keepalive; the ack doubles as
+// the liveness probe, so the session above runs without keepalives of its
+// own (they would cut it during an outage).
+package resume
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	typeData = 0x01
+	typeAck  = 0x02
+
+	// MaxData is the largest DATA frame body.
+	MaxData = 64 << 10
+	// MinBound is the smallest Bound: one full DATA frame.
+	MinBound = MaxData
+)
+
+var (
+	// ErrProtocol: the peer broke the framing or acknowledged bytes it
+	// was never sent; the session ends (a link error would not: it
+	// comes from an authenticated peer, so it is a bug, not a blip).
+	ErrProtocol = errors.New("resume: protocol error")
+	// ErrLost: the peer asks for bytes this end no longer keeps (it
+	// acknowledged them before), or says it has more than was sent: the
+	// two ends do not hold the same session.
+	ErrLost = errors.New("resume: the ends disagree on what was sent")
+	// ErrClosed is returned after Close.
+	ErrClosed = fmt.Errorf("resume: %w", net.ErrClosed)
+	// ErrSilent is a link's error when nothing came from the peer for
+	// Config.Timeout.
+	ErrSilent = errors.New("resume: peer silent")
+)
+
+// Config configures a Conn.
+type Config struct {
+	// Bound is the most bytes written and not yet acknowledged that the
+	// Conn keeps; Write blocks while they are at Bound. At least MinBound.
+	Bound int
+	// PeerBound is the peer's Bound: this end acknowledges when a quarter
+	// of it is unacknowledged. At least MinBound.
+	PeerBound int
+	// Keepalive is how often an idle end sends an ack; 0 sends none but
+	// the quarter-bound ones (and checks no silence).
+	Keepalive time.Duration
+	// Timeout: a link on which nothing arrived for this long is dead
+	// (ErrSilent). 0: Keepalive + 10 s. Used only with Keepalive.
+	Timeout time.Duration
+	// OnDetach is called, from its own goroutine, when a link fails: the
+	// owner attaches a new one (Attach) or ends the session (CloseWithError).
+	OnDetach func(err error)
+}
+
+// Conn is one side of a resumable session. Read and Write may each be
+// called from one goroutine at a time (the session above has one reader;
+// its writers take turns), Close from any. The peer's acks arrive through
+// Read, so the session above must keep reading (yamux's receive loop
+// does) for Write to get room back.
+type Conn struct {
+	cfg Config
+
+	wmu sync.Mutex // one Write at a time
+	lmu sync.Mutex // one writer on the link at a time: flushes, acks, Attach
+
+	mu      sync.Mutex
+	cond    sync.Cond // link attached, space freed, closed
+	link    net.Conn  // nil while detached
+	gen     uint64    // counts links; bytes and acks of an old link are dropped
+	err     error     // after CloseWithError
+	kept    chunks    // bytes [acked, sent)
+	acked   uint64
+	sent    uint64
+	wire    uint64 // bytes of [acked, sent) already on the current link
+	recv    uint64 // bytes Read has returned
+	ackSent uint64 // recv at the last ack sent
+	since   time.Time
+	lastErr error
+
+	heard atomic.Int64 // unix nanos of the last frame read
+	kick  chan struct{}
+	done  chan struct{}
+	loop  sync.WaitGroup
+
+	// The reader's own state (Read's goroutine only).
+	rgen  uint64
+	rleft int
+	rhdr  [9]byte
+}
+
+// New returns a Conn on its first link.
+func New(link net.Conn, cfg Config) (*Conn, error) {
+	if cfg.Bound < MinBound || cfg.PeerBound < MinBound {
+		return nil, fmt.Errorf("resume: bound %d, peer bound %d: want at least %d", cfg.Bound, cfg.PeerBound, MinBound)
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = cfg.Keepalive + 10*time.Second
+	}
+	c := &Conn{cfg: cfg, link: link, gen: 1, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	c.cond.L = &c.mu
+	c.heard.Store(time.Now().UnixNano())
+	c.loop.Add(1)
+	go c.ackLoop()
+	return c, nil
+}
+
+// Received is how many bytes Read has returned: what this end tells the
+// peer to resend from. Stable while the Conn is detached.
+func (c *Conn) Received() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.recv
+}
+
+// State is what status pages show.
+type State struct {
+	Attached bool
+	Since    time.Time // when the link went, if not Attached
+	Kept     int       // bytes kept for resending
+	Sent     uint64    // bytes written in all
+	Received uint64    // bytes read in all
+	Err      error     // why the last link went
+}
+
+// State returns the Conn's state.
+func (c *Conn) State() State {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return State{Attached: c.link != nil, Since: c.since, Kept: int(c.sent - c.acked), Sent: c.sent, Received: c.recv, Err: c.lastErr}
+}
+
+// Detach cuts the current link (closes it) as if it had failed with err,
+// without calling OnDetach. From then on nothing that arrives on it is
+// delivered, so Received is final until the next Attach.
+func (c *Conn) Detach(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.detachLocked(err)
+}
+
+func (c *Conn) detachLocked(err error) bool {
+	if c.link == nil {
+		return false
+	}
+	_ = c.link.Close()
+	c.link = nil
+	c.gen++
+	c.since = time.Now()
+	c.lastErr = err
+	c.cond.Broadcast()
+	return true
+}
+
+// fail detaches link generation gen after an error on it.
+func (c *Conn) fail(gen uint64, err error) {
+	c.mu.Lock()
+	detached := c.gen == gen && c.err == nil && c.detachLocked(err)
+	c.mu.Unlock()
+	if detached && c.cfg.OnDetach != nil {
+		go c.cfg.OnDetach(err)
+	}
+}
+
+// Attach makes link the Conn's link, the peer having said it received
+// peerReceived bytes: the bytes after those go out again on link first.
+// A current link, if any, is cut. ErrLost (the session ends) if the
+// peer's count is outside what was sent and kept.
+func (c *Conn) Attach(link net.Conn, peerReceived uint64) error {
+	c.lmu.Lock()
+	defer c.lmu.Unlock()
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		_ = link.Close()
+		return err
+	}
+	c.detachLocked(errors.New("replaced by a new link"))
+	if peerReceived < c.acked || peerReceived > c.sent {
+		err := fmt.Errorf("%w: peer received %d bytes; we sent %d and keep from %d", ErrLost, peerReceived, c.sent, c.acked)
+		c.mu.Unlock()
+		_ = link.Close()
+		c.CloseWithError(err)
+		return err
+	}
+	c.trimLocked(peerReceived)
+	c.link, c.wire = link, peerReceived
+	c.heard.Store(time.Now().UnixNano())
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	c.flushLocked()
+	return nil
+}
+
+func (c *Conn) trimLocked(to uint64) {
+	c.kept.drop(int(to - c.acked))
+	c.acked = to
+	c.cond.Broadcast()
+}
+
+// Write keeps p for resending and sends it on the link if there is one.
+// It blocks while Bound bytes are unacknowledged; a dead link is no error
+// (the bytes go out on the next one), only CloseWithError is.
+func (c *Conn) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	total := 0
+	for len(p) > 0 {
+		c.mu.Lock()
+		for c.err == nil && int(c.sent-c.acked) >= c.cfg.Bound {
+			c.cond.Wait()
+		}
+		if c.err != nil {
+			err := c.err
+			c.mu.Unlock()
+			return total, err
+		}
+		n := min(len(p), c.cfg.Bound-int(c.sent-c.acked))
+		c.kept.add(p[:n])
+		c.sent += uint64(n)
+		c.mu.Unlock()
+		c.lmu.Lock()
+		c.flushLocked()
+		c.lmu.Unlock()
+		p = p[n:]
+		total += n
+	}
+	return total, nil
+}
+
+// flushLocked (lmu held) puts the kept bytes not yet on the link on it.
+func (c *Conn) flushLocked() {
+	c.mu.Lock()
+	// An ack may pass wire while a flush is writing: the peer has
+	// those bytes, so they are on the link.
+	link, gen, from, to := c.link, c.gen, max(c.wire, c.acked), c.sent
+	var segs [][]byte
+	if link != nil && to > from {
+		segs = c.kept.slice(int(from-c.acked), int(to-c.acked))
+	}
+	c.mu.Unlock()
+	if len(segs) == 0 {
+		return
+	}
+	var hdr [5]byte
+	for _, s := range segs {
+		for len(s) > 0 {
+			n := min(len(s), MaxData)
+			hdr[0] = typeData
+			binary.BigEndian.PutUint32(hdr[1:], uint32(n))
+			if _, err := link.Write(hdr[:]); err != nil {
+				c.fail(gen, err)
+				return
+			}
+			if _, err := link.Write(s[:n]); err != nil {
+				c.fail(gen, err)
+				return
+			}
+			s = s[n:]
+		}
+	}
+	c.mu.Lock()
+	if c.gen == gen {
+		c.wire = to
+	}
+	c.mu.Unlock()
+}
+
+// Read returns the peer's bytes in order, across links; it waits while
+// detached.
+func (c *Conn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	for {
+		c.mu.Lock()
+		for c.err == nil && c.link == nil {
+			c.cond.Wait()
+		}
+		if c.err != nil {
+			err := c.err
+			c.mu.Unlock()
+			return 0, err
+		}
+		link, gen := c.link, c.gen
+		c.mu.Unlock()
+		if gen != c.rgen {
+			c.rgen, c.rleft = gen, 0 // a new link starts with a frame
+		}
+		if c.rleft == 0 {
+			if err := c.readHeader(link, gen); err != nil {
+				c.fail(gen, err)
+			}
+			continue
+		}
+		n, err := link.Read(p[:min(len(p), c.rleft)])
+		if n > 0 {
+			c.mu.Lock()
+			if c.gen != gen {
+				// Detached meanwhile: Received was reported without
+				// these bytes, so the peer sends them again.
+				c.mu.Unlock()
+				continue
+			}
+			c.rleft -= n
+			c.recv += uint64(n)
+			due := c.recv-c.ackSent >= uint64(c.cfg.PeerBound/4)
+			c.mu.Unlock()
+			if due {
+				select {
+				case c.kick <- struct{}{}:
+				default:
+				}
+			}
+			return n, nil
+		}
+		if err == nil {
+			err = io.ErrNoProgress
+		}
+		c.fail(gen, err)
+	}
+}
+
+// readHeader reads one frame header and handles an ack whole.
+func (c *Conn) readHeader(link net.Conn, gen uint64) error {
+	h := c.rhdr[:]
+	if _, err := io.ReadFull(link, h[:1]); err != nil {
+		return err
+	}
+	c.heard.Store(time.Now().UnixNano())
+	switch h[0] {
+	case typeData:
+		if _, err := io.ReadFull(link, h[1:5]); err != nil {
+			return err
+		}
+		n := binary.BigEndian.Uint32(h[1:5])
+		if n == 0 || n > MaxData {
+			c.CloseWithError(fmt.Errorf("%w: data frame of %d bytes", ErrProtocol, n))
+			return nil
+		}
+		c.rleft = int(n)
+	case typeAck:
+		if _, err := io.ReadFull(link, h[1:9]); err != nil {
+			return err
+		}
+		v := binary.BigEndian.Uint64(h[1:9])
+		c.mu.Lock()
+		if c.gen != gen {
+			c.mu.Unlock()
+			return nil
+		}
+		if v < c.acked || v > c.sent {
+			c.mu.Unlock()
+			c.CloseWithError(fmt.Errorf("%w: ack of %d bytes; %d sent, %d acknowledged", ErrProtocol, v, c.sent, c.acked))
+			return nil
+		}
+		c.trimLocked(v)
+		c.mu.Unlock()
+	default:
+		c.CloseWithError(fmt.Errorf("%w: frame type %#x", ErrProtocol, h[0]))
+	}
+	return nil
+}
+
+// ackLoop sends the acks Read asks for and, every Keepalive, one anyway
+// and checks that the peer was heard within Timeout.
+func (c *Conn) ackLoop() {
+	defer c.loop.Done()
+	var tick <-chan time.Time
+	if c.cfg.Keepalive > 0 {
+		t := time.NewTicker(c.cfg.Keepalive)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		force := false
+		select {
+		case <-c.done:
+			return
+		case <-c.kick:
+		case <-tick:
+			force = true
+			c.mu.Lock()
+			link, gen := c.link, c.gen
+			c.mu.Unlock()
+			if link != nil && time.Since(time.Unix(0, c.heard.Load())) > c.cfg.Timeout {
+				c.fail(gen, fmt.Errorf("%w for %v", ErrSilent, c.cfg.Timeout))
+				continue
+			}
+		}
+		c.sendAck(force)
+	}
+}
+
+func (c *Conn) sendAck(force bool) {
+	c.lmu.Lock()
+	defer c.lmu.Unlock()
+	c.mu.Lock()
+	link, gen, recv := c.link, c.gen, c.recv
+	if link == nil || (!force && recv == c.ackSent) {
+		c.mu.Unlock()
+		return
+	}
+	c.ackSent = recv
+	c.mu.Unlock()
+	var b [9]byte
+	b[0] = typeAck
+	binary.BigEndian.PutUint64(b[1:], recv)
+	if _, err := link.Write(b[:]); err != nil {
+		c.fail(gen, err)
+	}
+}
+
+// Close ends the session: CloseWithError(ErrClosed).
+func (c *Conn) Close() error {
+	c.CloseWithError(ErrClosed)
+	return nil
+}
+
+// CloseWithError ends the session: the link (if any) is closed, what is
+// kept is freed, and Read and Write return err from now on. The first
+// error stays.
+func (c *Conn) CloseWithError(err error) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.err = err
+	if c.link != nil {
+		_ = c.link.Close()
+		c.link = nil
+		c.gen++
+	}
+	c.kept = chunks{}
+	c.acked = c.sent
+	close(c.done)
+	c.cond.Broadcast()
+	c.mu.Unlock()
+}
+
+// Err is the error the session ended with, nil while it runs.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Done is closed when the session ended.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// chunks holds the kept bytes in chunks of up to chunkSize, so that what
+// is kept costs what is unacknowledged, rounded up to a chunk, and an ack
+// frees whole chunks without copying.
+type chunks struct {
+	bufs [][]byte
+	off  int // into bufs[0]
+}
+
+const chunkSize = 64 << 10
+
+func (k *chunks) add(p []byte) {
+	for len(p) > 0 {
+		if n := len(k.bufs); n == 0 || len(k.bufs[n-1]) == cap(k.bufs[n-1]) {
+			k.bufs = append(k.bufs, make([]byte, 0, chunkSize))
+		}
+		last := &k.bufs[len(k.bufs)-1]
+		m := min(len(p), cap(*last)-len(*last))
+		*last = append(*last, p[:m]...)
+		p = p[m:]
+	}
+}
+
+func (k *chunks) drop(n int) {
+	for n > 0 && len(k.bufs) > 0 {
+		avail := len(k.bufs[0]) - k.off
+		if n < avail {
+			k.off += n
+			return
+		}
+		n -= avail
+		k.bufs[0] = nil
+		k.bufs = k.bufs[1:]
+		k.off = 0
+	}
+}
+
+// slice returns the kept bytes [from, to) as sub-slices; later adds
+// write only past them, so they stay valid without the lock.
+func (k *chunks) slice(from, to int) [][]byte {
+	var out [][]byte
+	off := k.off
+	for _, b := range k.bufs {
+		b = b[off:]
+		off = 0
+		if from >= len(b) {
+			from -= len(b)
+			to -= len(b)
+			continue
+		}
+		end := min(to, len(b))
+		out = append(out, b[from:end:end])
+		to -= end
+		from = 0
+		if to <= 0 {
+			break
+		}
+	}
+	return out
+}

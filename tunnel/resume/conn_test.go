@@ -1,0 +1,403 @@
+package resume
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// tcpPair is a connected pair of loopback TCP connections.
+func tcpPair(t *testing.T) (net.Conn, net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ch := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			ch <- nil
+			return
+		}
+		ch <- c
+	}()
+	a, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := <-ch
+	if b == nil {
+		t.Fatal("accept failed")
+	}
+	return a, b
+}
+
+// session is two Conns on one link, with their detach events.
+type session struct {
+	a, b       *Conn
+	aDet, bDet chan error
+	la, lb     net.Conn
+}
+
+func newSession(t *testing.T, bound int) *session {
+	t.Helper()
+	s := &session{aDet: make(chan error, 64), bDet: make(chan error, 64)}
+	s.la, s.lb = tcpPair(t)
+	var err error
+	s.a, err = New(s.la, Config{Bound: bound, PeerBound: bound, OnDetach: func(e error) { s.aDet <- e }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.b, err = New(s.lb, Config{Bound: bound, PeerBound: bound, OnDetach: func(e error) { s.bDet <- e }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.a.Close(); s.b.Close() })
+	return s
+}
+
+// cut drops the link as a dying path does (both sockets closed under the
+// Conns), waits until both noticed, and attaches a new link the way the
+// tunnel does: each end says what it received, the other resends the rest.
+func (s *session) cut(t *testing.T) {
+	t.Helper()
+	_ = s.la.Close()
+	_ = s.lb.Close()
+	// A Conn notices when it next touches the link; a Conn whose
+	// reader is waiting notices at once (the close fails its Read).
+	for _, ch := range []chan error{s.aDet, s.bDet} {
+		select {
+		case <-ch:
+		case <-time.After(time.Minute):
+			t.Fatal("a cut link was not noticed")
+		}
+	}
+	s.reattach(t)
+}
+
+func (s *session) reattach(t *testing.T) {
+	t.Helper()
+	s.la, s.lb = tcpPair(t)
+	ra, rb := s.a.Received(), s.b.Received()
+	if err := s.a.Attach(s.la, rb); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.b.Attach(s.lb, ra); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pump writes n random bytes to w in writes of varied sizes and returns
+// their sha256.
+func pump(w io.Writer, n int, seed byte) ([32]byte, error) {
+	h := sha256.New()
+	buf := make([]byte, 100<<10)
+	size := 1
+	for n > 0 {
+		m := min(n, size)
+		_, _ = rand.Read(buf[:m])
+		buf[0] = seed
+		h.Write(buf[:m])
+		if _, err := w.Write(buf[:m]); err != nil {
+			return [32]byte{}, err
+		}
+		n -= m
+		size = size*7%len(buf) + 1
+	}
+	var out [32]byte
+	copy(out[:], h.Sum(nil))
+	return out, nil
+}
+
+// drain reads n bytes from r, calling at(k) after each read with the
+// total so far, and sends their sha256 on sum; then it goes on reading, as
+// a session's reader does, so that this end notices cuts, and reports any
+// byte past n (a repeated byte, or a marker) on extra until r fails.
+func drain(r io.Reader, n int, at func(int), sum chan<- [32]byte, extra chan<- []byte) {
+	h := sha256.New()
+	buf := make([]byte, 37<<10)
+	got := 0
+	for {
+		m, err := r.Read(buf)
+		if got < n {
+			h.Write(buf[:min(m, n-got)])
+		}
+		if got+m > n {
+			extra <- append([]byte(nil), buf[max(0, n-got):m]...)
+		}
+		before := got
+		got += m
+		if m > 0 && at != nil {
+			at(got)
+		}
+		if before < n && got >= n {
+			var out [32]byte
+			copy(out[:], h.Sum(nil))
+			sum <- out
+		}
+		if err != nil {
+			if got < n {
+				sum <- [32]byte{}
+			}
+			return
+		}
+	}
+}
+
+// TestCutsKeepEveryByte sends 8 MiB each way while the link is cut 20
+// times, each cut triggered by the receiver's progress (no timing): both
+// directions arrive whole, no byte lost or repeated (sha256).
+func TestCutsKeepEveryByte(t *testing.T) {
+	const size, cuts = 8 << 20, 20
+	s := newSession(t, 256<<10)
+	progress := make(chan int, 1024)
+	var wg sync.WaitGroup
+	var sumAB, sumBA [32]byte
+	var errs [2]error
+	gotAB, gotBA := make(chan [32]byte, 2), make(chan [32]byte, 2)
+	extraAB, extraBA := make(chan []byte, 64), make(chan []byte, 64)
+	wg.Add(2)
+	go func() { defer wg.Done(); sumAB, errs[0] = pump(s.a, size, 'a') }()
+	go func() { defer wg.Done(); sumBA, errs[1] = pump(s.b, size, 'b') }()
+	next := size / (cuts + 1)
+	go drain(s.b, size, func(k int) {
+		if k >= next {
+			next += size / (cuts + 1)
+			progress <- k
+		}
+	}, gotAB, extraAB)
+	go drain(s.a, size, nil, gotBA, extraBA)
+	for i := range cuts {
+		select {
+		case <-progress:
+		case <-time.After(time.Minute):
+			t.Fatalf("cut %d: no progress", i)
+		}
+		s.cut(t)
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("writer %d: %v", i, err)
+		}
+	}
+	ab, ba := <-gotAB, <-gotBA
+	// One more cut, then a marker each way: a repeated tail would come
+	// before it, so the bytes past the transfer must be the marker alone.
+	s.cut(t)
+	for _, x := range []struct {
+		w     io.Writer
+		extra chan []byte
+	}{{s.a, extraAB}, {s.b, extraBA}} {
+		if _, err := x.w.Write([]byte("END")); err != nil {
+			t.Fatal(err)
+		}
+		var past []byte
+		for len(past) < 3 {
+			past = append(past, <-x.extra...)
+		}
+		if string(past) != "END" {
+			t.Fatalf("past the transfer: %q, want the marker alone (bytes repeated)", past)
+		}
+	}
+	if sumAB != ab || sumBA != ba {
+		t.Fatal("bytes lost or repeated across the cuts")
+	}
+}
+
+// TestCutWhileDetachedWrites: bytes written while no link is attached are
+// kept and go out on the next link, and Write does not fail.
+func TestCutWhileDetachedWrites(t *testing.T) {
+	s := newSession(t, 128<<10)
+	// No reader runs here to notice a cut: the owner cuts (Detach).
+	s.a.Detach(errors.New("cut"))
+	s.b.Detach(errors.New("cut"))
+	msg := bytes.Repeat([]byte("kept while detached "), 1000)
+	if n, err := s.a.Write(msg); err != nil || n != len(msg) {
+		t.Fatalf("Write while detached: %d, %v", n, err)
+	}
+	if k := s.a.State().Kept; k != len(msg) {
+		t.Fatalf("kept %d bytes, want %d", k, len(msg))
+	}
+	s.reattach(t)
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(s.b, got); err != nil || !bytes.Equal(got, msg) {
+		t.Fatalf("after reattach: %v, equal %v", err, bytes.Equal(got, msg))
+	}
+}
+
+// TestBoundRespected: a peer that does not read never lets a writer keep
+// more than Bound bytes; Write blocks there until the peer reads.
+func TestBoundRespected(t *testing.T) {
+	const bound = 128 << 10
+	s := newSession(t, bound)
+	go io.Copy(io.Discard, s.a) // acks arrive through Read, as yamux's reader calls it
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.a.Write(make([]byte, 3*bound))
+		done <- err
+	}()
+	waitFor(t, func() bool { return s.a.State().Sent == bound })
+	select {
+	case err := <-done:
+		t.Fatalf("Write of 3 bounds returned (%v) with the peer not reading", err)
+	default:
+	}
+	if k := s.a.State().Kept; k != bound {
+		t.Fatalf("kept %d, want the bound %d", k, bound)
+	}
+	// The peer reads: acks free the kept bytes and the write completes.
+	if _, err := io.ReadFull(s.b, make([]byte, 3*bound)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// The reader acks at a quarter of the bound: at most that is kept
+	// now that all was read.
+	waitFor(t, func() bool { return s.a.State().Kept <= bound/4 })
+	if k := s.a.State().Kept; k > bound {
+		t.Fatalf("kept %d past the bound %d", k, bound)
+	}
+}
+
+// TestKeepaliveAcksEverything: an idle end acks what it received at each
+// keepalive, so nothing stays kept.
+func TestKeepaliveAcksEverything(t *testing.T) {
+	la, lb := tcpPair(t)
+	a, _ := New(la, Config{Bound: MinBound, PeerBound: MinBound, Keepalive: 20 * time.Millisecond, Timeout: time.Hour})
+	b, _ := New(lb, Config{Bound: MinBound, PeerBound: MinBound, Keepalive: 20 * time.Millisecond, Timeout: time.Hour})
+	defer a.Close()
+	defer b.Close()
+	go io.Copy(io.Discard, a)
+	if _, err := a.Write([]byte("small")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(b, make([]byte, 5)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return a.State().Kept == 0 })
+}
+
+// TestSilentLinkDetaches: a peer that sends nothing (not even acks) for
+// Timeout is a dead link: OnDetach, not the end of the session.
+func TestSilentLinkDetaches(t *testing.T) {
+	la, lb := tcpPair(t)
+	defer lb.Close()
+	det := make(chan error, 1)
+	a, _ := New(la, Config{Bound: MinBound, PeerBound: MinBound, Keepalive: 10 * time.Millisecond, Timeout: 50 * time.Millisecond,
+		OnDetach: func(err error) { det <- err }})
+	defer a.Close()
+	if err := <-det; !errors.Is(err, ErrSilent) {
+		t.Fatalf("detached with %v, want ErrSilent", err)
+	}
+	if a.Err() != nil || a.State().Attached {
+		t.Fatalf("session ended (%v) or still attached", a.Err())
+	}
+}
+
+// TestAttachLost: a peer that claims to have received bytes this end
+// never sent, or to lack bytes it acknowledged, ends the session.
+func TestAttachLost(t *testing.T) {
+	s := newSession(t, 128<<10)
+	if _, err := s.a.Write([]byte("0123456789")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(s.b, make([]byte, 10)); err != nil {
+		t.Fatal(err)
+	}
+	s.a.Detach(errors.New("test"))
+	l1, l2 := tcpPair(t)
+	defer l2.Close()
+	if err := s.a.Attach(l1, 11); !errors.Is(err, ErrLost) {
+		t.Fatalf("attach past what was sent: %v, want ErrLost", err)
+	}
+	if _, err := s.a.Write([]byte("x")); !errors.Is(err, ErrLost) {
+		t.Fatalf("write after a lost session: %v", err)
+	}
+}
+
+// TestBadAckEndsSession: an ack beyond what was sent is a protocol error.
+func TestBadAckEndsSession(t *testing.T) {
+	la, lb := tcpPair(t)
+	defer lb.Close()
+	a, _ := New(la, Config{Bound: MinBound, PeerBound: MinBound})
+	var f [9]byte
+	f[0] = typeAck
+	binary.BigEndian.PutUint64(f[1:], 1)
+	if _, err := lb.Write(f[:]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Read(make([]byte, 1)); !errors.Is(err, ErrProtocol) {
+		t.Fatalf("read after a bad ack: %v, want ErrProtocol", err)
+	}
+	for _, frame := range [][]byte{{typeData, 0, 0, 0, 0}, {typeData, 0, 1, 0, 1}, {0x7f}} {
+		la, lb := tcpPair(t)
+		a, _ := New(la, Config{Bound: MinBound, PeerBound: MinBound})
+		_, _ = lb.Write(frame)
+		if _, err := a.Read(make([]byte, 1)); !errors.Is(err, ErrProtocol) {
+			t.Fatalf("frame %x: %v, want ErrProtocol", frame, err)
+		}
+		lb.Close()
+	}
+}
+
+// TestCloseFreesAndEnds: CloseWithError frees what is kept and every
+// blocked call returns the error.
+func TestCloseFreesAndEnds(t *testing.T) {
+	s := newSession(t, MinBound)
+	done := make(chan error, 2)
+	go func() { _, err := s.a.Write(make([]byte, 2*MinBound)); done <- err }()
+	go func() { _, err := s.a.Read(make([]byte, 1)); done <- err }()
+	waitFor(t, func() bool { return s.a.State().Kept == MinBound })
+	why := errors.New("resume window over")
+	s.a.CloseWithError(why)
+	for range 2 {
+		if err := <-done; !errors.Is(err, why) {
+			t.Fatalf("blocked call returned %v, want the close reason", err)
+		}
+	}
+	if k := s.a.State().Kept; k != 0 {
+		t.Fatalf("kept %d after close", k)
+	}
+}
+
+func TestChunksSlice(t *testing.T) {
+	var k chunks
+	data := make([]byte, 200<<10)
+	_, _ = rand.Read(data)
+	k.add(data[:70<<10])
+	k.add(data[70<<10:])
+	k.drop(1000)
+	for _, r := range [][2]int{{0, 10}, {0, len(data) - 1000}, {65000, 140000}, {64<<10 - 1000, 64<<10 - 999}} {
+		var got []byte
+		for _, s := range k.slice(r[0], r[1]) {
+			got = append(got, s...)
+		}
+		if !bytes.Equal(got, data[1000+r[0]:1000+r[1]]) {
+			t.Fatalf("slice %v wrong", r)
+		}
+	}
+}
+
+// waitFor polls cond (state that moves only forward) with a bound far
+// beyond any machine's need; it synchronises on the state, not on time.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in a minute")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

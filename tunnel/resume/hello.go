@@ -1,0 +1,242 @@
+package resume
+
+// Agreeing to resume, at the start of every link, before the session
+// (docs/protocol.md, "Session resumption"):
+//
+//	offer   = 00 02 0001 00000000 4f465233           client → server: a yamux ping, opaque "OFR3"
+//	accept  = 00 02 0002 00000000 4f465333           server → client: a ping ACK, opaque "OFS3"
+//	          (an older server answers with the ping's own ACK, opaque "OFR3": no resumption)
+//	hello   = 0x03 | bound:u32be | session[16] | proof[32] | received:u64be     client → server
+//	welcome = 0x04 | status:u8 | bound:u32be | session[16] | received:u64be | n:u8 | reason[n]
+//	          status 0: a new session (session zero in the hello); 1: resumed;
+//	          2: resumption refused (reason), this is a new session
+//
+// The offer is a yamux ping so that a server without resumption answers
+// it as one and the link goes on as plain yamux; the client sends nothing
+// else until it has the answer (one round trip). The proof is
+//
+//	proof = HMAC-SHA256(secret(previous link), "offload resume proof" | session | binding(this link))
+//
+// with secret and binding drawn by HKDF from each link's record keys
+// (Secrets): only an end of the previous link knows the secret, and the
+// binding ties the proof to the link it is sent on, so a proof recorded on
+// one link fails on any other. Each link draws its own secret, so a
+// session's secret changes with every link: single use.
+
+import (
+	"crypto/hkdf"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// The offer and accept frames (yamux ping type 2; SYN 1, ACK 2).
+var (
+	offerFrame  = [12]byte{0, 2, 0, 1, 0, 0, 0, 0, 'O', 'F', 'R', '3'}
+	acceptFrame = [12]byte{0, 2, 0, 2, 0, 0, 0, 0, 'O', 'F', 'S', '3'}
+	echoFrame   = [12]byte{0, 2, 0, 2, 0, 0, 0, 0, 'O', 'F', 'R', '3'}
+)
+
+const (
+	typeHello   = 0x03
+	typeWelcome = 0x04
+
+	helloLen = 1 + 4 + 16 + 32 + 8
+
+	// Welcome statuses.
+	StatusNew      = 0
+	StatusResumed  = 1
+	StatusRefused  = 2
+	maxReason      = 255
+	maxOfferPrefix = 16 // frames an older server may send before its echo
+)
+
+// ErrNotOffered: the first frame of a link is not an offer (an older
+// client); Sniff returns it with the frame, which belongs to the session.
+var ErrNotOffered = errors.New("resume: no offer")
+
+// Offer sends the offer on a new link (client) and reads the answer.
+// accepted false: the server does not resume; prefix is what it sent
+// before its echo (yamux control frames), for the session to read first.
+func Offer(rw io.ReadWriter) (accepted bool, prefix []byte, err error) {
+	if _, err := rw.Write(offerFrame[:]); err != nil {
+		return false, nil, fmt.Errorf("resume: sending the offer: %w", err)
+	}
+	var f [12]byte
+	for range maxOfferPrefix {
+		if _, err := io.ReadFull(rw, f[:]); err != nil {
+			return false, nil, fmt.Errorf("resume: reading the answer to the offer: %w", err)
+		}
+		switch f {
+		case acceptFrame:
+			if len(prefix) > 0 {
+				return false, nil, fmt.Errorf("%w: frames before the accept", ErrProtocol)
+			}
+			return true, nil, nil
+		case echoFrame:
+			return false, prefix, nil
+		}
+		if f[1] == 0 && binary.BigEndian.Uint32(f[8:]) > 0 {
+			// A data frame before the server knows of any stream.
+			return false, nil, fmt.Errorf("%w: data before the answer to the offer", ErrProtocol)
+		}
+		prefix = append(prefix, f[:]...)
+	}
+	return false, nil, fmt.Errorf("%w: no answer to the offer in %d frames", ErrProtocol, maxOfferPrefix)
+}
+
+// Sniff reads a link's first frame (server). An offer is answered with
+// accept; anything else is returned with ErrNotOffered, for the session.
+func Sniff(rw io.ReadWriter) (first [12]byte, err error) {
+	if _, err := io.ReadFull(rw, first[:]); err != nil {
+		return first, fmt.Errorf("resume: reading the first frame: %w", err)
+	}
+	if first != offerFrame {
+		return first, ErrNotOffered
+	}
+	if _, err := rw.Write(acceptFrame[:]); err != nil {
+		return first, fmt.Errorf("resume: accepting: %w", err)
+	}
+	return first, nil
+}
+
+// Hello is the client's first message on an agreed link.
+type Hello struct {
+	Bound    uint32
+	Session  [16]byte // zero: a new session
+	Proof    [32]byte
+	Received uint64
+}
+
+// Welcome is the server's answer.
+type Welcome struct {
+	Status   byte
+	Bound    uint32
+	Session  [16]byte
+	Received uint64
+	Reason   string // why a resumption was refused
+}
+
+// WriteHello sends h.
+func WriteHello(w io.Writer, h Hello) error {
+	var b [helloLen]byte
+	b[0] = typeHello
+	binary.BigEndian.PutUint32(b[1:], h.Bound)
+	copy(b[5:], h.Session[:])
+	copy(b[21:], h.Proof[:])
+	binary.BigEndian.PutUint64(b[53:], h.Received)
+	_, err := w.Write(b[:])
+	return err
+}
+
+// ReadHello reads a hello.
+func ReadHello(r io.Reader) (Hello, error) {
+	var b [helloLen]byte
+	var h Hello
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		return h, fmt.Errorf("resume: reading the hello: %w", err)
+	}
+	if b[0] != typeHello {
+		return h, fmt.Errorf("%w: message type %#x, want a hello", ErrProtocol, b[0])
+	}
+	h.Bound = binary.BigEndian.Uint32(b[1:])
+	copy(h.Session[:], b[5:])
+	copy(h.Proof[:], b[21:])
+	h.Received = binary.BigEndian.Uint64(b[53:])
+	if h.Bound < MinBound {
+		return h, fmt.Errorf("%w: bound %d below %d", ErrProtocol, h.Bound, MinBound)
+	}
+	return h, nil
+}
+
+// WriteWelcome sends w.
+func WriteWelcome(wr io.Writer, w Welcome) error {
+	reason := w.Reason
+	if len(reason) > maxReason {
+		reason = reason[:maxReason]
+	}
+	b := make([]byte, 0, 31+len(reason))
+	b = append(b, typeWelcome, w.Status)
+	b = binary.BigEndian.AppendUint32(b, w.Bound)
+	b = append(b, w.Session[:]...)
+	b = binary.BigEndian.AppendUint64(b, w.Received)
+	b = append(b, byte(len(reason)))
+	b = append(b, reason...)
+	_, err := wr.Write(b)
+	return err
+}
+
+// ReadWelcome reads a welcome.
+func ReadWelcome(r io.Reader) (Welcome, error) {
+	var b [31]byte
+	var w Welcome
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		return w, fmt.Errorf("resume: reading the welcome: %w", err)
+	}
+	if b[0] != typeWelcome || b[1] > StatusRefused {
+		return w, fmt.Errorf("%w: welcome type %#x status %d", ErrProtocol, b[0], b[1])
+	}
+	w.Status = b[1]
+	w.Bound = binary.BigEndian.Uint32(b[2:])
+	copy(w.Session[:], b[6:])
+	w.Received = binary.BigEndian.Uint64(b[22:])
+	reason := make([]byte, b[30])
+	if _, err := io.ReadFull(r, reason); err != nil {
+		return w, fmt.Errorf("resume: reading the welcome: %w", err)
+	}
+	for _, c := range reason {
+		if c < 0x20 || c > 0x7e {
+			return w, fmt.Errorf("%w: welcome reason not printable ASCII", ErrProtocol)
+		}
+	}
+	w.Reason = string(reason)
+	if w.Bound < MinBound {
+		return w, fmt.Errorf("%w: bound %d below %d", ErrProtocol, w.Bound, MinBound)
+	}
+	return w, nil
+}
+
+// Secrets draws a link's resumption secret and binding from its epoch-0
+// record MAC keys (client→server, server→client), which both ends hold:
+//
+//	secret  = HKDF-SHA256(secret = K_mac_c2s | K_mac_s2c, salt = none, info = "offload resume secret", 32)
+//	binding = HKDF-SHA256(same, info = "offload resume binding", 32)
+//
+// HKDF is one-way: neither reveals the record keys.
+func Secrets(macC2S, macS2C []byte) (secret, binding [32]byte, err error) {
+	ikm := append(append(make([]byte, 0, len(macC2S)+len(macS2C)), macC2S...), macS2C...)
+	defer clear(ikm)
+	for _, x := range []struct {
+		out  *[32]byte
+		info string
+	}{{&secret, "offload resume secret"}, {&binding, "offload resume binding"}} {
+		k, err := hkdf.Key(sha256.New, ikm, nil, x.info, 32)
+		if err != nil {
+			return secret, binding, fmt.Errorf("resume: deriving secrets: %w", err)
+		}
+		copy(x.out[:], k)
+		clear(k)
+	}
+	return secret, binding, nil
+}
+
+// Proof is what a client sends on the link with binding to resume session
+// under the secret of the session's previous link.
+func Proof(secret [32]byte, session [16]byte, binding [32]byte) [32]byte {
+	m := hmac.New(sha256.New, secret[:])
+	m.Write([]byte("offload resume proof"))
+	m.Write(session[:])
+	m.Write(binding[:])
+	var out [32]byte
+	copy(out[:], m.Sum(nil))
+	return out
+}
+
+// CheckProof compares in constant time.
+func CheckProof(secret [32]byte, session [16]byte, binding [32]byte, proof [32]byte) bool {
+	want := Proof(secret, session, binding)
+	return hmac.Equal(want[:], proof[:])
+}
