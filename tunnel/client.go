@@ -18,6 +18,7 @@ import (
 	"github.com/offload-dev/offload/tunnel/handshake"
 	"github.com/offload-dev/offload/tunnel/internal/netguard"
 	"github.com/offload-dev/offload/tunnel/record"
+	"github.com/offload-dev/offload/tunnel/redial"
 	"github.com/offload-dev/offload/tunnel/stream"
 )
 
@@ -37,7 +38,7 @@ type ClientConfig struct {
 	// Server is the server's host:port: the same as Servers: {Server}.
 	Server string
 	// Servers are the servers to fail over between, tried in turn
-	// (failover.go); set Server or Servers, not both.
+	// (tunnel/redial); set Server or Servers, not both.
 	Servers []string
 	// Forwards are the local listeners; Run closes them.
 	Forwards []Forward
@@ -58,9 +59,9 @@ type ClientConfig struct {
 // forwards local connections over it.
 type Client struct {
 	opt      Options
-	servers  *serverRing
+	servers  *redial.Ring
 	forwards []Forward
-	redial   backoff
+	redial   redial.Backoff
 	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
 	log      *zap.Logger
 	ctr      *counters
@@ -76,8 +77,8 @@ type Client struct {
 	socksUsers atomic.Pointer[map[string]string] // of the next SOCKS connections; Reload replaces it
 
 	refuseLog netguard.RateLimit
-	failLog   repeatLog   // linkLoop's "link failed; redialling"
-	running   atomic.Bool // Run is serving: Healthy
+	failLog   redial.RepeatLog // linkLoop's "link failed; redialling"
+	running   atomic.Bool      // Run is serving: Healthy
 
 	psk  atomic.Pointer[[]byte] // the key of the next handshake; Reload replaces it
 	roll chan struct{}          // Reload changed the key: move new streams to a new link
@@ -106,9 +107,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	servers, err := newServerRing(cfg.Server, cfg.Servers)
+	servers, err := redial.NewRing(cfg.Server, cfg.Servers)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if cfg.RedialMin <= 0 {
 		cfg.RedialMin = DefaultRedialMin
@@ -131,7 +132,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		udpForwards: cfg.UDPForwards,
 		udp:         udpCounters{role: "client"},
 		rev:         reverseSet{targets: reverse},
-		redial:      backoff{min: cfg.RedialMin, max: cfg.RedialMax},
+		redial:      redial.Backoff{Min: cfg.RedialMin, Max: cfg.RedialMax},
 		dial:        dial,
 		log:         cfg.Logger.Named("client"),
 		ctr:         newCounters("client", cfg.Engines, cfg.Stats, cfg.Policy),
@@ -164,7 +165,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 func (c *Client) RegisterMetrics(set *metrics.Set) {
 	set.RegisterMetricsWriter(c.ctr.writePrometheus)
 	set.RegisterMetricsWriter(c.udp.writePrometheus)
-	set.RegisterMetricsWriter(c.servers.writePrometheus)
+	set.RegisterMetricsWriter(c.servers.WritePrometheus)
 }
 
 // Stats returns the record layer's counters of all links.
@@ -223,11 +224,11 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.S
 				break
 			}
 			c.ctr.live.Attempted(err)
-			d := c.redial.next()
-			c.link.retry(fmt.Errorf("%s: %w", c.servers.addr(), err), d)
-			failed := c.servers.addr()
-			next := c.servers.advance()
-			if lvl, n := c.failLog.level(failed + ": " + err.Error()); c.log.Core().Enabled(lvl) {
+			d := c.redial.Next()
+			c.link.retry(fmt.Errorf("%s: %w", c.servers.Addr(), err), d)
+			failed := c.servers.Addr()
+			next := c.servers.Advance()
+			if lvl, n := c.failLog.Level(failed + ": " + err.Error()); c.log.Core().Enabled(lvl) {
 				c.log.Log(lvl, "link failed; redialling", zap.String("server", failed), zap.Error(err),
 					zap.String("next", next), zap.Duration("in", d), zap.Uint64("repeats_not_logged", n))
 			}
@@ -238,9 +239,9 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.S
 			continue
 		}
 		// A completed handshake: the next redial waits RedialMin,
-		// and none more than upMax from now on (backoff.go).
-		c.redial.linkedUp()
-		c.failLog = repeatLog{}
+		// and none more than redial.UpMax from now on.
+		c.redial.LinkedUp()
+		c.failLog = redial.RepeatLog{}
 		start := time.Now()
 		c.mu.Lock()
 		c.sess = sess
@@ -248,7 +249,7 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.S
 		c.down = make(chan struct{})
 		c.mu.Unlock()
 		c.ctr.links.Store(1)
-		server := c.servers.addr()
+		server := c.servers.Addr()
 		c.log.Info("link up", zap.String("server", server), zap.Stringer("suite", c.opt.Suite))
 		stat := c.ctr.live.LinkUp(rc, rc.RemoteAddr(), server, handshake.Fingerprint(psk))
 		c.reverseUp(ctx, sess)
@@ -306,12 +307,12 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.S
 		}
 		// The server that dropped the link (or is going away) may take a
 		// while to come back: the next link goes to the next server.
-		next := c.servers.addr()
+		next := c.servers.Addr()
 		if rotate {
-			next = c.servers.advance()
+			next = c.servers.Advance()
 		}
 		if wait {
-			d := c.redial.next()
+			d := c.redial.Next()
 			c.link.retry(fmt.Errorf("link to %s went down (%s)", server, reason), d)
 			c.log.Info("redialling", zap.String("server", next), zap.Duration("in", d))
 			if !c.link.sleep(ctx) {
@@ -326,7 +327,7 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.S
 // connect dials the server and brings a link up.
 func (c *Client) connect(ctx context.Context, psk []byte) (*mux.Session, *record.Conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, c.opt.DialTimeout)
-	conn, err := c.dial(dctx, "tcp", c.servers.addr())
+	conn, err := c.dial(dctx, "tcp", c.servers.Addr())
 	cancel()
 	if err != nil {
 		return nil, nil, fmt.Errorf("dial: %w", err)

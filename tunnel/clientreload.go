@@ -163,9 +163,9 @@ func (s *forwardSet) closeAll() {
 func (c *Client) startForward(ctx context.Context, f *forwardRun, wg *sync.WaitGroup) {
 	what := *f.service.Load()
 	if f.socks.Load() {
-		c.log.Info("SOCKS5 listening", zap.Stringer("listen", f.ln.Addr()), zap.Strings("servers", c.servers.addrs))
+		c.log.Info("SOCKS5 listening", zap.Stringer("listen", f.ln.Addr()), zap.Strings("servers", c.servers.Addrs()))
 	} else {
-		c.log.Info("forwarding", zap.Stringer("listen", f.ln.Addr()), zap.String("service", what), zap.Strings("servers", c.servers.addrs))
+		c.log.Info("forwarding", zap.Stringer("listen", f.ln.Addr()), zap.String("service", what), zap.Strings("servers", c.servers.Addrs()))
 	}
 	c.acceptLoop(ctx, f, wg)
 }

@@ -130,7 +130,7 @@ func TestFailoverKeyRollStays(t *testing.T) {
 			t.Errorf("link up on %v after a key roll, want %s", e.ContextMap()["server"], a)
 		}
 	}
-	if n := cli.servers.failovers.Load(); n != 0 {
+	if n := cli.servers.Failovers(); n != 0 {
 		t.Errorf("%d failovers for a key roll, want 0", n)
 	}
 }

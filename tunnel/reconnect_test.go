@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/offload-dev/offload/internal/testutil"
+	"github.com/offload-dev/offload/tunnel/redial"
 )
 
 // switchedDial dials addr while on, and fails as a dead server's port
@@ -42,8 +43,8 @@ func redialDelays(logs *observer.ObservedLogs, msg string) []time.Duration {
 }
 
 // After a link, however briefly up, the first redial waits RedialMin and
-// no later one more than upMax, with RedialMax an hour: a server killed
-// and restarted is dialled again within upMax of its return, whatever the
+// no later one more than redial.UpMax, with RedialMax an hour: a server killed
+// and restarted is dialled again within redial.UpMax of its return, whatever the
 // outage's length (issue 26). The test counts the delays the client
 // scheduled, not the time it took.
 func TestRedialAfterLinkIsCapped(t *testing.T) {
@@ -69,8 +70,8 @@ func TestRedialAfterLinkIsCapped(t *testing.T) {
 		t.Errorf("first redial after the link went down in %v; want %v", d, redialMin)
 	}
 	for i, d := range redialDelays(clogs, "link failed; redialling") {
-		if d > upMax {
-			t.Errorf("redial %d after the link: in %v, more than %v", i, d, upMax)
+		if d > redial.UpMax {
+			t.Errorf("redial %d after the link: in %v, more than %v", i, d, redial.UpMax)
 		}
 	}
 	sw.on.Store(true)

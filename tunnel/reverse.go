@@ -31,6 +31,7 @@ import (
 
 	"github.com/offload-dev/offload/tunnel/internal/netguard"
 	"github.com/offload-dev/offload/tunnel/mux"
+	"github.com/offload-dev/offload/tunnel/redial"
 	"github.com/offload-dev/offload/tunnel/stream"
 	"go.uber.org/zap"
 )
@@ -179,7 +180,7 @@ func (c *Client) reverseUp(ctx context.Context, sess *mux.Session) {
 func (c *Client) registerReverse(ctx context.Context, sess *mux.Session, listen string) {
 	target, _ := c.reverseTarget(listen)
 	log := c.log.With(zap.String("reverse_listen", listen), zap.String("target", target))
-	retry := backoff{min: c.redial.min, max: c.redial.max}
+	retry := redial.Backoff{Min: c.redial.Min, Max: c.redial.Max}
 	for !sess.IsClosed() && ctx.Err() == nil {
 		err := c.holdReverse(ctx, sess, listen, log)
 		if sess.IsClosed() || ctx.Err() != nil {
@@ -189,7 +190,7 @@ func (c *Client) registerReverse(ctx context.Context, sess *mux.Session, listen 
 			log.Error("reverse forward refused by the server", zap.Error(err))
 			return
 		}
-		d := retry.next()
+		d := retry.Next()
 		log.Warn("reverse forward not listening; asking again", zap.Error(err), zap.Duration("in", d))
 		select {
 		case <-time.After(d):

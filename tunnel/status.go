@@ -73,7 +73,7 @@ func (s *Server) Status() *live.Status {
 // its streams by forward, and its counters.
 func (c *Client) Status() *live.Status {
 	st := c.ctr.status(c.opt.Suite.String(), time.Now())
-	st.Server = c.servers.addr()
+	st.Server = c.servers.Addr()
 	st.Key = handshake.Fingerprint(*c.psk.Load())
 	st.ClientStreams = c.ctr.live.Streams.List()
 	if len(st.Links) == 0 {

@@ -11,15 +11,14 @@ package tunnel
 //	                                   server: socket reader <──UDP── target ┘
 //
 // After the request (kind udp) and the server's response, each direction
-// of the stream carries datagrams framed as
-//
-//	datagram = len:u16be | data[len]      1 ≤ len ≤ udpMaxDatagram
+// of the stream carries datagrams, each framed with its length
+// (tunnel/stream's datagram wire).
 //
 // The stream is reliable and ordered, so the tunnel itself neither loses
 // nor reorders; what UDP does between the ends and their applications
 // (loss, reordering, duplicates) passes through as it is.
 //
-// Bounds: a datagram larger than udpMaxDatagram is dropped where it is
+// Bounds: a datagram larger than stream.MaxDatagram is dropped where it is
 // read and counted (oversize), never cut; a frame larger than it on a
 // stream is a protocol error that ends the flow. Each flow queues at most
 // udpQueue datagrams and udpQueueBytes on the client (more are dropped and
@@ -32,7 +31,6 @@ package tunnel
 import (
 	"cmp"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -50,10 +48,6 @@ import (
 
 // UDP defaults and bounds.
 const (
-	// udpMaxDatagram is the largest datagram carried: a jumbo frame's
-	// payload (9000-byte MTU) fits, so does any DNS answer over UDP
-	// (EDNS0 is at most 4096 in practice); a bigger one is refused.
-	udpMaxDatagram = 9216
 	// udpQueue is how many datagrams a flow holds on the client while
 	// its stream is busy, and udpQueueBytes how many bytes they may
 	// take: 64 flows of full queues stay within 4 MiB, whatever the
@@ -115,7 +109,7 @@ type udpFlow struct {
 // reload that removes it).
 func (c *Client) startUDP(ctx context.Context, r *udpRun, wg *sync.WaitGroup) {
 	f := r.cfg.Load()
-	c.log.Info("forwarding UDP", zap.Stringer("listen", f.Conn.LocalAddr()), zap.String("service", f.Service), zap.Strings("servers", c.servers.addrs))
+	c.log.Info("forwarding UDP", zap.Stringer("listen", f.Conn.LocalAddr()), zap.String("service", f.Service), zap.Strings("servers", c.servers.Addrs()))
 	c.udpLoop(ctx, r, wg)
 }
 
@@ -128,7 +122,7 @@ func (c *Client) udpLoop(ctx context.Context, r *udpRun, wg *sync.WaitGroup) {
 	flows := map[netip.AddrPort]*udpFlow{}
 	// One byte more than the largest datagram: a datagram that fills it
 	// was bigger than allowed (the kernel cut it), and is refused.
-	buf := make([]byte, udpMaxDatagram+1)
+	buf := make([]byte, stream.MaxDatagram+1)
 	for {
 		n, src, err := conn.ReadFromUDPAddrPort(buf)
 		f := *r.cfg.Load()
@@ -139,9 +133,9 @@ func (c *Client) udpLoop(ctx context.Context, r *udpRun, wg *sync.WaitGroup) {
 			c.udpLog(f, "reading the UDP listener", err)
 			continue
 		}
-		if n > udpMaxDatagram {
+		if n > stream.MaxDatagram {
 			c.udp.oversize.Add(1)
-			c.udpLog(f, "datagram refused", fmt.Errorf("%d bytes or more from %v: larger than %d", n, src, udpMaxDatagram))
+			c.udpLog(f, "datagram refused", fmt.Errorf("%d bytes or more from %v: larger than %d", n, src, stream.MaxDatagram))
 			continue
 		}
 		if n == 0 {
@@ -179,9 +173,9 @@ func (c *Client) udpLoop(ctx context.Context, r *udpRun, wg *sync.WaitGroup) {
 			}()
 		}
 		mu.Unlock()
-		d := make([]byte, 2+n)
-		binary.BigEndian.PutUint16(d, uint16(n))
-		copy(d[2:], buf[:n])
+		d := make([]byte, stream.DatagramHeader+n)
+		stream.PutDatagramHeader(d, n)
+		copy(d[stream.DatagramHeader:], buf[:n])
 		if fl.queued.Add(int64(len(d))) > udpQueueBytes {
 			fl.queued.Add(-int64(len(d)))
 			c.udp.dropped.Add(1)
@@ -235,7 +229,7 @@ func (c *Client) runFlow(ctx context.Context, f UDPForward, fl *udpFlow, idle ti
 			return
 		}
 		_ = st.SetReadDeadline(time.Time{})
-		err := readDatagrams(st, func(d []byte) error {
+		err := stream.ReadDatagrams(st, func(d []byte) error {
 			fl.last.Store(time.Now().UnixNano())
 			c.udp.down.Add(1)
 			_, err := f.Conn.WriteToUDPAddrPort(d, fl.src)
@@ -275,29 +269,6 @@ loop:
 	_ = st.Close()
 	_ = st.SetReadDeadline(aLongTimeAgo)
 	<-readerDone
-}
-
-// readDatagrams reads framed datagrams from r until it fails, calling
-// send with each; send's error ends it too. A frame of 0 or more than
-// udpMaxDatagram bytes is a protocol error.
-func readDatagrams(r io.Reader, send func([]byte) error) error {
-	buf := make([]byte, udpMaxDatagram)
-	var hdr [2]byte
-	for {
-		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			return err
-		}
-		n := int(binary.BigEndian.Uint16(hdr[:]))
-		if n == 0 || n > udpMaxDatagram {
-			return fmt.Errorf("%w: datagram frame of %d bytes (want 1..%d)", stream.ErrBadRequest, n, udpMaxDatagram)
-		}
-		if _, err := io.ReadFull(r, buf[:n]); err != nil {
-			return err
-		}
-		if err := send(buf[:n]); err != nil {
-			return err
-		}
-	}
 }
 
 func (c *Client) udpLog(f UDPForward, msg string, err error) {
@@ -356,9 +327,9 @@ func (s *Server) serveUDP(ctx context.Context, st *mux.Stream, name string, l *l
 	downDone := make(chan struct{})
 	go func() {
 		defer close(downDone)
-		buf := make([]byte, 2+udpMaxDatagram+1)
+		buf := make([]byte, stream.DatagramHeader+stream.MaxDatagram+1)
 		for {
-			n, err := conn.Read(buf[2:])
+			n, err := conn.Read(buf[stream.DatagramHeader:])
 			if err != nil {
 				if errors.Is(err, net.ErrClosed) {
 					return
@@ -371,25 +342,25 @@ func (s *Server) serveUDP(ctx context.Context, st *mux.Stream, name string, l *l
 				}
 				continue
 			}
-			if n > udpMaxDatagram {
+			if n > stream.MaxDatagram {
 				s.udp.oversize.Add(1)
 				if ok, k := s.refuseLog.Allow(); ok {
 					log.Warn("datagram refused", zap.String("service", name),
-						zap.Error(fmt.Errorf("%d bytes or more from %s: larger than %d", n, target, udpMaxDatagram)), zap.Uint64("not_logged", k))
+						zap.Error(fmt.Errorf("%d bytes or more from %s: larger than %d", n, target, stream.MaxDatagram)), zap.Uint64("not_logged", k))
 				}
 				continue
 			}
 			if n == 0 {
 				continue
 			}
-			binary.BigEndian.PutUint16(buf, uint16(n))
-			if _, err := st.Write(buf[:2+n]); err != nil {
+			stream.PutDatagramHeader(buf, n)
+			if _, err := st.Write(buf[:stream.DatagramHeader+n]); err != nil {
 				return
 			}
 			s.udp.down.Add(1)
 		}
 	}()
-	err = readDatagrams(st, func(d []byte) error {
+	err = stream.ReadDatagrams(st, func(d []byte) error {
 		s.udp.up.Add(1)
 		if _, err := conn.Write(d); err != nil {
 			// A refused send (no listener yet) loses the datagram, as

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/net/dns/dnsmessage"
 
 	"github.com/offload-dev/offload/internal/testutil"
+	"github.com/offload-dev/offload/tunnel/stream"
 )
 
 // udpOn listens UDP on addr (loopback, port 0) or skips without IPv6.
@@ -240,7 +241,7 @@ func slicesEqual(a, b []uint32) bool {
 	return true
 }
 
-// TestUDPOversize: a datagram over udpMaxDatagram is refused where it is
+// TestUDPOversize: a datagram over stream.MaxDatagram is refused where it is
 // read (client, or server for an answer), counted, never cut; the flow
 // goes on.
 func TestUDPOversize(t *testing.T) {
@@ -248,7 +249,7 @@ func TestUDPOversize(t *testing.T) {
 	target := udpOn(t, "[::1]:0")
 	udpServe(t, target, func(d []byte) [][]byte {
 		if string(d) == "big" {
-			return [][]byte{make([]byte, udpMaxDatagram+1), []byte("after big")}
+			return [][]byte{make([]byte, stream.MaxDatagram+1), []byte("after big")}
 		}
 		return [][]byte{d}
 	})
@@ -270,11 +271,11 @@ func TestUDPOversize(t *testing.T) {
 	if got := exchange([]byte("hello")); string(got) != "hello" {
 		t.Fatalf("got %q", got)
 	}
-	max := make([]byte, udpMaxDatagram)
-	if got := exchange(max); len(got) != udpMaxDatagram {
+	max := make([]byte, stream.MaxDatagram)
+	if got := exchange(max); len(got) != stream.MaxDatagram {
 		t.Fatalf("largest datagram came back as %d bytes", len(got))
 	}
-	for _, size := range []int{udpMaxDatagram + 1, 60000} {
+	for _, size := range []int{stream.MaxDatagram + 1, 60000} {
 		if _, err := app.WriteTo(make([]byte, size), fwd.LocalAddr()); err != nil {
 			t.Fatal(err)
 		}

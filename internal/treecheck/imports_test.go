@@ -57,6 +57,8 @@ var importRules = []importRule{
 	{pkg: "tunnel/live", project: []string{"engine", "tunnel/record", "internal/metrics"}},
 	// Session resumption knows bytes and links, not yamux or the record layer.
 	{pkg: "tunnel/resume", stdOnly: true},
+	// When and where the client dials next: no link, no Client.
+	{pkg: "tunnel/redial", project: []string{"internal/metrics"}},
 	{pkg: "tunnel/internal/netguard", stdOnly: true},
 	{pkg: "tunnel/internal/socks5", stdOnly: true},
 	// The PROXY reader knows no Server: caps in, drops out by callback.

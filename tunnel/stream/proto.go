@@ -47,7 +47,7 @@ import (
 // before its end marker ended with an error: the receiving side resets its
 // TCP connection instead of closing it cleanly.
 //
-// Kind 3 carries datagrams (tunnel/udp.go); kind 4 carries nothing after the
+// Kind 3 carries datagrams (datagram.go); kind 4 carries nothing after the
 // response: the server's listener lives as long as the stream
 // (tunnel/reverse.go).
 const (
