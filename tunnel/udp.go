@@ -235,7 +235,7 @@ func (c *Client) runFlow(ctx context.Context, f UDPForward, fl *udpFlow, idle ti
 			_, err := f.Conn.WriteToUDPAddrPort(d, fl.src)
 			return err
 		})
-		// readDatagrams ends only with an error: EOF is the server's close.
+		// ReadDatagrams ends only with an error: EOF is the server's close.
 		if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 			if ce := c.log.Check(zap.DebugLevel, "UDP flow ended"); ce != nil {
 				ce.Write(zap.Stringer("source", fl.src), zap.Error(err))
