@@ -56,7 +56,7 @@ const (
 	// (docs/performance.md, "max_procs").
 	MaxMaxProcs = 1024
 
-	// Server caps against floods and replays (docs/tunnel.md); their
+	// Server caps against floods and replays (docs/defences.md); their
 	// defaults are tunnel's (tunnel.DefaultMaxLinks, ...).
 	MaxMaxLinks      = 1024
 	MaxMaxHandshakes = 4096
@@ -543,7 +543,7 @@ func (d *decoder) checkOptions(c *Common, o tunnel.Options) {
 
 // LinkStreams is how many streams one link carries at once with these
 // settings: max_streams. link_buffer bounds their bytes, not their number
-// (docs/tunnel.md).
+// (docs/defences.md).
 func (c *Common) LinkStreams() int {
 	return c.MaxStreams
 }

@@ -55,7 +55,7 @@ type Options struct {
 	// buffers may hold, in bytes (mux.Config.ReceiveBudget): a stream
 	// whose data would take the link past it is reset. It holds at least
 	// one stream: YamuxWindow + MinYamuxWindow (LinkBufferFor).
-	// docs/tunnel.md has the arithmetic.
+	// docs/defences.md has the arithmetic.
 	LinkBuffer int
 	// MaxStreams (max_streams) caps concurrent streams (server: per link;
 	// client: all forwarded connections). Excess connections are refused
