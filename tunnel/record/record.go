@@ -1,7 +1,8 @@
 // Package record is offload's record layer: it turns a byte stream (yamux)
 // into self-contained encrypted frames on a TCP link and back.
 //
-// Per direction, with the keys (K_enc, K_mac, S_iv) of the frame's epoch:
+// Per direction, with the keys (K_enc, K_mac, S_iv) of the frame's epoch
+// (docs/protocol.md, section 2, is the normative text):
 //
 //	frame = hdr:u32be | ciphertext[len] | tag[16]
 //	hdr   = new:1 | len:31          new: first frame of a new epoch

@@ -16,8 +16,9 @@ import (
 	"strings"
 )
 
-// The stream protocol, version 2. Every yamux stream carries one forwarded
-// connection, UDP flow or reverse listener. The end that opens the stream
+// The stream protocol, version 2 (docs/protocol.md, section 3, is the
+// normative text). Every yamux stream carries one forwarded connection, UDP
+// flow or reverse listener. The end that opens the stream
 // sends a request, the other end answers:
 //
 //	request:  version:u8 (=2) | kind:u8 | argLen:u16be (1..maxArg) | arg
