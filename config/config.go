@@ -104,6 +104,8 @@ type Common struct {
 	YamuxWindow int
 	// Keepalive is yamux's KeepAliveInterval; 0 disables keepalives.
 	Keepalive time.Duration
+	// ResumeWindow is tunnel.Options.ResumeWindow; 0 is off.
+	ResumeWindow time.Duration
 	// DialTimeout bounds a TCP dial: to a target on the server, to the
 	// server on the client.
 	DialTimeout time.Duration
@@ -304,6 +306,7 @@ func (c *Common) tunnelSettings(o *tunnel.Options) []func(toTunnel bool) {
 		same(&c.LinkBuffer, &o.LinkBuffer),
 		same(&c.MaxStreams, &o.MaxStreams),
 		same(&c.Keepalive, &o.Keepalive),
+		same(&c.ResumeWindow, &o.ResumeWindow),
 		same(&c.RekeyInterval, &o.RekeyInterval),
 		same(&c.DialTimeout, &o.DialTimeout),
 		same(&c.HandshakeTimeout, &o.HandshakeTimeout),
@@ -635,6 +638,7 @@ func (d *decoder) common(c *Common) []fieldSpec {
 		track("max_frame", func(v value) { d.size(v, &c.MaxFrame, record.MinMaxFrame, record.HardMaxFrame) }),
 		track("yamux_window", func(v value) { d.size(v, &c.YamuxWindow, tunnel.MinYamuxWindow, tunnel.MaxYamuxWindow) }),
 		track("keepalive", func(v value) { d.duration(v, &c.Keepalive, false) }),
+		track("resume_window", func(v value) { d.duration(v, &c.ResumeWindow, false) }),
 		track("dial_timeout", func(v value) { d.duration(v, &c.DialTimeout, true) }),
 		track("handshake_timeout", func(v value) { d.duration(v, &c.HandshakeTimeout, true) }),
 		track("drain_timeout", func(v value) { d.duration(v, &c.DrainTimeout, false) }),

@@ -21,7 +21,20 @@ import (
 // the tunnel costs beyond its crypto.
 func BenchmarkStream(b *testing.B) {
 	for _, s := range []suite.Suite{suite.Default, mustSuite(b, "aes-256-ctr-gmac"), mustSuite(b, "aes-256-cbc-poly1305")} {
-		b.Run(s.String(), func(b *testing.B) { benchStream(b, s) })
+		b.Run(s.String(), func(b *testing.B) { benchStream(b, s, 0) })
+	}
+}
+
+// BenchmarkStreamResume is BenchmarkStream's default suite with sessions
+// that outlive links off and on, side by side: the cost of keeping every
+// byte until the peer acknowledged it (tunnel/resume). docs/tunnel.md,
+// "Sessions that outlive links", has the figures.
+func BenchmarkStreamResume(b *testing.B) {
+	for _, w := range []struct {
+		name   string
+		window time.Duration
+	}{{"off", 0}, {"on", time.Minute}} {
+		b.Run(w.name, func(b *testing.B) { benchStream(b, suite.Default, w.window) })
 	}
 }
 
@@ -33,7 +46,7 @@ func mustSuite(tb testing.TB, name string) suite.Suite {
 	return s
 }
 
-func benchStream(b *testing.B, s suite.Suite) {
+func benchStream(b *testing.B, s suite.Suite, resumeWindow time.Duration) {
 	const chunk = 64 << 10
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -63,6 +76,7 @@ func benchStream(b *testing.B, s suite.Suite) {
 	opt := DefaultOptions()
 	opt.Suite, opt.PSK, opt.DialTimeout = s, make([]byte, 32), 5*time.Second
 	opt.Keepalive, opt.DrainTimeout, opt.StatusInterval = 0, 0, 0
+	opt.ResumeWindow = resumeWindow
 	for i := range opt.PSK {
 		opt.PSK[i] = byte(i + 1)
 	}

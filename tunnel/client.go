@@ -88,6 +88,8 @@ type Client struct {
 
 	mu   sync.Mutex
 	sess *mux.Session // nil while the link is down; only linkLoop sets it
+	// resumable is the resumable session (resumable.go); linkLoop's.
+	resumable *clientSession
 	// retiring is sess once Reload changed the key, until linkLoop
 	// retires it: it takes no new streams, so that every connection
 	// accepted after Reload returns goes to a link made with the new key.
@@ -215,10 +217,21 @@ func (c *Client) Run(ctx context.Context) error {
 // sessions still open (the current one stays in c.sess) for Run to close
 // after the drain.
 func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.Session) {
+	kept := false // c.sess is a resumable session whose link died
 	for ctx.Err() == nil {
+		if kept && c.resumable.conn.Err() != nil {
+			// Not resumed within resume_window: its streams ended.
+			c.log.Warn("session ended", zap.Error(c.resumable.conn.Err()))
+			c.mu.Lock()
+			c.sess = nil
+			c.up = make(chan struct{})
+			close(c.down)
+			c.mu.Unlock()
+			kept, c.resumable = false, nil
+		}
 		c.link.dialStart()
 		psk := *c.psk.Load() // the key connect uses (a reload may replace it meanwhile)
-		sess, rc, err := c.connect(ctx, psk)
+		sess, rc, resumed, err := c.connect(ctx, psk)
 		if err != nil {
 			if ctx.Err() != nil {
 				break
@@ -244,23 +257,47 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.S
 		c.failLog = redial.RepeatLog{}
 		start := time.Now()
 		c.mu.Lock()
-		c.sess = sess
-		close(c.up)
-		c.down = make(chan struct{})
+		switch {
+		case resumed:
+			// c.sess is sess: it never went.
+		case kept:
+			// The old session was not resumed: this one replaces it
+			// (c.up stays closed: a session is there).
+			c.sess = sess
+			close(c.down)
+			c.down = make(chan struct{})
+		default:
+			c.sess = sess
+			close(c.up)
+			c.down = make(chan struct{})
+		}
 		c.mu.Unlock()
+		kept = false
 		c.ctr.links.Store(1)
 		server := c.servers.Addr()
 		c.log.Info("link up", zap.String("server", server), zap.Stringer("suite", c.opt.Suite))
 		stat := c.ctr.live.LinkUp(rc, rc.RemoteAddr(), server, handshake.Fingerprint(psk))
-		c.reverseUp(ctx, sess)
+		if !resumed {
+			c.reverseUp(ctx, sess)
+		}
 
 		reason := "closed"
 		wait := true
 		rotate := true // the next link goes to the next server
+		var detached chan error
+		if c.resumable != nil && c.resumable.sess == sess {
+			detached = c.resumable.detached
+		}
 	loop:
 		for {
 			select {
 			case <-sess.CloseChan():
+				break loop
+			case err := <-detached:
+				// The link died, the session did not: redial at
+				// once, to the same server, and resume it there.
+				c.lostLink(c.resumable, err)
+				kept = true
 				break loop
 			case g := <-c.gone:
 				if g == sess {
@@ -283,14 +320,23 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.S
 				return old
 			}
 		}
+		c.ctr.links.Store(0)
+		c.ctr.live.LinkDown(stat)
+		if kept {
+			c.ctr.redials.Add(1)
+			continue
+		}
+		if cs := c.resumable; cs != nil && cs.sess == sess {
+			// Closed, retired or going away: not to be resumed.
+			cs.noResume.Store(true)
+			c.resumable = nil
+		}
 		c.mu.Lock()
 		c.sess = nil
 		c.retiring = nil
 		c.up = make(chan struct{})
 		close(c.down)
 		c.mu.Unlock()
-		c.ctr.links.Store(0)
-		c.ctr.live.LinkDown(stat)
 		if !sess.IsClosed() {
 			// GoAway: its streams finish on their own; a new link
 			// carries new ones. Run closes it if it is still open at
@@ -325,12 +371,12 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.S
 }
 
 // connect dials the server and brings a link up.
-func (c *Client) connect(ctx context.Context, psk []byte) (*mux.Session, *record.Conn, error) {
+func (c *Client) connect(ctx context.Context, psk []byte) (sess *mux.Session, rc *record.Conn, resumed bool, err error) {
 	dctx, cancel := context.WithTimeout(ctx, c.opt.DialTimeout)
 	conn, err := c.dial(dctx, "tcp", c.servers.Addr())
 	cancel()
 	if err != nil {
-		return nil, nil, fmt.Errorf("dial: %w", err)
+		return nil, nil, false, fmt.Errorf("dial: %w", err)
 	}
 	hc := c.opt.handshakeConfig()
 	hc.PSK = psk
@@ -338,23 +384,57 @@ func (c *Client) connect(ctx context.Context, psk []byte) (*mux.Session, *record
 	if err != nil {
 		_ = conn.Close()
 		c.ctr.handshakes[handshakeResult(err)].Add(1)
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	c.ctr.handshakes[hsOK].Add(1)
 	ro := c.opt.recordOptions(c.ctr.stats)
 	ro.Traffic = c.linkTraffic() // its bytes, live (status.go)
-	rc, err := record.New(conn, keys, c.opt.Suite, ro)
+	rc, err = record.New(conn, keys, c.opt.Suite, ro)
+	var secret, binding [32]byte
+	if err == nil && c.opt.ResumeWindow > 0 {
+		secret, binding, err = linkSecrets(keys, true)
+	}
 	keys.Wipe()
 	if err != nil {
 		_ = conn.Close()
-		return nil, nil, err
+		return nil, nil, false, err
 	}
-	sess, err := mux.Client(rc, c.opt.muxConfig(&c.ctr.backlogResets.Counters))
+	// Resumption (resumable.go): this link may carry on the session
+	// whose link died.
+	var muxConn io.ReadWriteCloser = rc
+	mcfg := c.opt.muxConfig(&c.ctr.backlogResets.Counters)
+	var cs *clientSession
+	if c.opt.ResumeWindow > 0 {
+		old := c.resumable
+		if old != nil && old.conn.Err() != nil {
+			old = nil // expired meanwhile
+		}
+		muxConn, cs, resumed, err = c.clientResume(rc, secret, binding, c.servers.addr(), old)
+		if err != nil {
+			_ = rc.Close()
+			return nil, nil, false, err
+		}
+		if resumed {
+			c.ctr.resumes[resumeOK].Add(1)
+			return cs.sess, rc, true, nil
+		}
+		if old != nil {
+			c.ctr.resumes[resumeRefused].Add(1)
+		}
+		c.resumable = cs
+		if cs != nil {
+			mcfg.KeepAliveInterval = 0 // the resume layer's acks probe the link
+		}
+	}
+	sess, err = mux.Client(muxConn, mcfg)
 	if err != nil {
 		_ = rc.Close()
-		return nil, nil, fmt.Errorf("yamux: %w", err)
+		return nil, nil, false, fmt.Errorf("yamux: %w", err)
 	}
-	return sess, rc, nil
+	if cs != nil {
+		cs.sess = sess
+	}
+	return sess, rc, false, nil
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

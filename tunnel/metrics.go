@@ -87,7 +87,10 @@ type counters struct {
 	// the same client (max_links_per_client).
 	linksReplaced atomic.Uint64
 	redials       atomic.Uint64
-	linkErrors    atomic.Uint64 // links that ended with a record-layer error
+	// resumes counts sessions resumed on a new link and resumptions
+	// refused (resumable.go).
+	resumes    [2]atomic.Uint64
+	linkErrors atomic.Uint64 // links that ended with a record-layer error
 	// backlogResets counts new streams the sessions refused with an RST
 	// and streams reset for overrunning link_buffer (tunnel/mux).
 	backlogResets muxResets
@@ -138,6 +141,9 @@ func (c *counters) writePrometheus(w io.Writer) {
 	} else {
 		metrics.WriteGaugeUint64(w, `offload_links_active`, uint64(max(c.links.Load(), 0)))
 		metrics.WriteCounterUint64(w, `offload_links_replaced_total`, c.linksReplaced.Load())
+	}
+	for i, name := range [2]string{"resumed", "refused"} {
+		metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_resumptions_total{role=%q,result=%q}`, c.role, name), c.resumes[i].Load())
 	}
 	if c.pending != nil {
 		metrics.WriteGaugeUint64(w, `offload_handshakes_pending`, uint64(c.pending()))

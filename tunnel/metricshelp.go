@@ -50,6 +50,7 @@ var metricFamilies = map[string]metricFamily{
 	"offload_links_replaced_total":         {"counter", "Links closed because a newer link of the same client came up."},
 	"offload_proxy_headers_pending":        {"gauge", "PROXY protocol headers being read now."},
 	"offload_proxy_headers_total":          {"counter", "PROXY protocol headers read, by result."},
+	"offload_resumptions_total":            {"counter", "Sessions resumed on a new link after their link died, and resumptions refused (with their reason in the log)."},
 	"offload_redials_total":                {"counter", "Reconnects of the client after its link dropped."},
 	"offload_rekeys_total":                 {"counter", "Key epochs started, this end's sending keys (encrypt) and its peer's (decrypt)."},
 	"offload_server":                       {"gauge", "1 for the server address the client dials or is linked to, 0 for the others."},

@@ -64,6 +64,14 @@ type Options struct {
 	// Keepalive (keepalive) is the session's keepalive interval; 0 is off,
 	// else at least MinKeepalive.
 	Keepalive time.Duration
+	// ResumeWindow (resume_window) is how long both ends keep a session
+	// whose link died for its client to come back on a new link and
+	// resume it (docs/protocol.md section 4, tunnel/resume); its streams
+	// then see a pause, not a reset. 0 is off: a dropped link resets its
+	// streams, and links are version-2 links. At most MaxResumeWindow.
+	// Off by default for now (docs/tunnel.md, "Sessions that outlive
+	// links", says why); 1m rides out a PPPoE reconnect.
+	ResumeWindow time.Duration
 	// RekeyInterval (rekey_interval) is the longest this end sends under
 	// one epoch's keys, MinRekeyInterval to MaxRekeyInterval; the frame
 	// and byte limits are the record layer's and fixed.
@@ -172,6 +180,7 @@ const (
 	MinRekeyInterval       = time.Second
 	MaxRekeyInterval       = 24 * time.Hour
 	MaxLinkWait            = time.Minute
+	MaxResumeWindow        = time.Hour
 	MinEngineCheckInterval = time.Second
 	MaxVerify              = 1 << 20
 )
@@ -247,6 +256,9 @@ func (o Options) Check() error {
 	}
 	if o.HandshakeTimeout <= 0 {
 		bad("handshake_timeout", nil, "must be more than 0")
+	}
+	if o.ResumeWindow < 0 || o.ResumeWindow > MaxResumeWindow {
+		bad("resume_window", nil, "%v: want 0 (off) to %v", o.ResumeWindow, MaxResumeWindow)
 	}
 	if o.LinkWait < 0 || o.LinkWait > MaxLinkWait {
 		bad("link_wait", nil, "%v: want 0 (reset at once) to %v", o.LinkWait, MaxLinkWait)

@@ -83,6 +83,7 @@ type Server struct {
 	dropLog, failLog, refuseLog, linkLog netguard.RateLimit
 
 	clientCtr clientMetrics
+	resumes   resumeTable // resumable sessions (resumable.go)
 
 	mu       sync.Mutex
 	sessions map[*mux.Session]struct{}
@@ -120,6 +121,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		dialer:    net.Dialer{Timeout: cfg.DialTimeout},
 		dropLog:   netguard.RateLimit{Every: 10 * time.Second},
 		failLog:   netguard.RateLimit{Every: 10 * time.Second},
+		resumes:   resumeTable{log: netguard.RateLimit{Every: 10 * time.Second}},
 		refuseLog: netguard.RateLimit{Every: 10 * time.Second},
 		linkLog:   netguard.RateLimit{Every: 10 * time.Second},
 		slots:     newHSSlots(cfg.MaxHandshakes, cfg.MaxHandshakesPerSource, cfg.Suite),
@@ -298,19 +300,54 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 	ro := s.opt.recordOptions(s.ctr.stats)
 	ro.Traffic = s.linkTraffic(state.owner[keyIdx].name) // its bytes, live (status.go)
 	rc, err := record.New(conn, keys, s.opt.Suite, ro)
+	var secret, binding [32]byte
+	if err == nil && s.opt.ResumeWindow > 0 {
+		secret, binding, err = linkSecrets(keys, false)
+	}
 	keys.Wipe()
 	if err != nil {
 		_ = conn.Close()
 		s.log.Error("record layer", zap.Error(err))
 		return
 	}
-	sess, err := mux.Server(rc, s.opt.muxConfig(&s.ctr.backlogResets.Counters))
+	// Resumption (resumable.go): this link may continue a session whose
+	// link died; then it is that session's, and this goroutine is done.
+	var muxConn io.ReadWriteCloser = rc
+	var ss *serverSession
+	var lref atomic.Pointer[link]
+	mcfg := s.opt.muxConfig(&s.ctr.backlogResets.Counters)
+	if s.opt.ResumeWindow > 0 {
+		streams := func() int {
+			if lk := lref.Load(); lk != nil {
+				return len(lk.units)
+			}
+			return 0
+		}
+		muxConn, ss, err = s.serverResume(rc, secret, binding, state.owner[keyIdx].name, lref.Load, streams)
+		if err != nil {
+			_ = rc.Close()
+			if ok, n := s.failLog.Allow(); ok {
+				s.log.Warn("resumption failed", zap.Stringer("remote", remote), zap.Error(err), zap.Uint64("failures_not_logged", n))
+			}
+			return
+		}
+		if muxConn == nil {
+			s.ctr.resumes[resumeOK].Add(1)
+			return
+		}
+		if ss != nil {
+			mcfg.KeepAliveInterval = 0 // the resume layer's acks probe the link
+			defer s.resumes.remove(ss, false)
+		}
+	}
+	sess, err := mux.Server(muxConn, mcfg)
 	if err != nil {
 		_ = rc.Close()
 		s.log.Error("yamux", zap.Error(err))
 		return
 	}
 	l := s.newLink(sess, state, keyIdx, remote)
+	lref.Store(l)
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()

@@ -62,6 +62,7 @@ func (s *Server) Status() *live.Status {
 		}
 		st.Clients = append(st.Clients, cs)
 	}
+	st.Waiting = s.resumes.waitingSessions()
 	if e := state.clients[DefaultClient]; len(state.clients) == 1 && e != nil && !state.named {
 		st.Key = e.fingerprints[0] // key_file's, no clients:
 	}

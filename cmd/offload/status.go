@@ -326,6 +326,10 @@ func printStatus(w io.Writer, st *live.Status) {
 		row("  ", "frames "+f.Engine, v)
 	}
 	printClients(w, st.Clients, now)
+	for _, ws := range st.Waiting {
+		fmt.Fprintf(w, "\nsession of %s waiting for its client since %s: %d streams, %s kept to resend\n",
+			ws.Client, stamp(ws.Since, now), ws.Streams, live.FormatBytes(uint64(ws.BytesKept)))
+	}
 	for _, l := range st.Links {
 		fmt.Fprintf(w, "\nlink %d: %s\n", l.Link, l.Peer)
 		if l.Client != "" {

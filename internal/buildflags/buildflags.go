@@ -52,11 +52,21 @@ var Cold = []string{
 	// Once per link: the Noise handshake's state machine (its hashes and
 	// X25519 are crypto and stay Hot).
 	"github.com/flynn/noise",
+	// The tunnel's servers, clients and their links, sessions, status,
+	// SOCKS and reverse setup: per link or per stream, never per frame
+	// (the copy loops are tunnel/stream's). tunnel/resume does a few
+	// integer operations per frame beside the record layer's crypto; both
+	// fit the 6 MiB this way (docs/budgets.md).
+	module + "/tunnel",
+	module + "/tunnel/resume",
+	module + "/tunnel/handshake",
+	module + "/tunnel/proxyproto",
+	module + "/tunnel/allow",
 }
 
 // Hot are the go list patterns of the data path, never in Cold: the
 // runtime, the network and system calls, time (deadlines), crypto, the
-// engines, the record layer and mux, the tunnel's copy loops, and the
+// engines, the record layer and mux, the tunnel's copy loops (tunnel/stream), and the
 // selector, whose Policy picks an engine for every frame.
 var Hot = []string{
 	"runtime",
@@ -73,7 +83,7 @@ var Hot = []string{
 	"golang.org/x/sys/...",
 	"filippo.io/edwards25519/...",
 	module + "/engine/...",
-	module + "/tunnel",
+	module + "/tunnel/stream",
 	module + "/tunnel/record",
 	module + "/tunnel/mux",
 	module + "/tunnel/suite",

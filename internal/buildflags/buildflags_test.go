@@ -73,7 +73,7 @@ func TestColdPackages(t *testing.T) {
 			t.Errorf("the router build links %s", cut)
 		}
 	}
-	for _, h := range []string{"runtime", "net", "syscall", "time", "crypto/cipher", module + "/engine", module + "/tunnel/record", module + "/tunnel/mux", module + "/tunnel", module + "/selector"} {
+	for _, h := range []string{"runtime", "net", "syscall", "time", "crypto/cipher", module + "/engine", module + "/tunnel/record", module + "/tunnel/mux", module + "/tunnel/stream", module + "/selector"} {
 		if !slices.ContainsFunc(Hot, func(p string) bool { return match(p, h) }) {
 			t.Errorf("%s is not in Hot", h)
 		}

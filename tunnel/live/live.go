@@ -88,6 +88,9 @@ type Status struct {
 
 	// Links are the links up now, oldest first.
 	Links []LinkStatus `json:"links"`
+	// Waiting (server, with resume_window) are the sessions whose link
+	// died, kept for their clients to resume.
+	Waiting []WaitingSession `json:"waiting_sessions,omitempty"`
 
 	// Traffic of every link since the start, and its rate now.
 	Traffic
@@ -449,4 +452,13 @@ func FormatRate(r float64) string {
 		return "0 B/s"
 	}
 	return FormatBytes(uint64(r+0.5)) + "/s"
+}
+
+// WaitingSession is a session whose link died, kept for its client to
+// resume it within resume_window (docs/protocol.md section 4).
+type WaitingSession struct {
+	Client    string    `json:"client"`
+	Since     time.Time `json:"since"`      // when its link went
+	Streams   int       `json:"streams"`    // streams it holds
+	BytesKept int       `json:"bytes_kept"` // sent and unacknowledged, kept to resend
 }

@@ -167,13 +167,21 @@ func (c *Conn) detachLocked(err error) bool {
 	if c.link == nil {
 		return false
 	}
-	_ = c.link.Close()
+	closeLink(c.link)
 	c.link = nil
 	c.gen++
 	c.since = time.Now()
 	c.lastErr = err
 	c.cond.Broadcast()
 	return true
+}
+
+// closeLink closes a link that is given up: its deadlines pass first, so
+// a write blocked on a dead path (which holds lmu) returns at once, and
+// the close itself, which may flush, runs on its own.
+func closeLink(l net.Conn) {
+	_ = l.SetDeadline(time.Unix(1, 0))
+	go l.Close()
 }
 
 // fail detaches link generation gen after an error on it.
@@ -453,7 +461,7 @@ func (c *Conn) CloseWithError(err error) {
 	}
 	c.err = err
 	if c.link != nil {
-		_ = c.link.Close()
+		closeLink(c.link)
 		c.link = nil
 		c.gen++
 	}

@@ -1,20 +1,20 @@
 package resume
 
 // Agreeing to resume, at the start of every link, before the session
-// (docs/protocol.md, "Session resumption"):
+// (docs/protocol.md section 4):
 //
-//	offer   = 00 02 0001 00000000 4f465233           client → server: a yamux ping, opaque "OFR3"
-//	accept  = 00 02 0002 00000000 4f465333           server → client: a ping ACK, opaque "OFS3"
-//	          (an older server answers with the ping's own ACK, opaque "OFR3": no resumption)
+//	offer   = 00 02 0001 00000000 4f465233           both ends, first: a yamux ping SYN, opaque "OFR3"
 //	hello   = 0x03 | bound:u32be | session[16] | proof[32] | received:u64be     client → server
 //	welcome = 0x04 | status:u8 | bound:u32be | session[16] | received:u64be | n:u8 | reason[n]
 //	          status 0: a new session (session zero in the hello); 1: resumed;
 //	          2: resumption refused (reason), this is a new session
 //
-// The offer is a yamux ping so that a server without resumption answers
-// it as one and the link goes on as plain yamux; the client sends nothing
-// else until it has the answer (one round trip). The proof is
-//
+// Each end that resumes sends the offer first and reads the peer's first
+// frame: the peer's offer means both resume. An end without resumption
+// runs yamux from the start, whose first frame is something else (its
+// answer to our ping, opaque "OFR3" with ACK, or a frame of its own): the
+// link goes on as plain yamux. A yamux end answers a ping at once, so
+// neither end waits on an idle older peer. The proof is
 //	proof = HMAC-SHA256(secret(previous link), "offload resume proof" | session | binding(this link))
 //
 // with secret and binding drawn by HKDF from each link's record keys
@@ -28,16 +28,15 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 )
 
-// The offer and accept frames (yamux ping type 2; SYN 1, ACK 2).
+// The offer (a yamux ping: type 2, flag SYN 1) and an older peer's
+// answer to it (flag ACK 2, the opaque value echoed).
 var (
-	offerFrame  = [12]byte{0, 2, 0, 1, 0, 0, 0, 0, 'O', 'F', 'R', '3'}
-	acceptFrame = [12]byte{0, 2, 0, 2, 0, 0, 0, 0, 'O', 'F', 'S', '3'}
-	echoFrame   = [12]byte{0, 2, 0, 2, 0, 0, 0, 0, 'O', 'F', 'R', '3'}
+	offerFrame = [12]byte{0, 2, 0, 1, 0, 0, 0, 0, 'O', 'F', 'R', '3'}
+	echoFrame  = [12]byte{0, 2, 0, 2, 0, 0, 0, 0, 'O', 'F', 'R', '3'}
 )
 
 const (
@@ -47,60 +46,31 @@ const (
 	helloLen = 1 + 4 + 16 + 32 + 8
 
 	// Welcome statuses.
-	StatusNew      = 0
-	StatusResumed  = 1
-	StatusRefused  = 2
-	maxReason      = 255
-	maxOfferPrefix = 16 // frames an older server may send before its echo
+	StatusNew     = 0
+	StatusResumed = 1
+	StatusRefused = 2
+	maxReason     = 255
 )
 
-// ErrNotOffered: the first frame of a link is not an offer (an older
-// client); Sniff returns it with the frame, which belongs to the session.
-var ErrNotOffered = errors.New("resume: no offer")
-
-// Offer sends the offer on a new link (client) and reads the answer.
-// accepted false: the server does not resume; prefix is what it sent
-// before its echo (yamux control frames), for the session to read first.
-func Offer(rw io.ReadWriter) (accepted bool, prefix []byte, err error) {
+// Negotiate sends the offer on a new link and reads the peer's first
+// frame. resume: the peer offered too. Otherwise prefix is the peer's
+// first frame header for its yamux session to read first (nil if it was
+// the answer to our offer, which the session has no use for).
+func Negotiate(rw io.ReadWriter) (resume bool, prefix []byte, err error) {
 	if _, err := rw.Write(offerFrame[:]); err != nil {
 		return false, nil, fmt.Errorf("resume: sending the offer: %w", err)
 	}
 	var f [12]byte
-	for range maxOfferPrefix {
-		if _, err := io.ReadFull(rw, f[:]); err != nil {
-			return false, nil, fmt.Errorf("resume: reading the answer to the offer: %w", err)
-		}
-		switch f {
-		case acceptFrame:
-			if len(prefix) > 0 {
-				return false, nil, fmt.Errorf("%w: frames before the accept", ErrProtocol)
-			}
-			return true, nil, nil
-		case echoFrame:
-			return false, prefix, nil
-		}
-		if f[1] == 0 && binary.BigEndian.Uint32(f[8:]) > 0 {
-			// A data frame before the server knows of any stream.
-			return false, nil, fmt.Errorf("%w: data before the answer to the offer", ErrProtocol)
-		}
-		prefix = append(prefix, f[:]...)
+	if _, err := io.ReadFull(rw, f[:]); err != nil {
+		return false, nil, fmt.Errorf("resume: reading the peer's first frame: %w", err)
 	}
-	return false, nil, fmt.Errorf("%w: no answer to the offer in %d frames", ErrProtocol, maxOfferPrefix)
-}
-
-// Sniff reads a link's first frame (server). An offer is answered with
-// accept; anything else is returned with ErrNotOffered, for the session.
-func Sniff(rw io.ReadWriter) (first [12]byte, err error) {
-	if _, err := io.ReadFull(rw, first[:]); err != nil {
-		return first, fmt.Errorf("resume: reading the first frame: %w", err)
+	switch f {
+	case offerFrame:
+		return true, nil, nil
+	case echoFrame:
+		return false, nil, nil
 	}
-	if first != offerFrame {
-		return first, ErrNotOffered
-	}
-	if _, err := rw.Write(acceptFrame[:]); err != nil {
-		return first, fmt.Errorf("resume: accepting: %w", err)
-	}
-	return first, nil
+	return false, f[:], nil
 }
 
 // Hello is the client's first message on an agreed link.

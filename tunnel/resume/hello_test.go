@@ -4,59 +4,56 @@ import (
 	"bytes"
 	"crypto/rand"
 	"errors"
+	"io"
 	"net"
 	"strings"
 	"testing"
 )
 
-// TestOfferAccepted: a server that resumes answers the offer with accept.
-func TestOfferAccepted(t *testing.T) {
-	c, s := net.Pipe()
+// TestNegotiateBoth: two ends that resume agree.
+func TestNegotiateBoth(t *testing.T) {
+	c, s := tcpPair(t) // both write first: a pipe would block
 	defer c.Close()
 	defer s.Close()
-	errc := make(chan error, 1)
-	go func() { _, err := Sniff(s); errc <- err }()
-	ok, prefix, err := Offer(c)
-	if err != nil || !ok || prefix != nil {
-		t.Fatalf("Offer: %v %q %v", ok, prefix, err)
+	type res struct {
+		ok     bool
+		prefix []byte
+		err    error
 	}
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
-}
-
-// TestOfferOlderServer: a yamux server echoes the offer as the ping it
-// is (after, say, a ping of its own): no resumption, and what it sent
-// before the echo goes to the session.
-func TestOfferOlderServer(t *testing.T) {
-	c, s := net.Pipe()
-	defer c.Close()
-	defer s.Close()
-	own := []byte{0, 2, 0, 1, 0, 0, 0, 0, 0, 0, 0, 7} // a keepalive ping of its own
-	go func() {
-		var f [12]byte
-		_, _ = s.Read(f[:])
-		_, _ = s.Write(own)
-		f[3] = 2 // SYN → ACK, the opaque value echoed
-		_, _ = s.Write(f[:])
-	}()
-	ok, prefix, err := Offer(c)
-	if err != nil || ok || !bytes.Equal(prefix, own) {
-		t.Fatalf("Offer to an older server: accepted %v, prefix %x, %v", ok, prefix, err)
+	ch := make(chan res, 1)
+	go func() { ok, p, err := Negotiate(s); ch <- res{ok, p, err} }()
+	ok, prefix, err := Negotiate(c)
+	r := <-ch
+	if err != nil || r.err != nil || !ok || !r.ok || prefix != nil || r.prefix != nil {
+		t.Fatalf("Negotiate: %v %q %v / %v %q %v", ok, prefix, err, r.ok, r.prefix, r.err)
 	}
 }
 
-// TestSniffOlderClient: a first frame that is not the offer is handed
-// back for the session (a client without resumption).
-func TestSniffOlderClient(t *testing.T) {
-	c, s := net.Pipe()
-	defer c.Close()
-	defer s.Close()
-	syn := [12]byte{0, 1, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0} // window update SYN, stream 1
-	go func() { _, _ = c.Write(syn[:]) }()
-	first, err := Sniff(s)
-	if !errors.Is(err, ErrNotOffered) || first != syn {
-		t.Fatalf("Sniff: %x, %v", first, err)
+// TestNegotiateOlderPeer: a yamux peer answers the offer as the ping it
+// is, or sends a frame of its own first (a stream's SYN): no resumption,
+// and its own frame goes to the session.
+func TestNegotiateOlderPeer(t *testing.T) {
+	syn := []byte{0, 1, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0} // window update SYN, stream 1
+	for _, tc := range []struct {
+		name   string
+		first  func(offer []byte) []byte
+		prefix []byte
+	}{
+		{"echo", func(f []byte) []byte { f[3] = 2; return f }, nil},
+		{"own frame", func([]byte) []byte { return syn }, syn},
+	} {
+		c, s := net.Pipe()
+		go func() {
+			f := make([]byte, 12)
+			_, _ = io.ReadFull(s, f)
+			_, _ = s.Write(tc.first(f))
+		}()
+		ok, prefix, err := Negotiate(c)
+		if err != nil || ok || !bytes.Equal(prefix, tc.prefix) {
+			t.Fatalf("%s: resume %v, prefix %x, %v", tc.name, ok, prefix, err)
+		}
+		c.Close()
+		s.Close()
 	}
 }
 

@@ -1,0 +1,400 @@
+package tunnel
+
+// Sessions that outlive links (docs/protocol.md section 4): where the
+// tunnel meets tunnel/resume. A link's record.Conn, after the handshake:
+//
+//	client: Negotiate ─ both? ─ hello(session, proof, received) ─ welcome ─┬ resumed: old resume.Conn.Attach(link)
+//	                                                                       └ new: resume.New(link) ─ mux
+//	        an older server: mux on the link, plain
+//	server: Negotiate ─ both? ─ hello ─ check ─ welcome ─ as the client; an older client: plain
+//
+// A resumable session's mux runs without keepalives (the resume layer's
+// acks are the liveness probe), so that an outage does not end it.
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/offload-dev/offload/tunnel/internal/netguard"
+	"github.com/offload-dev/offload/tunnel/live"
+	"github.com/offload-dev/offload/tunnel/mux"
+	"github.com/offload-dev/offload/tunnel/record"
+	"github.com/offload-dev/offload/tunnel/resume"
+)
+
+// Indexes of counters.resumes.
+const (
+	resumeOK = iota
+	resumeRefused
+)
+
+// Why a session ended without being resumed.
+var (
+	errResumeExpired = errors.New("link lost and not resumed within resume_window")
+	errNoResume      = errors.New("the server does not resume sessions (an older server, or resume_window: 0)")
+)
+
+// The reasons a server refuses a resumption (welcome status 2).
+const (
+	refuseUnknown  = "unknown session (the server restarted, or this is another server)"
+	refuseExpired  = "session expired: resume_window over"
+	refuseOther    = "session belongs to another client"
+	refuseBadProof = "bad proof"
+)
+
+// linkAttacked reports whether a link died of a failure that is no blip
+// of the path: a frame that failed authentication or broke the record
+// layer's rules (tampering, a replay, a broken peer). Such a session is
+// not resumed; its streams end with the error, as without resumption
+// (docs/tunnel.md's defences are unchanged).
+func linkAttacked(err error) bool {
+	for _, e := range []error{record.ErrAuth, record.ErrFrameTooLarge, record.ErrBadLength, record.ErrPadding, record.ErrKeyExhausted} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// prefixConn is a link whose first bytes were read before the session
+// started (an older peer's yamux frames): Read returns them first.
+// Embedding keeps record.Conn's WriteInPlace for the mux.
+type prefixConn struct {
+	*record.Conn
+	prefix []byte
+}
+
+func (p *prefixConn) Read(b []byte) (int, error) {
+	if len(p.prefix) > 0 {
+		n := copy(b, p.prefix)
+		p.prefix = p.prefix[n:]
+		return n, nil
+	}
+	return p.Conn.Read(b)
+}
+
+// resumeBound is what one end keeps for resending: half of link_buffer,
+// the other half being the mux's receive budget's share of the session.
+func (o *Options) resumeBound() int { return max(o.LinkBuffer/2, resume.MinBound) }
+
+// linkSecrets draws a link's resumption secret and binding from its keys
+// (before they are wiped); client says which direction Send is.
+func linkSecrets(keys record.Keys, client bool) (secret, binding [32]byte, err error) {
+	c2s, s2c := keys.Send.MAC, keys.Recv.MAC
+	if !client {
+		c2s, s2c = s2c, c2s
+	}
+	return resume.Secrets(c2s, s2c)
+}
+
+// withDeadline runs f with rc's deadline at d from now, then clears it.
+func withDeadline(rc *record.Conn, d time.Duration, f func() error) error {
+	_ = rc.SetDeadline(time.Now().Add(d))
+	err := f()
+	_ = rc.SetDeadline(time.Time{})
+	return err
+}
+
+// resumeConfig is a session's resume.Config; onDetach gets its links'
+// failures.
+func (o *Options) resumeConfig(peerBound uint32, onDetach func(error)) resume.Config {
+	return resume.Config{Bound: o.resumeBound(), PeerBound: int(peerBound), Keepalive: o.Keepalive, OnDetach: onDetach}
+}
+
+// clientSession is the client's resumable session: what it needs to
+// resume it on the next link.
+type clientSession struct {
+	conn     *resume.Conn
+	id       [16]byte
+	secret   [32]byte     // the current link's: proves the session on the next
+	detached chan error   // a link failed (resume.Config.OnDetach)
+	noResume atomic.Bool  // retired or going away: a failed link ends it
+	expiry   *time.Timer  // armed while detached: the session ends at resume_window
+	server   string       // the server it lives on
+	lost     time.Time    // when the last link went
+	sess     *mux.Session // the session on conn
+}
+
+// clientResume runs the client's side on a new link rc to server: it
+// returns the connection the mux runs on, and resumed if rc now carries
+// the session old (whose mux goes on). old is nil or the session whose
+// link died. A refused old session is ended with the server's reason.
+func (c *Client) clientResume(rc *record.Conn, secret, binding [32]byte, server string, old *clientSession) (conn io.ReadWriteCloser, cs *clientSession, resumed bool, err error) {
+	var accepted bool
+	var prefix []byte
+	var w resume.Welcome
+	err = withDeadline(rc, c.opt.HandshakeTimeout, func() error {
+		var err error
+		if accepted, prefix, err = resume.Negotiate(rc); err != nil || !accepted {
+			return err
+		}
+		h := resume.Hello{Bound: uint32(c.opt.resumeBound())}
+		if old != nil && old.server == server {
+			h.Session, h.Received = old.id, old.conn.Received()
+			h.Proof = resume.Proof(old.secret, old.id, binding)
+		}
+		if err := resume.WriteHello(rc, h); err != nil {
+			return err
+		}
+		w, err = resume.ReadWelcome(rc)
+		return err
+	})
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("resumption: %w", err)
+	}
+	if !accepted {
+		if old != nil {
+			old.conn.CloseWithError(fmt.Errorf("%w: %w", ErrLinkDown, errNoResume))
+		}
+		return &prefixConn{Conn: rc, prefix: prefix}, nil, false, nil
+	}
+	switch {
+	case w.Status == resume.StatusResumed && old != nil && w.Session == old.id:
+		if old.expiry != nil {
+			old.expiry.Stop()
+		}
+		if err := old.conn.Attach(rc, w.Received); err != nil {
+			return nil, nil, false, fmt.Errorf("resumption: %w", err)
+		}
+		old.secret = secret
+		c.log.Info("session resumed", zap.String("server", server), zap.Duration("outage", time.Since(old.lost)),
+			zap.Uint64("resent_from", w.Received))
+		return old.conn, old, true, nil
+	case w.Status == resume.StatusResumed:
+		return nil, nil, false, fmt.Errorf("resumption: %w: resumed a session we did not ask for", resume.ErrProtocol)
+	}
+	if old != nil {
+		why := "the server does not hold it"
+		if w.Status == resume.StatusRefused {
+			why = w.Reason
+		}
+		if old.server != server {
+			why = "the link is to another server (" + server + "), which cannot resume it"
+		}
+		old.conn.CloseWithError(fmt.Errorf("%w: session not resumed: %s", ErrLinkDown, why))
+		c.log.Warn("session not resumed: its streams end", zap.String("server", server), zap.String("reason", why))
+	}
+	cs = &clientSession{id: w.Session, secret: secret, detached: make(chan error, 1), server: server}
+	cs.conn, err = resume.New(rc, c.opt.resumeConfig(w.Bound, func(err error) {
+		if cs.noResume.Load() || linkAttacked(err) {
+			cs.conn.CloseWithError(err)
+			return
+		}
+		select {
+		case cs.detached <- err:
+		default:
+		}
+	}))
+	if err != nil {
+		return nil, nil, false, err
+	}
+	return cs.conn, cs, false, nil
+}
+
+// lostLink arms cs's expiry after its link failed with err.
+func (c *Client) lostLink(cs *clientSession, err error) {
+	cs.lost = time.Now()
+	cs.expiry = time.AfterFunc(c.opt.ResumeWindow, func() { cs.conn.CloseWithError(fmt.Errorf("%w: %w", ErrLinkDown, errResumeExpired)) })
+	c.log.Warn("link lost; resuming the session", zap.String("server", cs.server), zap.Error(err),
+		zap.Duration("resume_window", c.opt.ResumeWindow), zap.Int("bytes_kept", cs.conn.State().Kept))
+}
+
+// serverSession is a resumable session on the server, attached or
+// waiting for its client.
+type serverSession struct {
+	id      [16]byte
+	client  string
+	conn    *resume.Conn
+	secret  [32]byte // the current link's
+	waiting time.Time
+	timer   *time.Timer
+	streams func() int
+}
+
+// resumeTable holds the server's resumable sessions, and the ids of the
+// last expired ones (to tell a late client why).
+type resumeTable struct {
+	mu      sync.Mutex
+	byID    map[[16]byte]*serverSession
+	expired [256][16]byte
+	next    int
+	log     netguard.RateLimit
+}
+
+func (t *resumeTable) add(s *serverSession) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byID == nil {
+		t.byID = make(map[[16]byte]*serverSession)
+	}
+	t.byID[s.id] = s
+}
+
+// remove forgets s; expired marks it so.
+func (t *resumeTable) remove(s *serverSession, expired bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byID[s.id] == s {
+		delete(t.byID, s.id)
+	}
+	if expired {
+		t.expired[t.next] = s.id
+		t.next = (t.next + 1) % len(t.expired)
+	}
+}
+
+// claim checks a resumption of h.Session by client on a link with
+// binding, and on success hands back the session with its new secret set
+// and its expiry stopped; else the reason (one of refuse*).
+func (t *resumeTable) claim(h resume.Hello, client string, binding, secret [32]byte) (*serverSession, string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.byID[h.Session]
+	if s == nil {
+		for _, id := range t.expired {
+			if id == h.Session {
+				return nil, refuseExpired
+			}
+		}
+		return nil, refuseUnknown
+	}
+	if s.client != client {
+		return nil, refuseOther
+	}
+	if !resume.CheckProof(s.secret, s.id, binding, h.Proof) {
+		return nil, refuseBadProof
+	}
+	if s.timer != nil && !s.timer.Stop() {
+		return nil, refuseExpired // its window ended just now
+	}
+	s.timer, s.waiting, s.secret = nil, time.Time{}, secret
+	return s, ""
+}
+
+// waitingOf returns client's sessions that wait for their link, and
+// forgets them.
+func (t *resumeTable) waitingOf(client string) []*serverSession {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []*serverSession
+	for id, s := range t.byID {
+		if s.client == client && !s.waiting.IsZero() && s.timer.Stop() {
+			delete(t.byID, id)
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// waitingSessions is what status shows: the sessions whose clients have
+// not come back yet.
+func (t *resumeTable) waitingSessions() []live.WaitingSession {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []live.WaitingSession
+	for _, s := range t.byID {
+		if s.waiting.IsZero() {
+			continue
+		}
+		st := s.conn.State()
+		out = append(out, live.WaitingSession{Client: s.client, Since: s.waiting, Streams: s.streams(), BytesKept: st.Kept})
+	}
+	return out
+}
+
+// serverResume runs the server's side on a new link rc of client: conn
+// is what a new session's mux runs on, or nil when rc now carries a
+// waiting session (resumed; the caller is done with rc). A resumable
+// session is in s.resumes until it ends.
+func (s *Server) serverResume(rc *record.Conn, secret, binding [32]byte, client string, l func() *link, streams func() int) (conn io.ReadWriteCloser, ss *serverSession, err error) {
+	var prefix []byte
+	var h resume.Hello
+	offered := false
+	err = withDeadline(rc, s.opt.HandshakeTimeout, func() error {
+		var err error
+		if offered, prefix, err = resume.Negotiate(rc); err != nil || !offered {
+			return err
+		}
+		h, err = resume.ReadHello(rc)
+		return err
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("resumption: %w", err)
+	}
+	if !offered {
+		// An older client: its first frame belongs to its session.
+		return &prefixConn{Conn: rc, prefix: prefix}, nil, nil
+	}
+	w := resume.Welcome{Bound: uint32(s.opt.resumeBound())}
+	if h.Session != ([16]byte{}) {
+		old, why := s.resumes.claim(h, client, binding, secret)
+		if old != nil {
+			w.Status, w.Session, w.Received = resume.StatusResumed, old.id, old.conn.Received()
+			if err := resume.WriteWelcome(rc, w); err != nil {
+				old.conn.Detach(err)
+				s.waitFor(old)
+				return nil, nil, err
+			}
+			if err := old.conn.Attach(rc, h.Received); err != nil {
+				return nil, nil, err
+			}
+			s.log.Info("session resumed", zap.String("client", client), zap.Stringer("remote", rc.RemoteAddr()),
+				zap.Uint64("resent_from", h.Received))
+			return nil, old, nil
+		}
+		s.ctr.resumes[resumeRefused].Add(1)
+		if ok, n := s.resumes.log.Allow(); ok {
+			s.log.Warn("resumption refused", zap.String("client", client), zap.Stringer("remote", rc.RemoteAddr()),
+				zap.String("reason", why), zap.Uint64("refusals_not_logged", n))
+		}
+		w.Status, w.Reason = resume.StatusRefused, why
+	}
+	// A client holds one session: one it left waiting is over.
+	for _, old := range s.resumes.waitingOf(client) {
+		old.conn.CloseWithError(fmt.Errorf("%w: the client started a new session", ErrLinkDown))
+	}
+	ss = &serverSession{client: client, secret: secret, streams: streams}
+	_, _ = rand.Read(ss.id[:])
+	w.Session = ss.id
+	if err := resume.WriteWelcome(rc, w); err != nil {
+		return nil, nil, err
+	}
+	ss.conn, err = resume.New(rc, s.opt.resumeConfig(h.Bound, func(err error) {
+		if linkAttacked(err) {
+			ss.conn.CloseWithError(err)
+			return
+		}
+		if lk := l(); lk != nil {
+			lk.log.Warn("link lost; waiting for the client to resume", zap.Error(err),
+				zap.Duration("resume_window", s.opt.ResumeWindow), zap.Int("bytes_kept", ss.conn.State().Kept))
+		}
+		s.waitFor(ss)
+	}))
+	if err != nil {
+		return nil, nil, err
+	}
+	s.resumes.add(ss)
+	return ss.conn, ss, nil
+}
+
+// waitFor starts ss's resume window: at its end the session is freed and
+// its streams reset with the reason.
+func (s *Server) waitFor(ss *serverSession) {
+	s.resumes.mu.Lock()
+	defer s.resumes.mu.Unlock()
+	if ss.timer != nil {
+		return
+	}
+	ss.waiting = time.Now()
+	ss.timer = time.AfterFunc(s.opt.ResumeWindow, func() {
+		s.resumes.remove(ss, true)
+		ss.conn.CloseWithError(errResumeExpired)
+	})
+}

@@ -1,0 +1,442 @@
+package tunnel
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/offload-dev/offload/internal/testutil"
+	"github.com/offload-dev/offload/tunnel/internal/netguard"
+	"github.com/offload-dev/offload/tunnel/resume"
+)
+
+// cutProxy stands for the WAN path between client and server: it carries
+// each connection to target, dialling from the next of src (a client that
+// comes back from another address), and can cut them all (reset, as a
+// dead path or a NAT that forgot the mapping) and refuse new ones.
+type cutProxy struct {
+	t  *testing.T
+	ln net.Listener
+
+	mu      sync.Mutex
+	target  string
+	down    bool
+	conns   []net.Conn
+	carried int
+	src     []string
+	wg      sync.WaitGroup
+}
+
+func startCutProxy(t *testing.T, target string, src ...string) *cutProxy {
+	t.Helper()
+	p := &cutProxy{t: t, ln: testutil.Listen(t), target: target, src: src}
+	p.wg.Add(1)
+	go p.run()
+	t.Cleanup(func() {
+		_ = p.ln.Close()
+		p.cut()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *cutProxy) addr() string { return p.ln.Addr().String() }
+
+// cut resets every connection.
+func (p *cutProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		netguard.Reset(c)
+	}
+	p.conns = nil
+}
+
+// setDown makes the path refuse (reset) new connections, or carry them.
+func (p *cutProxy) setDown(down bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = down
+}
+
+func (p *cutProxy) setTarget(target string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.target = target
+}
+
+func (p *cutProxy) run() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		down, target := p.down, p.target
+		d := net.Dialer{}
+		if len(p.src) > 0 {
+			d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(p.src[p.carried%len(p.src)])}
+		}
+		p.mu.Unlock()
+		if down {
+			netguard.Reset(c)
+			continue
+		}
+		s, err := d.Dial("tcp", target)
+		if err != nil {
+			netguard.Reset(c)
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, c, s)
+		p.carried++
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go func() { defer p.wg.Done(); _, _ = io.Copy(s, c); _ = s.Close() }()
+		go func() { defer p.wg.Done(); _, _ = io.Copy(c, s); _ = c.Close() }()
+	}
+}
+
+// resumeOptions are testOptions with sessions that outlive links.
+func resumeOptions(log *zap.Logger) Options {
+	o := testOptions(log)
+	o.ResumeWindow = time.Minute
+	return o
+}
+
+// resumed is how many sessions an end resumed.
+func resumed(c *counters) uint64 { return c.resumes[resumeOK].Load() }
+
+// TestResumeTransferAcrossCuts: a 64 MiB download and a 32 MiB upload
+// cross a path that is cut 20 times, mid-transfer, each cut triggered by
+// the download's progress; the client comes back from another source
+// address every time (127.0.0.1, 127.0.0.2: roaming). Both arrive whole
+// (sha256), the applications see no reset, and every link after the
+// first resumed the session.
+func TestResumeTransferAcrossCuts(t *testing.T) {
+	testutil.LeakCheck(t)
+	const down, up, cuts = 64 << 20, 32 << 20, 20
+	log, _ := testutil.ObservedLogger(t)
+	sums := make(chan [32]byte, 1)
+	src := startTarget(t, source(down, 3))
+	sink := startTarget(t, func(c net.Conn) {
+		h := sha256.New()
+		_, err := io.Copy(h, c)
+		if err != nil {
+			sums <- [32]byte{}
+			return
+		}
+		var s [32]byte
+		copy(s[:], h.Sum(nil))
+		sums <- s
+	})
+	saddr, srv, _ := startServer(t, ServerConfig{Options: resumeOptions(log), Services: map[string]string{"src": src.addr(), "sink": sink.addr()}})
+	px := startCutProxy(t, saddr, "127.0.0.1", "127.0.0.2")
+	addrs, cli, _ := startClient(t, ClientConfig{Options: resumeOptions(log), Server: px.addr(), RedialMin: time.Millisecond, RedialMax: 5 * time.Millisecond}, "src", "sink")
+
+	dc, err := net.Dial("tcp", addrs["src"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dc.Close()
+	uc, err := net.Dial("tcp", addrs["sink"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	upSum := make(chan [32]byte, 1)
+	go func() {
+		h := sha256.New()
+		_, err := io.Copy(io.MultiWriter(uc, h), io.LimitReader(testutil.Stream(5), up))
+		if err != nil {
+			upSum <- [32]byte{}
+			return
+		}
+		_ = uc.(*net.TCPConn).CloseWrite()
+		var s [32]byte
+		copy(s[:], h.Sum(nil))
+		upSum <- s
+	}()
+
+	h := sha256.New()
+	buf := make([]byte, 256<<10)
+	got, next, done := 0, down/(cuts+1), 0
+	for {
+		n, err := dc.Read(buf)
+		h.Write(buf[:n])
+		got += n
+		if done < cuts && got >= next {
+			// Cut once the link the client is on carries data again.
+			before := resumed(cli.ctr)
+			px.cut()
+			done++
+			next += down / (cuts + 1)
+			eventually(t, 30*time.Second, "the session resumed", func() bool { return resumed(cli.ctr) > before })
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("download: %v after %d bytes and %d cuts: the application saw the link go", err, got, done)
+		}
+	}
+	want := sha256.New()
+	_, _ = io.Copy(want, io.LimitReader(testutil.Stream(3), down))
+	if got != down || !bytes.Equal(h.Sum(nil), want.Sum(nil)) {
+		t.Fatalf("download: %d of %d bytes, sha256 differs: bytes lost or repeated across %d cuts", got, down, done)
+	}
+	if a, b := <-upSum, <-sums; a == ([32]byte{}) || a != b {
+		t.Fatal("upload: the target's sha256 differs from what was sent")
+	}
+	if n := resumed(cli.ctr); n < cuts || resumed(srv.ctr) < cuts {
+		t.Fatalf("resumed %d (client) / %d (server) times, want %d", n, resumed(srv.ctr), cuts)
+	}
+	t.Logf("%d MiB down, %d MiB up, %d cuts, each resumed; %d links through the path", down>>20, up>>20, done, px.carried)
+}
+
+// TestResumeManyStreams: 1,000 streams open across a cut each echo once
+// after it, and none saw a reset.
+func TestResumeManyStreams(t *testing.T) {
+	const streams = 1000
+	log, _ := testutil.ObservedLogger(t)
+	echo := startTarget(t, func(c net.Conn) { _, _ = io.Copy(c, c) })
+	o := resumeOptions(log)
+	o.MaxStreams = 2 * streams
+	saddr, _, _ := startServer(t, ServerConfig{Options: o, Services: map[string]string{"echo": echo.addr()}})
+	px := startCutProxy(t, saddr)
+	addrs, cli, _ := startClient(t, ClientConfig{Options: o, Server: px.addr(), RedialMin: time.Millisecond, RedialMax: 5 * time.Millisecond}, "echo")
+	conns := make([]net.Conn, streams)
+	for i := range conns {
+		c, err := net.Dial("tcp", addrs["echo"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns[i] = c
+		// One round trip before the cut: the stream is open end to end.
+		msg := fmt.Sprintf("before %d\n", i)
+		if _, err := c.Write([]byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, make([]byte, len(msg))); err != nil {
+			t.Fatalf("stream %d before the cut: %v", i, err)
+		}
+	}
+	before := resumed(cli.ctr)
+	px.cut()
+	eventually(t, 30*time.Second, "the session resumed", func() bool { return resumed(cli.ctr) > before })
+	for i, c := range conns {
+		msg := fmt.Sprintf("after %d\n", i)
+		if _, err := c.Write([]byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len(msg))
+		if _, err := io.ReadFull(c, got); err != nil || string(got) != msg {
+			t.Fatalf("stream %d after the cut: %q, %v", i, got, err)
+		}
+	}
+}
+
+// waitLogField waits for a log line with msg whose field key has a value
+// containing want.
+func waitLogField(t *testing.T, logs *observer.ObservedLogs, msg, key, want string) {
+	t.Helper()
+	eventually(t, 30*time.Second, fmt.Sprintf("log %q with %s ~ %q", msg, key, want), func() bool {
+		for _, e := range logs.FilterMessage(msg).All() {
+			if v, ok := e.ContextMap()[key]; ok && strings.Contains(fmt.Sprint(v), want) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// streamAcross opens a stream to an echo service, checks one round trip,
+// and returns it.
+func streamAcross(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c, make([]byte, 4)); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestAttackResumeAfterWindow: a client that comes back after the
+// server's resume_window is refused with that reason (logged); the server
+// freed the session, and the application's stream ends with a reset.
+func TestAttackResumeAfterWindow(t *testing.T) {
+	log, logs := testutil.ObservedLogger(t)
+	echo := startTarget(t, func(c net.Conn) { _, _ = io.Copy(c, c) })
+	so := resumeOptions(log)
+	so.ResumeWindow = 50 * time.Millisecond
+	saddr, srv, _ := startServer(t, ServerConfig{Options: so, Services: map[string]string{"echo": echo.addr()}})
+	px := startCutProxy(t, saddr)
+	addrs, _, _ := startClient(t, ClientConfig{Options: resumeOptions(log), Server: px.addr(), RedialMin: time.Millisecond, RedialMax: 5 * time.Millisecond}, "echo")
+	c := streamAcross(t, addrs["echo"])
+	px.setDown(true)
+	px.cut()
+	waitLogField(t, logs, "link lost; waiting for the client to resume", "client", DefaultClient)
+	eventually(t, 30*time.Second, "the server to free the session", func() bool {
+		srv.resumes.mu.Lock()
+		defer srv.resumes.mu.Unlock()
+		return len(srv.resumes.byID) == 0
+	})
+	px.setDown(false)
+	waitLogField(t, logs, "resumption refused", "reason", refuseExpired)
+	waitLogField(t, logs, "session not resumed: its streams end", "reason", refuseExpired)
+	_ = c.SetReadDeadline(time.Now().Add(time.Minute))
+	if _, err := c.Read(make([]byte, 1)); !isAbortive(err) {
+		t.Fatalf("the application's stream: %v, want a reset", err)
+	}
+}
+
+// TestResumeServerRestarted: a server that restarted knows no session:
+// the client is refused with that reason and its streams end; new ones
+// work on the new session.
+func TestResumeServerRestarted(t *testing.T) {
+	log, logs := testutil.ObservedLogger(t)
+	echo := startTarget(t, func(c net.Conn) { _, _ = io.Copy(c, c) })
+	cfg := ServerConfig{Options: resumeOptions(log), Services: map[string]string{"echo": echo.addr()}}
+	saddr, _, first := startServer(t, cfg)
+	px := startCutProxy(t, saddr)
+	addrs, _, _ := startClient(t, ClientConfig{Options: resumeOptions(log), Server: px.addr(), RedialMin: time.Millisecond, RedialMax: 5 * time.Millisecond}, "echo")
+	c := streamAcross(t, addrs["echo"])
+	first.stop(t)
+	saddr2, _, _ := startServer(t, cfg)
+	px.setTarget(saddr2)
+	px.cut()
+	waitLogField(t, logs, "session not resumed: its streams end", "reason", refuseUnknown)
+	_ = c.SetReadDeadline(time.Now().Add(time.Minute))
+	if _, err := c.Read(make([]byte, 1)); !isAbortive(err) {
+		t.Fatalf("the application's stream: %v, want a reset", err)
+	}
+	streamAcross(t, addrs["echo"])
+}
+
+// TestAttackResumeClaims: the server's table refuses a resumption under
+// another client's key, with a proof bound to another link (a recorded
+// hello replayed), with a wrong secret, after the window, and for a
+// session it never issued; the right claim succeeds once (single use:
+// the next needs the new link's secret).
+func TestAttackResumeClaims(t *testing.T) {
+	var tab resumeTable
+	mk := func(b byte) (s [32]byte) { s[0] = b; return }
+	secret, linkA, linkB := mk(1), mk(2), mk(3)
+	ss := &serverSession{id: [16]byte{9}, client: "alice", secret: secret, streams: func() int { return 0 }}
+	tab.add(ss)
+	hello := func(binding [32]byte) resume.Hello {
+		return resume.Hello{Session: ss.id, Proof: resume.Proof(secret, ss.id, binding)}
+	}
+	if _, why := tab.claim(hello(linkA), "bob", linkA, mk(4)); why != refuseOther {
+		t.Fatalf("another client's key: %q", why)
+	}
+	if _, why := tab.claim(hello(linkA), "alice", linkB, mk(4)); why != refuseBadProof {
+		t.Fatalf("a hello replayed on another link: %q", why)
+	}
+	bad := resume.Hello{Session: ss.id, Proof: resume.Proof(mk(8), ss.id, linkA)}
+	if _, why := tab.claim(bad, "alice", linkA, mk(4)); why != refuseBadProof {
+		t.Fatalf("a wrong secret: %q", why)
+	}
+	if _, why := tab.claim(resume.Hello{Session: [16]byte{7}}, "alice", linkA, mk(4)); why != refuseUnknown {
+		t.Fatalf("a session never issued: %q", why)
+	}
+	if got, why := tab.claim(hello(linkA), "alice", linkA, mk(4)); got != ss || why != "" {
+		t.Fatalf("the right claim: %v %q", got, why)
+	}
+	if _, why := tab.claim(hello(linkA), "alice", linkA, mk(5)); why != refuseBadProof {
+		t.Fatalf("the same proof again (single use): %q", why)
+	}
+	tab.remove(ss, true)
+	if _, why := tab.claim(hello(linkA), "alice", linkA, mk(5)); why != refuseExpired {
+		t.Fatalf("after the window: %q", why)
+	}
+}
+
+// TestStatusShowsWaitingSession: while its client is away, the server's
+// status shows the session: whose, since when, its streams, bytes kept.
+func TestStatusShowsWaitingSession(t *testing.T) {
+	log, logs := testutil.ObservedLogger(t)
+	echo := startTarget(t, func(c net.Conn) { _, _ = io.Copy(c, c) })
+	saddr, srv, _ := startServer(t, ServerConfig{Options: resumeOptions(log), Services: map[string]string{"echo": echo.addr()}})
+	px := startCutProxy(t, saddr)
+	addrs, _, _ := startClient(t, ClientConfig{Options: resumeOptions(log), Server: px.addr(), RedialMin: time.Millisecond, RedialMax: 5 * time.Millisecond}, "echo")
+	streamAcross(t, addrs["echo"])
+	streamAcross(t, addrs["echo"])
+	px.setDown(true)
+	px.cut()
+	waitLogField(t, logs, "link lost; waiting for the client to resume", "client", DefaultClient)
+	w := srv.Status().Waiting
+	if len(w) != 1 || w[0].Client != DefaultClient || w[0].Streams != 2 || w[0].Since.IsZero() {
+		t.Fatalf("waiting sessions: %+v, want the default client's, 2 streams", w)
+	}
+	px.setDown(false)
+	eventually(t, 30*time.Second, "the session resumed", func() bool { return len(srv.Status().Waiting) == 0 && resumed(srv.ctr) == 1 })
+}
+
+// TestAttackResumeFlood: a client with a key opens link after link, each
+// claiming a session that does not exist. Each is refused with the reason
+// (counted; logged at most once per 10 s), each costs what a link costs
+// and no more: the client's links stay within max_links_per_client (a
+// newer one replaces the oldest), so do its sessions (a new session also
+// ends the client's waiting ones), and the server still serves a genuine
+// client's streams.
+func TestAttackResumeFlood(t *testing.T) {
+	const attempts = 200
+	log, logs := testutil.ObservedLogger(t)
+	echo := startTarget(t, func(c net.Conn) { _, _ = io.Copy(c, c) })
+	o := resumeOptions(log)
+	saddr, srv, _ := startServer(t, ServerConfig{Options: o, Services: map[string]string{"echo": echo.addr()}})
+	for i := range attempts {
+		rc, _ := rawLink(t, saddr, o)
+		ok, _, err := resume.Negotiate(rc)
+		if err != nil || !ok {
+			t.Fatalf("attempt %d: negotiate: %v, %v", i, ok, err)
+		}
+		h := resume.Hello{Bound: resume.MinBound, Received: 0}
+		h.Session[0], h.Session[1] = byte(i), byte(i>>8)
+		h.Session[15] = 1
+		h.Proof[0] = byte(i)
+		if err := resume.WriteHello(rc, h); err != nil {
+			t.Fatal(err)
+		}
+		w, err := resume.ReadWelcome(rc)
+		if err != nil || w.Status != resume.StatusRefused || w.Reason != refuseUnknown {
+			t.Fatalf("attempt %d: welcome %+v, %v; want refused, %q", i, w, err, refuseUnknown)
+		}
+		_ = rc.Close()
+	}
+	if n := srv.ctr.resumes[resumeRefused].Load(); n != attempts {
+		t.Fatalf("%d refusals counted, want %d", n, attempts)
+	}
+	if n := logs.FilterMessage("resumption refused").Len(); n < 1 || n > 2 {
+		t.Fatalf("%d log lines for %d refusals: want one per 10 s", n, attempts)
+	}
+	perClient := int64(DefaultMaxLinksPerClient)
+	eventually(t, 30*time.Second, "the flood's links within max_links_per_client", func() bool { return srv.ctr.links.Load() <= perClient })
+	srv.resumes.mu.Lock()
+	held := len(srv.resumes.byID)
+	srv.resumes.mu.Unlock()
+	if int64(held) > perClient {
+		t.Fatalf("the server holds %d sessions of one client after the flood, want at most %d", held, perClient)
+	}
+	addrs, _, _ := startClient(t, ClientConfig{Options: o, Server: saddr}, "echo")
+	streamAcross(t, addrs["echo"])
+}
