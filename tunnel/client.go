@@ -409,7 +409,7 @@ func (c *Client) connect(ctx context.Context, psk []byte) (sess *mux.Session, rc
 		if old != nil && old.conn.Err() != nil {
 			old = nil // expired meanwhile
 		}
-		muxConn, cs, resumed, err = c.clientResume(rc, secret, binding, c.servers.addr(), old)
+		muxConn, cs, resumed, err = c.clientResume(rc, secret, binding, c.servers.Addr(), old)
 		if err != nil {
 			_ = rc.Close()
 			return nil, nil, false, err
