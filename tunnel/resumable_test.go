@@ -201,7 +201,10 @@ func TestResumeTransferAcrossCuts(t *testing.T) {
 	if n := resumed(cli.ctr); n < cuts || resumed(srv.ctr) < cuts {
 		t.Fatalf("resumed %d (client) / %d (server) times, want %d", n, resumed(srv.ctr), cuts)
 	}
-	t.Logf("%d MiB down, %d MiB up, %d cuts, each resumed; %d links through the path", down>>20, up>>20, done, px.carried)
+	px.mu.Lock()
+	carried := px.carried
+	px.mu.Unlock()
+	t.Logf("%d MiB down, %d MiB up, %d cuts, each resumed; %d links through the path", down>>20, up>>20, done, carried)
 }
 
 // TestResumeManyStreams: 1,000 streams open across a cut each echo once
