@@ -23,6 +23,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -143,14 +144,41 @@ func serve(args []string) error {
 			return err
 		}
 		quit, err := a.session(c)
-		c.Close()
 		if err != nil {
 			fmt.Println("router: control session:", err)
 		}
 		if quit {
+			if err := lingerClose(c, quitLinger); err != nil {
+				fmt.Println("router: after quit:", err)
+			}
 			return nil
 		}
+		c.Close()
 	}
+}
+
+// quitLinger bounds the wait for the host to close the connection after
+// the quit's answer.
+const quitLinger = 10 * time.Second
+
+// lingerClose half-closes c and waits (at most d) for the peer to close
+// its side before closing: the guest powers off as soon as this command
+// exits, which can drop an answer still in its socket (the host of run a4
+// of 2026-12-07 never got one); the peer closes once it has read it.
+func lingerClose(c net.Conn, d time.Duration) error {
+	defer c.Close()
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		if err := cw.CloseWrite(); err != nil {
+			return err
+		}
+	}
+	if err := c.SetReadDeadline(time.Now().Add(d)); err != nil {
+		return err
+	}
+	if _, err := io.Copy(io.Discard, c); err != nil {
+		return fmt.Errorf("the host did not close within %v: %w", d, err)
+	}
+	return nil
 }
 
 // linkIP makes iproute2's ip (harness/vm -deb iproute2 puts Debian's
