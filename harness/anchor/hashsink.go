@@ -19,17 +19,63 @@ import (
 // bytes is the sha256 of the stream the sender sends, "bad REASON" when
 // not. The host has CPU to spare for a whole hash; the guests' one-guest
 // sink samples instead.
-func hashSink(l net.Listener) error {
+type hashSink struct {
+	l     net.Listener
+	mu    sync.Mutex
+	conns map[net.Conn]bool
+	done  bool
+}
+
+// serveHashSink serves streams on l until Close.
+func serveHashSink(l net.Listener) *hashSink {
+	s := &hashSink{l: l, conns: map[net.Conn]bool{}}
+	go s.serve()
+	return s
+}
+
+func (s *hashSink) serve() {
 	for {
-		c, err := l.Accept()
+		c, err := s.l.Accept()
 		if err != nil {
-			return err
+			return
+		}
+		if !s.track(c, true) {
+			c.Close()
+			return
 		}
 		go func() {
+			defer s.track(c, false)
 			defer c.Close()
 			_, _ = io.WriteString(c, hashStream(c)+"\n")
 		}()
 	}
+}
+
+// track adds or removes c; false once the sink is closed.
+func (s *hashSink) track(c net.Conn, add bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !add {
+		delete(s.conns, c)
+		return true
+	}
+	if s.done {
+		return false
+	}
+	s.conns[c] = true
+	return true
+}
+
+// Close stops the sink and ends the streams it still reads: one whose
+// sender or router B is gone would otherwise wait for good.
+func (s *hashSink) Close() {
+	s.mu.Lock()
+	s.done = true
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.l.Close()
 }
 
 // hashStream reads one stream and gives the answer line.

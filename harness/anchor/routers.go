@@ -43,6 +43,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/offload-dev/offload/harness/internal/qemucpu"
@@ -158,20 +159,21 @@ func (c routerCost) rate() float64 {
 
 // routersRig is one boot's two routers and the host's namespaces.
 type routersRig struct {
-	o       *options
-	dir     string
-	boot    int
-	ns      [2]string // sender's (A's LAN), sink's (B's LAN)
-	taps    [2]string
-	pids    [2]int
-	ctl     [2]*control
-	vms     [2]*exec.Cmd
-	vmDone  [2]chan error
-	sinkL   net.Listener
-	pattern string
-	irqLine [2]string
-	stderr  io.Writer
-	logf    func(string, ...any)
+	o        *options
+	dir      string
+	boot     int
+	ns       [2]string // sender's (A's LAN), sink's (B's LAN)
+	taps     [2]string
+	pids     [2]int
+	ctl      [2]*control
+	vms      [2]*vmProc
+	cancel   context.CancelCauseFunc // ends the boot's context (an unexpected exit of a harness/vm)
+	quitting atomic.Bool             // the host asked both agents to quit: their exits are expected
+	sink     *hashSink
+	pattern  string
+	irqLine  [2]string
+	stderr   io.Writer
+	logf     func(string, ...any)
 }
 
 // runRouters boots -boots pairs of routers and prints the per-router
@@ -181,27 +183,53 @@ func runRouters(ctx context.Context, o *options, vm string, vmArgs []string, dir
 	if err != nil {
 		return err
 	}
-	var runs []routerRun
-	started, load0 := time.Now(), hostLoad()
-	for b := range o.boots {
+	boot := func(ctx context.Context, b int) ([]routerRun, error) {
 		rig := &routersRig{o: o, dir: dir, boot: b, stderr: stderr,
 			logf: func(f string, a ...any) {
 				fmt.Fprintf(stderr, "anchor: boot %d: "+f+"\n", append([]any{b + 1}, a...)...)
 			}}
-		got, err := rig.run(ctx, vm, vmArgs, paths)
-		// A failed boot's runs are kept in its spans file, not pooled.
+		return rig.run(ctx, vm, vmArgs, paths)
+	}
+	return poolBoots(ctx, o, dir, boot, stdout)
+}
+
+// poolBoots runs the boots one after the other, writes each one's spans and
+// prints the table. When a boot fails, or the command is interrupted or
+// times out, it still prints the table of what was measured (the failed
+// boot's finished runs included, the header saying so) and then fails.
+func poolBoots(ctx context.Context, o *options, dir string, boot func(context.Context, int) ([]routerRun, error), stdout io.Writer) error {
+	var runs []routerRun
+	started, load0 := time.Now(), hostLoad()
+	var bootErr error
+	boots := 0
+	for b := range o.boots {
+		got, err := boot(ctx, b)
+		boots++
 		if werr := writeRouterSpans(filepath.Join(dir, fmt.Sprintf("routers2-spans-%d.jsonl", b+1)), got); werr != nil && err == nil {
 			err = werr
 		}
-		if err != nil {
-			return fmt.Errorf("boot %d: %w", b+1, err)
-		}
 		runs = append(runs, got...)
+		if err != nil {
+			bootErr = fmt.Errorf("boot %d: %w", b+1, err)
+			break
+		}
+		if ctx.Err() != nil {
+			bootErr = fmt.Errorf("after boot %d: %w", b+1, context.Cause(ctx))
+			break
+		}
 	}
 	fmt.Fprintf(stdout, "\nRouter anchor, two routers: %d boot(s) × %d round(s), %d MiB per run; each router mipsel malta 24Kc, 1 CPU, virtio-crypto, its own qemu; "+
 		"%s, %.0f min; host load average %s at the start, %s at the end\n\n",
 		o.boots, o.rounds, o.mib, time.Now().UTC().Format("2006-01-02 15:04 UTC"), time.Since(started).Minutes(), load0, hostLoad())
-	writeRouterTable(stdout, runs, o.boots)
+	if bootErr != nil {
+		fmt.Fprintf(stdout, "INCOMPLETE: %s; the table is over the %d run(s) of %d boot(s) measured before\n\n", firstLine(bootErr.Error()), len(runs)-failed(runs), boots)
+	}
+	if len(runs) > 0 {
+		writeRouterTable(stdout, runs, boots)
+	}
+	if bootErr != nil {
+		return bootErr
+	}
 	if n := failed(runs); n > 0 {
 		return fmt.Errorf("%d run(s) failed (listed above the table, their errors in the log and the spans)", n)
 	}
@@ -240,6 +268,13 @@ func routerPaths(o *options) ([]wgcompare.Path, error) {
 	return out, nil
 }
 
+// Every wait of a boot ends on an event or a deadline that says which
+// wait it was: each harness/vm's exit (vmProc.done) ends the requests to
+// its agent at once and, unless the host asked it to quit, the whole boot;
+// an interrupt or SIGTERM (ctx) and the boot's own deadline (-timeout, as
+// harness/vm's, plus bootSlack) end it too. On the way out (deferred, in
+// this order) both harness/vm are interrupted and waited for, a qemu they
+// leave is killed, and the namespaces and taps go.
 func (r *routersRig) run(ctx context.Context, vm string, common []string, paths []wgcompare.Path) (runs []routerRun, err error) {
 	id := strconv.Itoa(os.Getpid() % 100000)
 	r.ns = [2]string{"oa2-" + id + "-snd", "oa2-" + id + "-sink"}
@@ -257,8 +292,9 @@ func (r *routersRig) run(ctx context.Context, vm string, common []string, paths 
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	ctx, r.cancel = context.WithCancelCause(ctx)
+	defer r.cancel(nil)
+	defer r.stopVMs()
 	for i, s := range sides {
 		pidfile := filepath.Join(r.dir, fmt.Sprintf("qemu-%s-%d.pid", s.name, r.boot+1))
 		_ = os.Remove(pidfile)
@@ -268,42 +304,36 @@ func (r *routersRig) run(ctx context.Context, vm string, common []string, paths 
 			args = append(args, "-quiet")
 		}
 		r.logf("router %s: %s %s", s.name, vm, strings.Join(args, " "))
-		cmd := exec.CommandContext(ctx, vm, args...)
+		cmd := exec.Command(vm, args...)
 		cmd.Stdout, cmd.Stderr = r.stderr, r.stderr
-		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+		// Should r.stderr not be a file, a qemu outliving harness/vm
+		// would hold the pipe: Wait gives up on it after this.
 		cmd.WaitDelay = 30 * time.Second
-		if err := cmd.Start(); err != nil {
+		v, err := startVM("router "+s.name+"'s harness/vm", cmd, pidfile)
+		if err != nil {
 			return nil, err
 		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		r.vms[i], r.vmDone[i] = cmd, done
+		r.vms[i] = v
+		go r.watch(v)
 		pid, err := r.waitQEMU(ctx, i, pidfile)
 		if err != nil {
 			return nil, fmt.Errorf("router %s: %w", s.name, err)
 		}
 		r.pids[i] = pid
 	}
-	defer r.stopVMs()
+	ctx, cancel := context.WithTimeoutCause(ctx, r.o.timeout+bootSlack,
+		fmt.Errorf("the boot's deadline passed (-timeout %v and %v more, from both qemus' start)", r.o.timeout, bootSlack))
+	defer cancel()
 	if err := r.hostSides(); err != nil {
 		return nil, err
 	}
 	for i, s := range sides {
-		c, err := dialControl(ctx, testutil.DialIn("/run/netns/"+r.ns[i]), net.JoinHostPort(s.lanAddr, controlPort), r.vmDone[i], 5*time.Minute)
+		c, err := dialControl(ctx, testutil.DialIn("/run/netns/"+r.ns[i]), net.JoinHostPort(s.lanAddr, controlPort), r.vms[i], 5*time.Minute)
 		if err != nil {
 			return nil, fmt.Errorf("router %s: %w", s.name, err)
 		}
-		r.ctl[i] = c
+		r.attach(ctx, i, c)
 	}
-	// An interrupt ends a request waiting on a stuck guest.
-	stop := context.AfterFunc(ctx, func() {
-		for _, c := range r.ctl {
-			if c != nil {
-				c.c.Close()
-			}
-		}
-	})
-	defer stop()
 	r.logf("both routers answer; setting up the paths")
 	if err := r.setup(); err != nil {
 		return nil, err
@@ -312,8 +342,7 @@ func (r *routersRig) run(ctx context.Context, vm string, common []string, paths 
 	if err != nil {
 		return nil, err
 	}
-	r.sinkL = l
-	go func() { _ = hashSink(l) }()
+	r.sink = serveHashSink(l)
 	r.pattern = filepath.Join(r.dir, "pattern")
 	if err := wgcompare.WritePatternFile(r.pattern); err != nil {
 		return nil, err
@@ -339,7 +368,10 @@ func (r *routersRig) run(ctx context.Context, vm string, common []string, paths 
 				run.Err = err.Error()
 				runs = append(runs, run)
 				r.logf("round %d %s FAILED: %v", round+1, p.Name, err)
-				if ctx.Err() != nil || !r.alive() || failed(runs) > maxFailedRuns {
+				if ctx.Err() != nil {
+					return runs, fmt.Errorf("%s (round %d): %w", p.Name, round+1, context.Cause(ctx))
+				}
+				if !r.alive() || failed(runs) > maxFailedRuns {
 					return runs, fmt.Errorf("%s (round %d): %w", p.Name, round+1, err)
 				}
 				continue
@@ -351,23 +383,57 @@ func (r *routersRig) run(ctx context.Context, vm string, common []string, paths 
 				float64(run.Bytes)/1e6/a.QemuS, 100*a.VCPUS/a.QemuS, a.rate(), float64(run.Bytes)/1e6/b.QemuS, 100*b.VCPUS/b.QemuS, b.rate())
 		}
 	}
-	for i := range r.ctl {
-		if _, err := r.ctl[i].do(request{Op: "quit"}); err != nil {
-			return runs, fmt.Errorf("router %s: quit: %w", sides[i].name, err)
-		}
+	return runs, r.shutdown(ctx)
+}
+
+// bootSlack is how long a boot may outlast harness/vm's -timeout (which
+// counts from qemu's start and then kills it) before the host gives up
+// on its own.
+const bootSlack = 5 * time.Minute
+
+// powerOffWait bounds the wait for a router to power off after its quit.
+const powerOffWait = 2 * time.Minute
+
+// watch ends the boot when v exits before the host asked it to quit.
+func (r *routersRig) watch(v *vmProc) {
+	<-v.done
+	if !r.quitting.Load() {
+		r.cancel(v.exitError())
 	}
-	for i := range r.vmDone {
+}
+
+// attach makes c router i's control connection, ended by ctx or by the
+// router's harness/vm exiting.
+func (r *routersRig) attach(ctx context.Context, i int, c *control) {
+	c.endOn(ctx, r.vms[i])
+	r.ctl[i] = c
+}
+
+// shutdown asks each agent to quit and waits for its harness/vm to exit.
+// The agent answers and exits, and its guest powers off at once: the
+// answer can be lost on the way (it was in run a4), so a harness/vm that
+// exits cleanly after the quit is a clean stop, answered or not.
+func (r *routersRig) shutdown(ctx context.Context) error {
+	r.quitting.Store(true)
+	for i, c := range r.ctl {
+		_, qerr := c.do(request{Op: "quit"})
+		c.close() // the agent waits for this before it exits
+		v := r.vms[i]
 		select {
-		case err := <-r.vmDone[i]:
-			r.vmDone[i] = nil
-			if err != nil {
-				return runs, fmt.Errorf("router %s: harness/vm: %w (its output above says why)", sides[i].name, err)
-			}
-		case <-time.After(2 * time.Minute):
-			return runs, fmt.Errorf("router %s: did not power off within 2 min of quit", sides[i].name)
+		case <-v.done:
+		case <-ctx.Done():
+			return fmt.Errorf("router %s: waiting for it to power off after quit: %w", sides[i].name, context.Cause(ctx))
+		case <-time.After(powerOffWait):
+			return fmt.Errorf("router %s: did not power off within %v of quit (quit: %v)", sides[i].name, powerOffWait, qerr)
+		}
+		if v.err != nil {
+			return fmt.Errorf("router %s: %w (quit: %v)", sides[i].name, v.exitError(), qerr)
+		}
+		if qerr != nil {
+			r.logf("router %s: its quit's answer was lost (%v), but it powered off cleanly", sides[i].name, qerr)
 		}
 	}
-	return runs, nil
+	return nil
 }
 
 // maxFailedRuns is how many failed runs a boot goes on after.
@@ -402,10 +468,10 @@ func (r *routersRig) waitQEMU(ctx context.Context, i int, pidfile string) (int, 
 	deadline := time.Now().Add(15 * time.Minute) // harness/vm builds and fetches first
 	for time.Now().Before(deadline) {
 		select {
-		case err := <-r.vmDone[i]:
-			return 0, fmt.Errorf("harness/vm exited before qemu started: %v (its output above says why)", err)
+		case <-r.vms[i].done:
+			return 0, fmt.Errorf("before qemu started: %w", r.vms[i].exitError())
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return 0, fmt.Errorf("waiting for qemu to start: %w", context.Cause(ctx))
 		case <-time.After(200 * time.Millisecond):
 		}
 		b, err := os.ReadFile(pidfile)
@@ -480,8 +546,8 @@ func subnet(cidr string) string {
 }
 
 func (r *routersRig) teardown() {
-	if r.sinkL != nil {
-		r.sinkL.Close()
+	if r.sink != nil {
+		r.sink.Close()
 	}
 	for i := range 2 {
 		if r.ns[i] != "" {
@@ -489,28 +555,29 @@ func (r *routersRig) teardown() {
 		}
 		if r.taps[i] != "" {
 			// Still here when qemu never took it.
-			_ = exec.Command("ip", "tuntap", "del", "dev", r.taps[i], "mode", "tap").Run()
+			_ = ipRun("tuntap", "del", "dev", r.taps[i], "mode", "tap")
 		}
 	}
 }
 
-// stopVMs interrupts a harness/vm still running (a failed boot).
+// stopVMs stops each harness/vm still running (a failed or interrupted
+// boot) and any qemu one left behind.
 func (r *routersRig) stopVMs() {
-	for i, cmd := range r.vms {
-		if cmd == nil || r.vmDone[i] == nil {
-			continue
-		}
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-r.vmDone[i]:
-		case <-time.After(40 * time.Second):
-			_ = cmd.Process.Kill()
+	for _, v := range r.vms {
+		if v != nil {
+			v.stop(40*time.Second, r.logf)
 		}
 	}
 }
+
+// ipTimeout bounds one ip command (it never takes long; this is so that
+// nothing in the rig can hang).
+const ipTimeout = 2 * time.Minute
 
 func ipRun(args ...string) error {
-	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), ipTimeout)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "ip", args...).CombinedOutput(); err != nil {
 		return fmt.Errorf("ip %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
 	return nil
