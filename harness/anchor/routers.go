@@ -1085,15 +1085,18 @@ func (r *routersRig) cpu() ([2][2]float64, error) {
 
 // waitUp sends one checked byte until it arrives (90 s).
 func (r *routersRig) waitUp(ctx context.Context, addr string) error {
-	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	dial := testutil.DialIn("/run/netns/" + r.ns[0])
 	var err error
-	for ctx.Err() == nil {
-		if _, err = wgcompare.Send(ctx, dial, addr, r.pattern, 1); err == nil {
+	for wctx.Err() == nil {
+		if _, err = wgcompare.Send(wctx, dial, addr, r.pattern, 1); err == nil {
 			return nil
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("waiting for %s: %w (%v)", addr, context.Cause(ctx), err)
 	}
 	return fmt.Errorf("%s not reachable within 90s: %v", addr, err)
 }
