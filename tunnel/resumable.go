@@ -164,8 +164,7 @@ func (c *Client) clientResume(rc *record.Conn, secret, binding [32]byte, server 
 			return nil, nil, false, fmt.Errorf("resumption: %w", err)
 		}
 		old.secret = secret
-		c.log.Info("session resumed", zap.String("server", server), zap.Duration("outage", time.Since(old.lost)),
-			zap.Uint64("resent_from", w.Received))
+		c.log.Info("session resumed", zap.String("server", server), zap.Duration("outage", time.Since(old.lost)))
 		return old.conn, old, true, nil
 	case w.Status == resume.StatusResumed:
 		return nil, nil, false, fmt.Errorf("resumption: %w: resumed a session we did not ask for", resume.ErrProtocol)
@@ -203,7 +202,7 @@ func (c *Client) lostLink(cs *clientSession, err error) {
 	cs.lost = time.Now()
 	cs.expiry = time.AfterFunc(c.opt.ResumeWindow, func() { cs.conn.CloseWithError(fmt.Errorf("%w: %w", ErrLinkDown, errResumeExpired)) })
 	c.log.Warn("link lost; resuming the session", zap.String("server", cs.server), zap.Error(err),
-		zap.Duration("resume_window", c.opt.ResumeWindow), zap.Int("bytes_kept", cs.conn.State().Kept))
+		zap.Int("bytes_kept", cs.conn.State().Kept))
 }
 
 // serverSession is a resumable session on the server, attached or
@@ -345,8 +344,7 @@ func (s *Server) serverResume(rc *record.Conn, secret, binding [32]byte, client 
 			if err := old.conn.Attach(rc, h.Received); err != nil {
 				return nil, nil, err
 			}
-			s.log.Info("session resumed", zap.String("client", client), zap.Stringer("remote", rc.RemoteAddr()),
-				zap.Uint64("resent_from", h.Received))
+			s.log.Info("session resumed", zap.String("client", client), zap.Stringer("remote", rc.RemoteAddr()))
 			return nil, old, nil
 		}
 		s.ctr.resumes[resumeRefused].Add(1)
@@ -373,7 +371,7 @@ func (s *Server) serverResume(rc *record.Conn, secret, binding [32]byte, client 
 		}
 		if lk := l(); lk != nil {
 			lk.log.Warn("link lost; waiting for the client to resume", zap.Error(err),
-				zap.Duration("resume_window", s.opt.ResumeWindow), zap.Int("bytes_kept", ss.conn.State().Kept))
+				zap.Int("bytes_kept", ss.conn.State().Kept))
 		}
 		s.waitFor(ss)
 	}))

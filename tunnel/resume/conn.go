@@ -143,7 +143,6 @@ type State struct {
 	Since    time.Time // when the link went, if not Attached
 	Kept     int       // bytes kept for resending
 	Sent     uint64    // bytes written in all
-	Received uint64    // bytes read in all
 	Err      error     // why the last link went
 }
 
@@ -151,7 +150,7 @@ type State struct {
 func (c *Conn) State() State {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return State{Attached: c.link != nil, Since: c.since, Kept: int(c.sent - c.acked), Sent: c.sent, Received: c.recv, Err: c.lastErr}
+	return State{Attached: c.link != nil, Since: c.since, Kept: int(c.sent - c.acked), Sent: c.sent, Err: c.lastErr}
 }
 
 // Detach cuts the current link (closes it) as if it had failed with err,
@@ -266,6 +265,7 @@ func (c *Conn) flushLocked() {
 	c.mu.Lock()
 	// An ack may pass wire while a flush is writing: the peer has
 	// those bytes, so they are on the link.
+	c.kept.recycle()
 	link, gen, from, to := c.link, c.gen, max(c.wire, c.acked), c.sent
 	var segs [][]byte
 	if link != nil && to > from {
@@ -487,15 +487,32 @@ func (c *Conn) Done() <-chan struct{} { return c.done }
 // frees whole chunks without copying.
 type chunks struct {
 	bufs [][]byte
-	off  int // into bufs[0]
+	off  int                // into bufs[0]
+	free []*[chunkSize]byte // acknowledged, for the pool at the next flush
+}
+
+// recycle gives the freed chunks to the pool; only with lmu held and no
+// flush running.
+func (k *chunks) recycle() {
+	for i, b := range k.free {
+		chunkPool.Put(b)
+		k.free[i] = nil
+	}
+	k.free = k.free[:0]
 }
 
 const chunkSize = 64 << 10
 
+// chunkPool recycles chunks an ack freed. A flush may still be inside
+// its link Write over a chunk whose bytes the peer already acknowledged,
+// so a freed chunk waits in chunks.free until the next flush starts
+// (flushes take turns under lmu): then no one reads it.
+var chunkPool = sync.Pool{New: func() any { return new([chunkSize]byte) }}
+
 func (k *chunks) add(p []byte) {
 	for len(p) > 0 {
 		if n := len(k.bufs); n == 0 || len(k.bufs[n-1]) == cap(k.bufs[n-1]) {
-			k.bufs = append(k.bufs, make([]byte, 0, chunkSize))
+			k.bufs = append(k.bufs, chunkPool.Get().(*[chunkSize]byte)[:0:chunkSize])
 		}
 		last := &k.bufs[len(k.bufs)-1]
 		m := min(len(p), cap(*last)-len(*last))
@@ -512,6 +529,9 @@ func (k *chunks) drop(n int) {
 			return
 		}
 		n -= avail
+		if len(k.bufs[0]) == chunkSize { // full, so one of the pool's
+			k.free = append(k.free, (*[chunkSize]byte)(k.bufs[0]))
+		}
 		k.bufs[0] = nil
 		k.bufs = k.bufs[1:]
 		k.off = 0

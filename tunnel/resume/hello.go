@@ -58,11 +58,11 @@ const (
 // the answer to our offer, which the session has no use for).
 func Negotiate(rw io.ReadWriter) (resume bool, prefix []byte, err error) {
 	if _, err := rw.Write(offerFrame[:]); err != nil {
-		return false, nil, fmt.Errorf("resume: sending the offer: %w", err)
+		return false, nil, err
 	}
 	var f [12]byte
 	if _, err := io.ReadFull(rw, f[:]); err != nil {
-		return false, nil, fmt.Errorf("resume: reading the peer's first frame: %w", err)
+		return false, nil, err
 	}
 	switch f {
 	case offerFrame:
@@ -72,6 +72,13 @@ func Negotiate(rw io.ReadWriter) (resume bool, prefix []byte, err error) {
 	}
 	return false, f[:], nil
 }
+
+// The malformed messages (the callers say which link, and wrap).
+var (
+	errNotHello   = fmt.Errorf("%w: not a hello", ErrProtocol)
+	errNotWelcome = fmt.Errorf("%w: not a welcome (type, status or reason)", ErrProtocol)
+	errBound      = fmt.Errorf("%w: bound below %d", ErrProtocol, MinBound)
+)
 
 // Hello is the client's first message on an agreed link.
 type Hello struct {
@@ -107,17 +114,17 @@ func ReadHello(r io.Reader) (Hello, error) {
 	var b [helloLen]byte
 	var h Hello
 	if _, err := io.ReadFull(r, b[:]); err != nil {
-		return h, fmt.Errorf("resume: reading the hello: %w", err)
+		return h, err
 	}
 	if b[0] != typeHello {
-		return h, fmt.Errorf("%w: message type %#x, want a hello", ErrProtocol, b[0])
+		return h, errNotHello
 	}
 	h.Bound = binary.BigEndian.Uint32(b[1:])
 	copy(h.Session[:], b[5:])
 	copy(h.Proof[:], b[21:])
 	h.Received = binary.BigEndian.Uint64(b[53:])
 	if h.Bound < MinBound {
-		return h, fmt.Errorf("%w: bound %d below %d", ErrProtocol, h.Bound, MinBound)
+		return h, errBound
 	}
 	return h, nil
 }
@@ -144,10 +151,10 @@ func ReadWelcome(r io.Reader) (Welcome, error) {
 	var b [31]byte
 	var w Welcome
 	if _, err := io.ReadFull(r, b[:]); err != nil {
-		return w, fmt.Errorf("resume: reading the welcome: %w", err)
+		return w, err
 	}
 	if b[0] != typeWelcome || b[1] > StatusRefused {
-		return w, fmt.Errorf("%w: welcome type %#x status %d", ErrProtocol, b[0], b[1])
+		return w, errNotWelcome
 	}
 	w.Status = b[1]
 	w.Bound = binary.BigEndian.Uint32(b[2:])
@@ -155,16 +162,16 @@ func ReadWelcome(r io.Reader) (Welcome, error) {
 	w.Received = binary.BigEndian.Uint64(b[22:])
 	reason := make([]byte, b[30])
 	if _, err := io.ReadFull(r, reason); err != nil {
-		return w, fmt.Errorf("resume: reading the welcome: %w", err)
+		return w, err
 	}
 	for _, c := range reason {
 		if c < 0x20 || c > 0x7e {
-			return w, fmt.Errorf("%w: welcome reason not printable ASCII", ErrProtocol)
+			return w, errNotWelcome
 		}
 	}
 	w.Reason = string(reason)
 	if w.Bound < MinBound {
-		return w, fmt.Errorf("%w: bound %d below %d", ErrProtocol, w.Bound, MinBound)
+		return w, errBound
 	}
 	return w, nil
 }
