@@ -335,6 +335,10 @@ func (s *Server) serverResume(rc *record.Conn, secret, binding [32]byte, client 
 	if h.Session != ([16]byte{}) {
 		old, why := s.resumes.claim(h, client, binding, secret)
 		if old != nil {
+			// The old link may not have failed here yet: cut it first,
+			// so that nothing more arrives on it after we say how much
+			// we received (else the client resends bytes we have).
+			old.conn.Detach(errors.New("the client resumed on a new link"))
 			w.Status, w.Session, w.Received = resume.StatusResumed, old.id, old.conn.Received()
 			if err := resume.WriteWelcome(rc, w); err != nil {
 				old.conn.Detach(err)

@@ -2,6 +2,7 @@ package tunnel
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"io"
@@ -442,4 +443,82 @@ func TestAttackResumeFlood(t *testing.T) {
 	}
 	addrs, _, _ := startClient(t, ClientConfig{Options: o, Server: saddr}, "echo")
 	streamAcross(t, addrs["echo"])
+}
+
+// BenchmarkResumeAfterOutage is the time from the path's return to bytes
+// moving again on a stream that was open across the outage: each
+// iteration takes the path down (cuts the link, refuses new ones) until
+// the client has noticed and tried to redial, then brings it back and
+// times one echo round trip on the old stream. The client's redial
+// backoff is the default's (500 ms, at most 1 s once a link was up), so
+// this is what a user sees. ns/op is that time; go test -run X -bench
+// BenchmarkResumeAfterOutage -benchtime 10x ./tunnel/.
+func BenchmarkResumeAfterOutage(b *testing.B) {
+	log := zap.NewNop()
+	ln := func() net.Listener {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		return l
+	}
+	el := ln()
+	defer el.Close()
+	go func() {
+		for {
+			c, err := el.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(c, c); _ = c.Close() }()
+		}
+	}()
+	o := resumeOptions(log)
+	srv, err := NewServer(ServerConfig{Options: o, Services: map[string]string{"echo": el.Addr().String()}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sl := ln()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = srv.Serve(ctx, sl) }()
+	px := &cutProxy{ln: ln(), target: sl.Addr().String()}
+	px.wg.Add(1)
+	go px.run()
+	defer func() { _ = px.ln.Close(); px.cut(); px.wg.Wait() }()
+	fl := ln()
+	cli, err := NewClient(ClientConfig{Options: o, Server: px.addr(), Forwards: []Forward{{Listener: fl, Service: "echo"}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = cli.Run(ctx) }()
+	c, err := net.Dial("tcp", fl.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	one := make([]byte, 1)
+	echo := func() {
+		if _, err := c.Write(one); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, one); err != nil {
+			b.Fatal(err)
+		}
+	}
+	echo()
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		redials := cli.ctr.redials.Load()
+		px.setDown(true)
+		px.cut()
+		// The client noticed and has tried the dead path at least once.
+		for cli.ctr.redials.Load() < redials+2 {
+			time.Sleep(time.Millisecond)
+		}
+		px.setDown(false)
+		b.StartTimer()
+		echo()
+	}
 }
