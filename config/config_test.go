@@ -557,3 +557,31 @@ func TestLinkWait(t *testing.T) {
 		}
 	}
 }
+
+// TestResumeWindow: resume_window is read on either end, off by default,
+// and Check's range is reported at the file's line.
+func TestResumeWindow(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want time.Duration
+		err  string
+	}{
+		{"", 0, ""},
+		{"resume_window: 0\n", 0, ""},
+		{"resume_window: 1m\n", time.Minute, ""},
+		{"resume_window: 2h\n", 0, "resume_window: 2h0m0s: want 0 (off) to 1h0m0s"},
+		{"resume_window: later\n", 0, "6: resume_window: "},
+	} {
+		c, err := ParseClient("c.yaml", []byte(goodClient+tc.line))
+		switch {
+		case tc.err != "":
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: got %v, want %q", tc.line, err, tc.err)
+			}
+		case err != nil:
+			t.Errorf("%q: %v", tc.line, err)
+		case c.ResumeWindow != tc.want || c.TunnelOptions().ResumeWindow != tc.want:
+			t.Errorf("%q: resume_window %v (tunnel %v), want %v", tc.line, c.ResumeWindow, c.TunnelOptions().ResumeWindow, tc.want)
+		}
+	}
+}
