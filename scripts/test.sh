@@ -46,7 +46,7 @@
 #   outage      harness/outage -quick (root): the built server and client in two
 #               network namespaces joined by a veth; 100 echo streams and 32 MiB
 #               each way (sha256 checked) across a 3 s outage, a roam and 3 cuts
-#               of the path; prints resets, time to moving again, RSS
+#               of the path, resume_window 1m: fails on any reset or bad hash
 #   qemu-user   engine tests for mipsle and arm under qemu-user-static
 #   vm          the runs listed in vm_runs below, in Debian's kernel under qemu
 #   cryptodev   the cryptodev-linux module (/dev/crypto), built for each VM
@@ -530,12 +530,10 @@ s_compare() {
 	fi
 }
 
-# s_outage is harness/outage's smoke (docs/tunnel.md, "Outages of the
-# path"). It fails if the rig or the tunnel does not come up or a
-# transfer's bytes differ;
-# the resets it prints are today's figure (a link's streams end with it)
-# until sessions outlive links (issue 30): then -check fails it on any.
-s_outage() { go run ./harness/outage -quick; }
+# s_outage is harness/outage's smoke (docs/tunnel.md, "Sessions that
+# outlive links"): with resume_window on both ends, any reset an
+# application sees or any transfer whose sha256 differs fails it (-check).
+s_outage() { go run ./harness/outage -quick -check -set 'resume_window: 1m'; }
 
 # s_anchor2 is the two-router anchor's smoke (docs/router-anchor.md): both
 # routers boot, the paths come up, every stream arrives whole (the host's

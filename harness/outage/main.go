@@ -1,6 +1,6 @@
 // Command outage measures what applications see through offload when the
 // path between its ends fails and returns (issue 30; docs/tunnel.md,
-// "Outages of the path"; figures in docs/lab/sessions.md). It needs
+// "Sessions that outlive links"; figures in docs/lab/sessions.md). It needs
 // root: it makes two network namespaces joined by a veth pair (rig.go)
 // with a WAN's rate (-rate, tc tbf), runs the built
 // binary's server and client in them, the targets (an echo service, a
@@ -33,8 +33,9 @@
 // Run it as root from the repository root (it builds ./cmd/offload
 // unless -bin):
 //
-//	go run ./harness/outage                   # 256 MiB each way, 1,000 streams, 3s,10s,30s, roam, 20 cuts
-//	go run ./harness/outage -quick -check     # CI's smoke: fails on any reset or bad hash
+//	go run ./harness/outage -set 'resume_window: 1m'   # 256 MiB each way, 1,000 streams, 3s,10s,30s, roam, 20 cuts
+//	go run ./harness/outage                             # the same with the defaults (resume_window off)
+//	go run ./harness/outage -quick -check -set 'resume_window: 1m'   # CI's smoke
 //
 // A hash mismatch is always exit status 1; -check makes any reset one
 // too. Interrupted,
@@ -71,6 +72,7 @@ type options struct {
 	check      bool
 	set        []string
 	rate       string
+	logs       string
 	maxStreams int
 }
 
@@ -154,6 +156,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.roam, "roam", true, "a run where the client's address moves")
 	fs.IntVar(&o.cuts, "cuts", 20, "a run with this many cuts of the link in a row (0: none)")
 	fs.StringVar(&o.rate, "rate", "100mbit", "the path's rate each way (tc tbf; \"\" for the veth's own)")
+	fs.StringVar(&o.logs, "logs", "", "a `DIR` to keep both ends' logs in (server.log, client.log)")
 	fs.BoolVar(&o.check, "check", false, "exit 1 on any reset too (a hash mismatch always is)")
 	q := fs.Bool("quick", false, fmt.Sprintf("CI's smoke: -bytes %dMiB -streams %d -outages 3s -roam -cuts %d, unless given", quick.bytes>>20, quick.streams, quick.cuts))
 	fs.Var((*listFlag)(&o.set), "set", "a config line for both ends (\"resume_window: 30s\"), repeatable")
@@ -226,6 +229,16 @@ func run(ctx context.Context, args []string, stdout io.Writer) (int, error) {
 		return 1, err
 	}
 	defer r.close()
+	if o.logs != "" {
+		defer func() {
+			r.close() // the ends' last lines, then the files
+			for name, out := range map[string]*testutil.SyncBuffer{"server.log": r.srv.Out, "client.log": r.cli.Out} {
+				if err := os.WriteFile(filepath.Join(o.logs, name), []byte(out.String()), 0o644); err != nil {
+					fmt.Fprintln(os.Stderr, "outage: -logs:", err)
+				}
+			}
+		}()
+	}
 
 	fmt.Fprintf(stdout, "outage: %s; %d echo streams, %d MiB each way at %s; %s; config +%q\n",
 		strings.TrimSpace(firstLine(string(version))), o.streams, o.bytes>>20, o.rate, time.Now().UTC().Format(time.RFC3339), o.set)

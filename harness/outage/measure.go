@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,6 +32,7 @@ type row struct {
 	refused   int      // new connections that failed before one was served
 	rss       [2]int64 // most VmRSS of server, client while the path was away
 	waiting   []string // the server's status lines about a waiting session
+	perCut    []time.Duration
 }
 
 // far is how far movedBy follows the transfers after a cut or a roam:
@@ -61,9 +63,16 @@ func measure(ctx context.Context, r *rig, o options, sc scenario, seed uint64) (
 			return rw, err
 		}
 
-		sleep(ctx, sc.outage/2)
-		rw.waiting = waitingLines(r.status())
-		sleep(ctx, sc.outage-sc.outage/2)
+		// The server's view every 2 s: a session waits only once an end
+		// has given the link up (keepalive), which may be late in it.
+		for end := time.Now().Add(sc.outage); time.Until(end) > 0 && ctx.Err() == nil; {
+			sleep(ctx, min(2*time.Second, time.Until(end)))
+			if rw.waiting == nil && time.Until(end) > 0 {
+				if l := waitingLines(r.status()); l != nil {
+					rw.waiting = append([]string{fmt.Sprintf("%.0f s into the outage:", sc.outage.Seconds()-time.Until(end).Seconds())}, l...)
+				}
+			}
+		}
 		if err := r.linkDown(false); err != nil {
 			return rw, err
 		}
@@ -96,6 +105,7 @@ func measure(ctx context.Context, r *rig, o options, sc scenario, seed uint64) (
 				return rw, fmt.Errorf("cut %d: %w", k, err)
 			}
 			rw.stalled = rw.stalled || moving < 0
+			rw.perCut = append(rw.perCut, moving)
 			rw.moving, rw.served = max(rw.moving, moving), max(rw.served, served)
 			rw.refused += refused
 		}
@@ -334,6 +344,11 @@ func writeTable(w io.Writer, rows []row, streams int) {
 			if err != nil {
 				fmt.Fprintf(w, "%s: %s: %v\n", rw.name, [2]string{"upload", "download"}[i], err)
 			}
+		}
+		if len(rw.perCut) > 0 && !rw.stalled {
+			c := slices.Clone(rw.perCut)
+			slices.Sort(c)
+			fmt.Fprintf(w, "%s: moving after each cut: median %.2f s, max %.2f s\n", rw.name, c[len(c)/2].Seconds(), c[len(c)-1].Seconds())
 		}
 		if strings.HasPrefix(rw.name, "outage") {
 			if len(rw.waiting) == 0 {
