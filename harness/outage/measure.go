@@ -50,6 +50,8 @@ func measure(ctx context.Context, r *rig, o options, sc scenario, seed uint64) (
 	}
 	p.l = l
 	defer l.close()
+	// Interrupted: the streams and transfers end now, not at their deadlines.
+	defer context.AfterFunc(ctx, l.close)()
 	if err := p.waitFor(ctx, o.bytes/4); err != nil {
 		return rw, fmt.Errorf("before the disruption: %w", err)
 	}
