@@ -17,6 +17,13 @@
 // Run it from the repository root (it builds the binary unless -bin):
 //
 //	go run ./harness/resume                          # 1,000 streams; outages 3s,10s,30s
+//	go run ./harness/resume -veth                    # root: the path is a veth taken down
+//
+// With -veth (root) the server runs in a network namespace of its own
+// (offload-resume, 10.77.0.2) behind a veth pair, and an outage takes the
+// host's end down: nothing is reset, the path just goes silent (TCP rides
+// out a short outage by itself; a link silent for keepalive + 10 s is
+// given up and the session resumed).
 //
 // Only loopback addresses; every file goes to a temporary directory.
 package main
@@ -41,14 +48,15 @@ func main() {
 	bin := flag.String("bin", "", "the offload binary (default: go build ./cmd/offload)")
 	outages := flag.String("outages", "3s,10s,30s", "outage lengths, comma separated")
 	streams := flag.Int("streams", 1000, "echo connections open across the outages")
+	veth := flag.Bool("veth", false, "the path is a veth pair to a network namespace, taken down (root)")
 	flag.Parse()
-	if err := run(*bin, *outages, *streams); err != nil {
+	if err := run(*bin, *outages, *streams, *veth); err != nil {
 		fmt.Fprintln(os.Stderr, "resume:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin, outages string, streams int) error {
+func run(bin, outages string, streams int, veth bool) error {
 	dir, err := os.MkdirTemp("", "offload-resume-")
 	if err != nil {
 		return err
@@ -64,7 +72,17 @@ func run(bin, outages string, streams int) error {
 	if out, err := exec.Command(bin, "keygen", "-o", key).CombinedOutput(); err != nil {
 		return fmt.Errorf("keygen: %w\n%s", err, out)
 	}
-	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	srvAddr, echoAt := "", "127.0.0.1:0"
+	var px outage
+	if veth {
+		v, err := newVeth()
+		if err != nil {
+			return err
+		}
+		defer v.close()
+		px, srvAddr, echoAt = v, vethServer+":7100", vethHost+":0"
+	}
+	echo, err := net.Listen("tcp", echoAt)
 	if err != nil {
 		return err
 	}
@@ -78,29 +96,37 @@ func run(bin, outages string, streams int) error {
 			go testutil.Echo(c)
 		}
 	}()
-	srvAddr, err := testutil.FreeAddr("127.0.0.1")
-	if err != nil {
-		return err
+	if srvAddr == "" {
+		if srvAddr, err = testutil.FreeAddr("127.0.0.1"); err != nil {
+			return err
+		}
 	}
 	fwdAddr, err := testutil.FreeAddr("127.0.0.1")
 	if err != nil {
 		return err
 	}
-	px, err := newPath(srvAddr)
-	if err != nil {
-		return err
+	dialAt := srvAddr
+	if px == nil {
+		p, err := newPath(srvAddr)
+		if err != nil {
+			return err
+		}
+		defer p.close()
+		px, dialAt = p, p.addr()
 	}
-	defer px.close()
 	common := fmt.Sprintf("key_file: %s\nengine: software\nresume_window: 1m\nmax_streams: %d\n", key, 2*streams)
 	srvConf, cliConf := filepath.Join(dir, "server.yaml"), filepath.Join(dir, "client.yaml")
 	if err := os.WriteFile(srvConf, []byte(fmt.Sprintf("listen: %s\n%sservices:\n  echo: %s\n", srvAddr, common, echo.Addr())), 0o600); err != nil {
 		return err
 	}
-	if err := os.WriteFile(cliConf, []byte(fmt.Sprintf("server: %s\n%sforwards:\n  - listen: %s\n    service: echo\n", px.addr(), common, fwdAddr)), 0o600); err != nil {
+	if err := os.WriteFile(cliConf, []byte(fmt.Sprintf("server: %s\n%sforwards:\n  - listen: %s\n    service: echo\n", dialAt, common, fwdAddr)), 0o600); err != nil {
 		return err
 	}
 	end := func(role, conf string) *exec.Cmd {
 		cmd := exec.Command(bin, role, "-c", conf)
+		if veth && role == "server" {
+			cmd = exec.Command("ip", "netns", "exec", vethNS, bin, role, "-c", conf)
+		}
 		cmd.Env = append(os.Environ(), "RUNTIME_DIRECTORY="+dir)
 		return cmd
 	}
@@ -144,14 +170,17 @@ func run(bin, outages string, streams int) error {
 		if err != nil {
 			return fmt.Errorf("-outages: %w", err)
 		}
-		px.setDown(true)
-		px.cut()
+		if err := px.down(); err != nil {
+			return err
+		}
 		var rssS, rssC int
 		for until := time.Now().Add(outage); time.Now().Before(until); time.Sleep(100 * time.Millisecond) {
 			rssS, rssC = max(rssS, rss(srv.Cmd.Process.Pid)), max(rssC, rss(cli.Cmd.Process.Pid))
 		}
 		back := time.Now()
-		px.setDown(false)
+		if err := px.up(); err != nil {
+			return err
+		}
 		var mu sync.Mutex
 		var first, last time.Time
 		failed := 0
@@ -218,13 +247,67 @@ func rss(pid int) int {
 	return 0
 }
 
+// outage takes the path down and brings it back.
+type outage interface {
+	down() error
+	up() error
+}
+
+// The -veth network: the host's end and the server's namespace.
+const (
+	vethNS     = "offload-resume"
+	vethHost   = "10.77.0.1"
+	vethServer = "10.77.0.2"
+)
+
+// vethPath is a veth pair to the namespace vethNS.
+type vethPath struct{}
+
+func ip(args ...string) error {
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+func newVeth() (*vethPath, error) {
+	for _, a := range [][]string{
+		{"netns", "add", vethNS},
+		{"link", "add", "orv0", "type", "veth", "peer", "name", "orv1"},
+		{"link", "set", "orv1", "netns", vethNS},
+		{"addr", "add", vethHost + "/24", "dev", "orv0"},
+		{"link", "set", "orv0", "up"},
+		{"-n", vethNS, "addr", "add", vethServer + "/24", "dev", "orv1"},
+		{"-n", vethNS, "link", "set", "orv1", "up"},
+		{"-n", vethNS, "link", "set", "lo", "up"},
+	} {
+		if err := ip(a...); err != nil {
+			(&vethPath{}).close()
+			return nil, err
+		}
+	}
+	return &vethPath{}, nil
+}
+
+func (*vethPath) down() error { return ip("link", "set", "orv0", "down") }
+func (*vethPath) up() error   { return ip("link", "set", "orv0", "up") }
+
+func (*vethPath) close() {
+	_ = ip("link", "del", "orv0")
+	_ = ip("netns", "del", vethNS)
+}
+
+// down cuts every connection and refuses new ones.
+func (p *path) down() error { p.setDown(true); p.cut(); return nil }
+func (p *path) up() error   { p.setDown(false); return nil }
+
 // path is the WAN between client and server: it carries connections to
 // target, and can cut them all and refuse new ones.
 type path struct {
 	ln     net.Listener
 	target string
 	mu     sync.Mutex
-	down   bool
+	closed bool // refusing new connections
 	conns  []net.Conn
 }
 
@@ -245,7 +328,7 @@ func (p *path) close() { _ = p.ln.Close(); p.cut() }
 func (p *path) setDown(down bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.down = down
+	p.closed = down
 }
 
 // cut resets every connection.
@@ -268,7 +351,7 @@ func (p *path) run() {
 			return
 		}
 		p.mu.Lock()
-		down := p.down
+		down := p.closed
 		p.mu.Unlock()
 		if down {
 			_ = c.(*net.TCPConn).SetLinger(0)
