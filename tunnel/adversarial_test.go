@@ -132,7 +132,7 @@ func TestAttackStalledHandshake(t *testing.T) {
 	}
 	defer c.Close()
 	_, _ = c.Write([]byte("OFLD"))
-	eventually(t, 2*time.Second, "the handshake to hold a slot", func() bool { return a.srv.slots.len() == 1 })
+	eventually(t, 2*time.Second, "the handshake to hold a slot", func() bool { return a.srv.slots.Len() == 1 })
 	a.check(t)
 	start := time.Now()
 	if err := readErr(c); err == nil {
@@ -142,7 +142,7 @@ func TestAttackStalledHandshake(t *testing.T) {
 		t.Errorf("closed after %v, want about the handshake timeout", d)
 	}
 	eventually(t, 2*time.Second, "a timeout to be counted and the slot freed", func() bool {
-		return a.failures(hsTimeout) == 1 && a.srv.slots.len() == 0
+		return a.failures(hsTimeout) == 1 && a.srv.slots.Len() == 0
 	})
 	a.check(t)
 }
@@ -174,14 +174,14 @@ func TestAttackHandshakeFlood(t *testing.T) {
 	eventually(t, 10*time.Second, "the excess to be dropped", func() bool {
 		return a.failures(hsDropped) >= flood-DefaultMaxHandshakes
 	})
-	if n := a.srv.slots.len(); n > DefaultMaxHandshakes {
+	if n := a.srv.slots.Len(); n > DefaultMaxHandshakes {
 		t.Fatalf("%d handshakes pending, cap %d", n, DefaultMaxHandshakes)
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	grew := int64(after.HeapInuse) - int64(before.HeapInuse)
 	t.Logf("heap in use grew by %d KiB with %d flood connections open (%d pending on the server), %d dropped",
-		grew>>10, flood, a.srv.slots.len(), a.failures(hsDropped))
+		grew>>10, flood, a.srv.slots.Len(), a.failures(hsDropped))
 	// Both ends of 1,000 TCP connections live in this process; the server
 	// holds at most MaxHandshakes of them. 16 MiB is a loose bound.
 	if grew > 16<<20 {

@@ -244,7 +244,7 @@ func TestAttackFloodBesideClients(t *testing.T) {
 	if failed != 0 || okN != clients*each {
 		t.Errorf("%d of %d genuine handshakes failed beside the flood", clients*each-int(okN), clients*each)
 	}
-	eventually(t, 5*time.Second, "the slots to empty", func() bool { return srv.slots.len() == 0 })
+	eventually(t, 5*time.Second, "the slots to empty", func() bool { return srv.slots.Len() == 0 })
 }
 
 // neverReads is a target that accepts and never reads, with a small
@@ -553,4 +553,38 @@ func genuineOK(srv *Server, total int, failed int64) uint64 {
 		}
 	}
 	return srv.ctr.handshakes[hsOK].Load()
+}
+
+// TestLinkDownDuringDrain: a link whose write met a client that had
+// already closed (EPIPE, ECONNRESET) is a hang-up once the drain has begun
+// (bench stops both ends together, and the drain's GoAway found the
+// client gone: TestBenchJSONSoftwareAndUnavailable saw a "link failed"
+// warning); before the drain it stays a failure.
+func TestLinkDownDuringDrain(t *testing.T) {
+	for _, tc := range []struct {
+		drain bool
+		err   error
+		warn  bool
+	}{
+		{false, fmt.Errorf("record: writev: %w", syscall.EPIPE), true},
+		{true, fmt.Errorf("record: writev: %w", syscall.EPIPE), false},
+		{true, fmt.Errorf("record: read: %w", syscall.ECONNRESET), false},
+		{true, record.ErrAuth, true},
+	} {
+		log, logs := testutil.ObservedLogger(t)
+		srv, err := NewServer(ServerConfig{Options: testOptions(log), Services: map[string]string{"x": "127.0.0.1:1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.drain {
+			close(srv.stopping)
+		}
+		l := &link{log: log, ctr: srv.clientCounters("default")}
+		srv.linkDown(l, tc.err, time.Second)
+		warned := logs.FilterMessage("link failed").Len() == 1
+		if warned != tc.warn || (srv.ctr.linkErrors.Load() == 1) != tc.warn {
+			t.Errorf("drain %v, %v: warned %v, link errors %d; want a warning and a count: %v",
+				tc.drain, tc.err, warned, srv.ctr.linkErrors.Load(), tc.warn)
+		}
+	}
 }

@@ -84,13 +84,13 @@ func TestProxyProtocolPerSource(t *testing.T) {
 	hdr := func(src string) []byte { return proxyproto.AppendHeader(nil, netip.MustParseAddrPort(src), dst, nil) }
 	sendFrom(t, "127.0.0.1", saddr, hdr("127.20.0.1:1000"))
 	sendFrom(t, "127.0.0.1", saddr, hdr("127.20.0.2:1000"))
-	eventually(t, 5*time.Second, "two pending handshakes", func() bool { return srv.slots.len() == 2 })
+	eventually(t, 5*time.Second, "two pending handshakes", func() bool { return srv.slots.Len() == 2 })
 	if n := srv.ctr.handshakes[hsDropped].Load(); n != 0 {
 		t.Fatalf("two clients behind one balancer: %d dropped", n)
 	}
 	sendFrom(t, "127.0.0.1", saddr, hdr("127.20.0.1:1001"))
 	eventually(t, 5*time.Second, "the same client's older connection dropped", func() bool { return srv.ctr.handshakes[hsDropped].Load() == 1 })
-	if n := srv.slots.len(); n != 2 {
+	if n := srv.slots.Len(); n != 2 {
 		t.Errorf("pending handshakes: %d, want 2", n)
 	}
 }

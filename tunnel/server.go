@@ -21,6 +21,7 @@ import (
 	"github.com/offload-dev/offload/tunnel/internal/netguard"
 	"github.com/offload-dev/offload/tunnel/proxyproto"
 	"github.com/offload-dev/offload/tunnel/record"
+	"github.com/offload-dev/offload/tunnel/slots"
 	"github.com/offload-dev/offload/tunnel/stream"
 )
 
@@ -31,7 +32,7 @@ type ServerConfig struct {
 	// dials. Nothing else is ever dialled.
 	Services map[string]string
 	// MaxHandshakes caps unauthenticated connections in their handshake
-	// (0: DefaultMaxHandshakes). See hsSlots for what happens beyond.
+	// (0: DefaultMaxHandshakes). See slots.Table for what happens beyond.
 	MaxHandshakes int
 	// MaxHandshakesPerSource caps them per source address, an IPv4
 	// address or an IPv6 /64 (0: DefaultMaxHandshakesPerSource).
@@ -67,7 +68,7 @@ type Server struct {
 	log     *zap.Logger
 	ctr     *counters
 	pool    *stream.BufPool
-	slots   *hsSlots
+	slots   *slots.Table
 	replay  *handshake.ReplayCache
 	streams *tracker
 	dialer  net.Dialer
@@ -124,7 +125,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		resumes:   resumeTable{log: netguard.RateLimit{Every: 10 * time.Second}},
 		refuseLog: netguard.RateLimit{Every: 10 * time.Second},
 		linkLog:   netguard.RateLimit{Every: 10 * time.Second},
-		slots:     newHSSlots(cfg.MaxHandshakes, cfg.MaxHandshakesPerSource, cfg.Suite),
+		slots:     slots.New(cfg.MaxHandshakes, cfg.MaxHandshakesPerSource, cfg.Suite),
 		replay:    handshake.NewReplayCache(0),
 		sessions:  map[*mux.Session]struct{}{},
 		proxy:     cfg.ProxyProtocol,
@@ -139,10 +140,10 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 			{"link_streams", cfg.Options.MaxStreams},
 			{"link_buffer_bytes", cfg.Options.LinkBuffer},
 			{"replay_cache_entries", handshake.DefaultReplayCache},
-			{"failed_sources_remembered", failedSources},
+			{"failed_sources_remembered", slots.FailedSources},
 		}
 	}
-	s.ctr.pending = s.slots.len
+	s.ctr.pending = s.slots.Len
 	s.state.Store(st)
 	s.guard = newEngineGuard(&s.opt, s.log)
 	s.ctr.guard, s.opt.verifier, s.opt.stall = s.guard, s.guard.verifier, s.guard.stall
@@ -207,16 +208,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			break
 		}
 		delay = 0
-		sl := s.slots.acquire(conn)
+		sl := s.slots.Acquire(conn)
 		if sl == nil {
 			s.refuseHandshake(conn, "handshake slots full of complete first flights: refused a new connection",
-				zap.Int("max_handshakes_per_source", s.slots.perSource))
+				zap.Int("max_handshakes_per_source", s.slots.PerSource()))
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if !s.slots.await(ctx, sl, s.opt.HandshakeTimeout) {
+			if !s.slots.Await(ctx, sl, s.opt.HandshakeTimeout) {
 				s.refuseHandshake(conn, "waited a handshake timeout for a slot: refused a connection",
 					zap.Duration("handshake_timeout", s.opt.HandshakeTimeout))
 				return
@@ -259,16 +260,16 @@ func (s *Server) shutdown(hardCancel context.CancelFunc) {
 
 // serveConn runs one link: handshake (ctx: ends at shutdown), then yamux
 // streams (hard: dials end after the drain).
-func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot, wg *sync.WaitGroup) {
+func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *slots.Slot, wg *sync.WaitGroup) {
 	remote := conn.RemoteAddr()
 	hc := s.opt.handshakeConfig()
 	hc.Replay = s.replay
 	state := s.state.Load() // the keys this handshake tries, and their clients
 	hc.Admit = func(key int) error { return s.admit(state, key) }
-	hc.FlightRead = func() { s.slots.flightRead(sl) }
+	hc.FlightRead = func() { s.slots.FlightRead(sl) }
 	hc.Keys = state.keys
-	keys, keyIdx, err := handshake.ServerKey(ctx, netguard.SlotConn[*hsSlot]{Conn: conn, Watch: s.slots, Slot: sl}, hc)
-	evicted := s.slots.release(sl)
+	keys, keyIdx, err := handshake.ServerKey(ctx, netguard.SlotConn[*slots.Slot]{Conn: conn, Watch: s.slots, Slot: sl}, hc)
+	evicted := s.slots.Release(sl)
 	if err != nil {
 		_ = conn.Close()
 		res := handshakeResult(err)
@@ -279,13 +280,13 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *hsSlot,
 			s.ctr.handshakes[res].Add(1)
 		}
 		if res == hsAuth || res == hsReplay {
-			s.slots.failedTrial(sl)
+			s.slots.FailedTrial(sl)
 		}
 		switch {
 		case res == hsDropped:
 			if ok, n := s.dropLog.Allow(); ok {
 				s.log.Warn("handshake slots full: dropped the oldest unauthenticated connections",
-					zap.Int("max_handshakes", s.slots.max), zap.Uint64("dropped_since_last_log", n+1))
+					zap.Int("max_handshakes", s.slots.Max()), zap.Uint64("dropped_since_last_log", n+1))
 			}
 		case ctx.Err() != nil:
 		default:
@@ -479,7 +480,7 @@ func (s *Server) refuseHandshake(conn net.Conn, why string, field zap.Field) {
 	netguard.Reset(conn)
 	s.ctr.handshakes[hsRefused].Add(1)
 	if ok, n := s.dropLog.Allow(); ok {
-		s.log.Warn(why, zap.Int("max_handshakes", s.slots.max), field, zap.Uint64("dropped_since_last_log", n+1))
+		s.log.Warn(why, zap.Int("max_handshakes", s.slots.Max()), field, zap.Uint64("dropped_since_last_log", n+1))
 	}
 }
 

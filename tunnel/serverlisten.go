@@ -49,7 +49,7 @@ func (s *Server) wrapListener(ln net.Listener) net.Listener {
 		}
 		return ln
 	}
-	return proxyproto.NewListener(ln, *s.proxy, s.slots.max, s.slots.perSource, s.proxyDropped, s.log.Named("proxy"), &s.ppStats)
+	return proxyproto.NewListener(ln, *s.proxy, s.slots.Max(), s.slots.PerSource(), s.proxyDropped, s.log.Named("proxy"), &s.ppStats)
 }
 
 // proxyDropped counts and logs (rate-limited, with the handshake slots'
@@ -59,6 +59,6 @@ func (s *Server) proxyDropped() {
 	s.ctr.handshakes[hsDropped].Add(1)
 	if ok, n := s.dropLog.Allow(); ok {
 		s.log.Warn("PROXY protocol: reset a connection whose client already has max_handshakes_per_source waiting for a handshake slot",
-			zap.Int("max_handshakes_per_source", s.slots.perSource), zap.Uint64("dropped_since_last_log", n+1))
+			zap.Int("max_handshakes_per_source", s.slots.PerSource()), zap.Uint64("dropped_since_last_log", n+1))
 	}
 }

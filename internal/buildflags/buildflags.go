@@ -61,6 +61,7 @@ var Cold = []string{
 	module + "/tunnel/resume",
 	module + "/tunnel/handshake",
 	module + "/tunnel/proxyproto",
+	module + "/tunnel/slots",
 	module + "/tunnel/allow",
 }
 

@@ -59,6 +59,9 @@ var importRules = []importRule{
 	{pkg: "tunnel/resume", stdOnly: true},
 	// When and where the client dials next: no link, no Client.
 	{pkg: "tunnel/redial", project: []string{"internal/metrics"}},
+	// The handshake slot table knows connections and a first flight's
+	// header, never a Server or a link.
+	{pkg: "tunnel/slots", project: []string{"tunnel/handshake", "tunnel/suite", "tunnel/internal/netguard"}},
 	{pkg: "tunnel/internal/netguard", stdOnly: true},
 	{pkg: "tunnel/internal/socks5", stdOnly: true},
 	// The PROXY reader knows no Server: caps in, drops out by callback.

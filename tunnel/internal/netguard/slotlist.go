@@ -6,7 +6,7 @@ import (
 	"net/netip"
 )
 
-// SlotList is the bookkeeping the handshake slots (tunnel/server_slots.go) and
+// SlotList is the bookkeeping the handshake slots (tunnel/slots) and
 // the metrics endpoint's (tunnel/metricsserver) share: the connections
 // waiting, oldest first, how many each source has (SourceOf), and which
 // were evicted. What makes a waiting connection "complete", and so safe

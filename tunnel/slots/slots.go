@@ -1,4 +1,8 @@
-package tunnel
+// Package slots is the server's handshake slot table: it caps the
+// unauthenticated connections in progress, in all and per source, and
+// chooses which one gives way when a new one arrives (Table). It knows
+// connections and first flights, never a Server or a link.
+package slots
 
 import (
 	"bytes"
@@ -13,8 +17,8 @@ import (
 	"github.com/offload-dev/offload/tunnel/suite"
 )
 
-// hsSlots caps the handshakes in progress on the server, in all and per
-// source address. An unauthenticated connection holds a slot from accept
+// Table caps the handshakes in progress on the server, in all and per
+// source address (the server's MaxHandshakes and MaxHandshakesPerSource). An unauthenticated connection holds a slot from accept
 // until its handshake ends. When a new connection finds its source at
 // MaxHandshakesPerSource, it takes the slot of that source's oldest
 // incomplete connection (below); when it finds all MaxHandshakes slots
@@ -35,7 +39,7 @@ import (
 //
 // Complete flights can still outrun the server's CPU: with many keys each
 // costs up to handshake.MaxKeys trials. So the slots remember the last
-// failedSources sources whose flight failed the trial (or was a replay);
+// FailedSources sources whose flight failed the trial (or was a replay);
 // when a new connection from any other source finds no incomplete slot to
 // take, it takes the oldest complete one of such a source that the
 // handshake has not begun to read (it waits in the socket buffer: giving
@@ -45,23 +49,23 @@ import (
 // connection: at most max wait, each for at most the handshake timeout.
 // A flood of bogus flights then delays genuine clients from other sources
 // but does not refuse them, unless it comes from more fresh sources than
-// failedSources remembers.
-type hsSlots struct {
+// FailedSources remembers.
+type Table struct {
 	mu        sync.Mutex
 	max       int
 	perSource int
 	prefix    []byte // the start of a genuine first flight (handshake.FlightHeader)
 	flightLen int    // its whole length
-	pending   netguard.SlotList[*hsSlot]
+	pending   netguard.SlotList[*Slot]
 	failed    failedRing // sources whose first flight failed the key trial
-	waiting   []*hsSlot  // fresh sources' connections waiting for a slot, oldest first
+	waiting   []*Slot    // fresh sources' connections waiting for a slot, oldest first
 }
 
-// failedSources is how many recent failures hsSlots remembers: a ring of
+// FailedSources is how many recent failures Table remembers: a ring of
 // sources and a count per source, about 60 KiB.
-const failedSources = 1024
+const FailedSources = 1024
 
-// failedRing remembers the sources of the last failedSources failures,
+// failedRing remembers the sources of the last FailedSources failures,
 // allocated at the first.
 type failedRing struct {
 	ring  []netip.Prefix
@@ -71,7 +75,7 @@ type failedRing struct {
 
 func (f *failedRing) add(p netip.Prefix) {
 	if f.ring == nil {
-		f.ring, f.count = make([]netip.Prefix, failedSources), map[netip.Prefix]int{}
+		f.ring, f.count = make([]netip.Prefix, FailedSources), map[netip.Prefix]int{}
 	}
 	if old := f.ring[f.next]; old.IsValid() {
 		if f.count[old]--; f.count[old] <= 0 {
@@ -85,31 +89,39 @@ func (f *failedRing) add(p netip.Prefix) {
 
 func (f *failedRing) has(p netip.Prefix) bool { return f.count[p] > 0 }
 
-type hsSlot struct {
+// Slot is one connection's place in a Table, from Acquire to Release.
+type Slot struct {
 	netguard.SlotEntry
 	complete bool   // the whole first flight has arrived
 	read     bool   // the handshake has read it (and is trying it)
 	head     []byte // what the handshake read, up to a first flight
-	// ready is set when acquire queued the slot in waiting, and closed
+	// ready is set when Acquire queued the slot in waiting, and closed
 	// when a released slot passed to it (it is then pending) or when a
 	// newer connection took its place in the queue (evicted).
 	ready chan struct{}
 }
 
-func newHSSlots(max, perSource int, s suite.Suite) *hsSlots {
+// New returns a table of max slots, at most perSource per source
+// address, for first flights of suite s.
+func New(max, perSource int, s suite.Suite) *Table {
 	prefix, n := handshake.FlightHeader(s)
-	return &hsSlots{max: max, perSource: perSource, prefix: prefix, flightLen: n}
+	return &Table{max: max, perSource: perSource, prefix: prefix, flightLen: n}
 }
 
-// acquire takes a slot for conn, evicting (closing) another pending
+// Max is the cap on connections holding a slot; PerSource, the cap per
+// source address.
+func (s *Table) Max() int       { return s.max }
+func (s *Table) PerSource() int { return s.perSource }
+
+// Acquire takes a slot for conn, evicting (closing) another pending
 // connection if conn's source or the server is at its cap. It returns nil
 // if no slot could be freed: the caller refuses conn. A returned slot
 // with ready set is queued instead: the caller waits for ready (see
-// await) before the handshake.
-func (s *hsSlots) acquire(conn net.Conn) *hsSlot {
-	sl := &hsSlot{SlotEntry: netguard.SlotEntry{Conn: conn, Source: netguard.SourceOf(conn)}}
+// Await) before the handshake.
+func (s *Table) Acquire(conn net.Conn) *Slot {
+	sl := &Slot{SlotEntry: netguard.SlotEntry{Conn: conn, Source: netguard.SourceOf(conn)}}
 	s.mu.Lock()
-	var victim *hsSlot
+	var victim *Slot
 	switch {
 	case s.pending.Of(sl.Source) >= s.perSource:
 		victim = s.oldestIncomplete(sl.Source)
@@ -157,12 +169,12 @@ func (s *hsSlots) acquire(conn net.Conn) *hsSlot {
 
 // unreadFromFailed returns the oldest connection from a source in
 // s.failed whose flight the handshake has not begun to read, or nil.
-func (s *hsSlots) unreadFromFailed() *hsSlot {
-	return s.pending.Find(func(sl *hsSlot) bool { return !sl.read && len(sl.head) == 0 && s.failed.has(sl.Source) })
+func (s *Table) unreadFromFailed() *Slot {
+	return s.pending.Find(func(sl *Slot) bool { return !sl.read && len(sl.head) == 0 && s.failed.has(sl.Source) })
 }
 
-// failedTrial remembers sl's source as one whose first flight failed.
-func (s *hsSlots) failedTrial(sl *hsSlot) {
+// FailedTrial remembers sl's source as one whose first flight failed.
+func (s *Table) FailedTrial(sl *Slot) {
 	if sl == nil || !sl.Source.IsValid() {
 		return
 	}
@@ -172,14 +184,14 @@ func (s *hsSlots) failedTrial(sl *hsSlot) {
 }
 
 // oldestIncomplete returns the oldest incomplete connection from src.
-func (s *hsSlots) oldestIncomplete(src netip.Prefix) *hsSlot {
-	return s.pending.Find(func(sl *hsSlot) bool { return sl.Source == src && !s.complete(sl) })
+func (s *Table) oldestIncomplete(src netip.Prefix) *Slot {
+	return s.pending.Find(func(sl *Slot) bool { return sl.Source == src && !s.complete(sl) })
 }
 
 // complete reports whether sl's whole first flight has arrived: the
 // handshake said it read it, or what it has read and what waits in the
 // socket buffer make up a genuine first flight. s.mu is held.
-func (s *hsSlots) complete(sl *hsSlot) bool {
+func (s *Table) complete(sl *Slot) bool {
 	if sl.complete {
 		return true
 	}
@@ -196,7 +208,7 @@ func (s *hsSlots) complete(sl *hsSlot) bool {
 
 // Record records what the handshake read from sl's connection, up to a
 // first flight's length, for complete (netguard.SlotWatch).
-func (s *hsSlots) Record(sl *hsSlot, p []byte) {
+func (s *Table) Record(sl *Slot, p []byte) {
 	s.mu.Lock()
 	if n := s.flightLen - len(sl.head); n > 0 {
 		sl.head = append(sl.head, p[:min(n, len(p))]...)
@@ -206,7 +218,7 @@ func (s *hsSlots) Record(sl *hsSlot, p []byte) {
 
 // Pending reports whether sl's first flight has not all been seen
 // (netguard.SlotWatch).
-func (s *hsSlots) Pending(sl *hsSlot) bool {
+func (s *Table) Pending(sl *Slot) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return !sl.complete
@@ -215,23 +227,23 @@ func (s *hsSlots) Pending(sl *hsSlot) bool {
 // Settle marks sl complete if what the handshake read and what waits in
 // its socket buffer make a whole first flight (complete, under the lock;
 // netguard.SlotWatch).
-func (s *hsSlots) Settle(sl *hsSlot) {
+func (s *Table) Settle(sl *Slot) {
 	s.mu.Lock()
 	s.complete(sl)
 	s.mu.Unlock()
 }
 
-// flightRead marks sl complete: the handshake has read the whole flight.
-func (s *hsSlots) flightRead(sl *hsSlot) {
+// FlightRead marks sl complete: the handshake has read the whole flight.
+func (s *Table) FlightRead(sl *Slot) {
 	s.mu.Lock()
 	sl.complete, sl.read = true, true
 	s.mu.Unlock()
 }
 
-// release frees sl's slot and reports whether it was evicted.
-func (s *hsSlots) release(sl *hsSlot) (evicted bool) {
+// Release frees sl's slot and reports whether it was evicted.
+func (s *Table) Release(sl *Slot) (evicted bool) {
 	if sl == nil {
-		return false // acquire refused it: it never held a slot
+		return false // Acquire refused it: it never held a slot
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -255,7 +267,7 @@ func (s *hsSlots) release(sl *hsSlot) (evicted bool) {
 // waiterFrom returns the index of the oldest waiting connection whose
 // source is (failed) or is not (!failed) among the failed ones, or -1.
 // s.mu is held.
-func (s *hsSlots) waiterFrom(failed bool) int {
+func (s *Table) waiterFrom(failed bool) int {
 	for i, w := range s.waiting {
 		if s.failed.has(w.Source) == failed {
 			return i
@@ -264,10 +276,10 @@ func (s *hsSlots) waiterFrom(failed bool) int {
 	return -1
 }
 
-// await waits until sl, queued by acquire, holds a slot, for at most
+// Await waits until sl, queued by Acquire, holds a slot, for at most
 // timeout or until ctx ends, and reports whether it does. Giving up takes
 // it out of the queue; a slot passed to it meanwhile is kept.
-func (s *hsSlots) await(ctx context.Context, sl *hsSlot, timeout time.Duration) bool {
+func (s *Table) Await(ctx context.Context, sl *Slot, timeout time.Duration) bool {
 	if sl.ready == nil {
 		return true
 	}
@@ -292,14 +304,15 @@ func (s *hsSlots) await(ctx context.Context, sl *hsSlot, timeout time.Duration) 
 	return !sl.Evicted // passed a slot, or evicted, just now
 }
 
-// waiters reports how many connections wait for a slot.
-func (s *hsSlots) waiters() int {
+// Waiters reports how many connections wait for a slot.
+func (s *Table) Waiters() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.waiting)
 }
 
-func (s *hsSlots) len() int {
+// Len reports how many connections hold a slot.
+func (s *Table) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.pending.Len()
