@@ -15,6 +15,7 @@ import (
 	"github.com/offload-dev/offload/tunnel/mux"
 	"go.uber.org/zap"
 
+	"github.com/offload-dev/offload/tunnel/enginecheck"
 	"github.com/offload-dev/offload/tunnel/handshake"
 	"github.com/offload-dev/offload/tunnel/internal/netguard"
 	"github.com/offload-dev/offload/tunnel/record"
@@ -67,7 +68,7 @@ type Client struct {
 	ctr      *counters
 	pool     *stream.BufPool
 	streams  *tracker
-	guard    *engineGuard
+	guard    *enginecheck.Guard
 
 	udpForwards []UDPForward // at start; then fwd has them
 	udp         udpCounters
@@ -155,7 +156,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	c.ctr.limits = func() []limit { return limits }
 	c.guard = newEngineGuard(&c.opt, c.log)
-	c.ctr.guard, c.opt.verifier, c.opt.stall = c.guard, c.guard.verifier, c.guard.stall
+	c.ctr.guard, c.opt.verifier, c.opt.stall = c.guard, c.guard.Verifier, c.guard.Stall
 	c.setSocksUsers(cfg.Socks)
 	if cfg.Socks != nil {
 		c.forwards = append(c.forwards, socksForward(cfg.Socks))
@@ -183,7 +184,7 @@ func (c *Client) Run(ctx context.Context) error {
 		defer wg.Done()
 		c.ctr.statusLoop(ctx, c.opt.StatusInterval, c.log)
 	}()
-	c.guard.start(ctx, cmp.Or(c.opt.engineCheckEvery, c.opt.EngineCheckInterval), &wg)
+	startEngineChecks(ctx, c.guard, cmp.Or(c.opt.engineCheckEvery, c.opt.EngineCheckInterval), &wg)
 	c.running.Store(true)
 	stop := context.AfterFunc(ctx, func() {
 		c.running.Store(false)

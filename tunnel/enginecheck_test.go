@@ -14,6 +14,7 @@ import (
 	"github.com/offload-dev/offload/engine"
 	"github.com/offload-dev/offload/engine/enginetest"
 	"github.com/offload-dev/offload/internal/testutil"
+	"github.com/offload-dev/offload/tunnel/enginecheck"
 	"github.com/offload-dev/offload/tunnel/record"
 	"github.com/offload-dev/offload/tunnel/suite"
 )
@@ -161,10 +162,10 @@ func TestEngineStallInDataPath(t *testing.T) {
 	if err := testutil.EchoRoundTrip(echo, 1<<20, 6); err != nil {
 		t.Fatalf("echo across a stalled engine request: %v", err)
 	}
-	if !cli.guard.isOut(1) || srv.guard.isOut(1) {
-		t.Fatalf("engine out: client %v (want true), server %v", cli.guard.isOut(1), srv.guard.isOut(1))
+	if !cli.guard.IsOut(1) || srv.guard.IsOut(1) {
+		t.Fatalf("engine out: client %v (want true), server %v", cli.guard.IsOut(1), srv.guard.IsOut(1))
 	}
-	n := cli.guard.stalls(1)
+	n := cli.guard.Stalls(1)
 	if n == 0 || n > 2*record.DefaultWorkers {
 		// At most one per worker of each direction: the engine is out
 		// after the first, but the others may already hang in it.
@@ -198,12 +199,12 @@ func TestEngineCheckPeriodic(t *testing.T) {
 	if err := testutil.EchoRoundTrip(echo, 64<<10, 1); err != nil {
 		t.Fatal(err)
 	}
-	if srv.guard.isOut(1) || srv.ctr.stats.Frames[engine.Encrypt][1].Load() == 0 {
+	if srv.guard.IsOut(1) || srv.ctr.stats.Frames[engine.Encrypt][1].Load() == 0 {
 		t.Fatal("a good engine was taken out or not used")
 	}
 	broken.Store(true)
-	eventually(t, 5*time.Second, "the periodic check to take the engine out", func() bool { return srv.guard.isOut(1) })
-	if n := srv.guard.katFailures[1].Load(); n != 1 {
+	eventually(t, 5*time.Second, "the periodic check to take the engine out", func() bool { return srv.guard.IsOut(1) })
+	if n := srv.guard.KATFailures[1].Load(); n != 1 {
 		t.Errorf("%d known-answer failures counted, want 1 (then the engine is out)", n)
 	}
 }
@@ -250,9 +251,9 @@ func TestEngineVerify(t *testing.T) {
 			}
 			var failures uint64
 			for _, c := range []*counters{srv.ctr, cli.ctr} {
-				_, mismatches := c.guard.verifyCounts(1)
+				_, mismatches := c.guard.VerifyCounts(1)
 				failures += mismatches
-				if mismatches > 0 && !c.guard.isOut(1) {
+				if mismatches > 0 && !c.guard.IsOut(1) {
 					t.Errorf("%s: %d mismatches and the engine is not out", c.role, mismatches)
 				}
 			}
@@ -260,7 +261,7 @@ func TestEngineVerify(t *testing.T) {
 				t.Fatal("no mismatch counted")
 			}
 			entries := logs.FilterMessageSnippet("is taken out").All()
-			if len(entries) == 0 || entries[0].ContextMap()["check"] != checkVerify {
+			if len(entries) == 0 || entries[0].ContextMap()["check"] != enginecheck.Verify {
 				t.Errorf("take-out logs: %v", entries)
 			}
 			if srv.ctr.stats.Fallbacks[1].Load()+cli.ctr.stats.Fallbacks[1].Load() < failures {
@@ -337,20 +338,20 @@ func TestEngineCheckFrameSealerLater(t *testing.T) {
 			o.Verify = 1
 			o.EngineCheckInterval = 0
 		})
-		eventually(t, 5*time.Second, "both ends' checks at start", func() bool { return srv.guard.rounds.Load() > 0 && cli.guard.rounds.Load() > 0 })
-		if srv.guard.isOut(1) || cli.guard.isOut(1) {
+		eventually(t, 5*time.Second, "both ends' checks at start", func() bool { return srv.guard.Rounds.Load() > 0 && cli.guard.Rounds.Load() > 0 })
+		if srv.guard.IsOut(1) || cli.guard.IsOut(1) {
 			t.Fatal("a right engine was taken out at start")
 		}
 		broken.Store(true)
 		if err := testutil.EchoRoundTrip(echo, 256<<10, 3); err != nil {
 			t.Fatalf("echo with verify 1: %v", err)
 		}
-		if !cli.guard.isOut(1) {
+		if !cli.guard.IsOut(1) {
 			t.Error("verify did not take the client's engine out")
 		}
 		// One mismatch per sealing worker at most: the engine is out after
 		// the first, but the other worker may have sealed on it already.
-		_, mismatches := cli.guard.verifyCounts(1)
+		_, mismatches := cli.guard.VerifyCounts(1)
 		m := metricsText(cli.ctr)
 		if mismatches < 1 || mismatches > record.DefaultWorkers ||
 			!strings.Contains(m, fmt.Sprintf(`offload_engine_check_failures_total{role="client",engine="faulty-frames",check="verify"} %d`+"\n", mismatches)) {
@@ -360,11 +361,11 @@ func TestEngineCheckFrameSealerLater(t *testing.T) {
 	t.Run("periodic", func(t *testing.T) {
 		broken.Store(false)
 		_, srv, _, _ := checkedPair(t, func() engine.Engine { return &enginetest.FaultyFrames{Bad: bad} }, func(o *Options) { o.engineCheckEvery = 20 * time.Millisecond })
-		eventually(t, 5*time.Second, "the server's check at start", func() bool { return srv.guard.rounds.Load() > 0 })
-		if srv.guard.isOut(1) {
+		eventually(t, 5*time.Second, "the server's check at start", func() bool { return srv.guard.Rounds.Load() > 0 })
+		if srv.guard.IsOut(1) {
 			t.Fatal("a right engine was taken out at start")
 		}
 		broken.Store(true)
-		eventually(t, 5*time.Second, "the periodic whole-frame check to take the engine out", func() bool { return srv.guard.isOut(1) })
+		eventually(t, 5*time.Second, "the periodic whole-frame check to take the engine out", func() bool { return srv.guard.IsOut(1) })
 	})
 }

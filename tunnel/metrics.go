@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/tunnel/enginecheck"
 	"github.com/offload-dev/offload/tunnel/handshake"
 	"github.com/offload-dev/offload/tunnel/live"
 	"github.com/offload-dev/offload/tunnel/record"
@@ -75,7 +76,7 @@ var streamResultNames = [numStreamResults]string{"ok", "aborted", "refused"}
 // layer's Stats; the status line and the metrics read both.
 type counters struct {
 	hybrid     record.HandedCounter // the policy, if it is hybrid's
-	guard      *engineGuard         // the engine checks; nil in tests of counters alone
+	guard      *enginecheck.Guard   // the engine checks; nil in tests of counters alone
 	role       string               // "server" or "client"
 	engines    []string
 	stats      *record.Stats
@@ -170,16 +171,16 @@ func (c *counters) writePrometheus(w io.Writer) {
 		metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_hybrid_handed_total{role=%q}`, c.role), c.hybrid.HandedToCPU())
 	}
 	if g := c.guard; g != nil {
-		metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_engine_check_rounds_total{role=%q}`, c.role), g.rounds.Load())
+		metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_engine_check_rounds_total{role=%q}`, c.role), g.Rounds.Load())
 		for i, eng := range c.engines {
 			label := metrics.Label(eng)
-			checked, mismatches := g.verifyCounts(i)
-			metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_engine_check_failures_total{role=%q,engine=%s,check=%q}`, c.role, label, checkKAT), g.katFailures[i].Load())
-			metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_engine_check_failures_total{role=%q,engine=%s,check=%q}`, c.role, label, checkVerify), mismatches)
-			metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_engine_check_failures_total{role=%q,engine=%s,check=%q}`, c.role, label, checkStall), g.stalls(i))
+			checked, mismatches := g.VerifyCounts(i)
+			metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_engine_check_failures_total{role=%q,engine=%s,check=%q}`, c.role, label, enginecheck.KAT), g.KATFailures[i].Load())
+			metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_engine_check_failures_total{role=%q,engine=%s,check=%q}`, c.role, label, enginecheck.Verify), mismatches)
+			metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_engine_check_failures_total{role=%q,engine=%s,check=%q}`, c.role, label, enginecheck.Stall), g.Stalls(i))
 			metrics.WriteCounterUint64(w, fmt.Sprintf(`offload_engine_verified_frames_total{role=%q,engine=%s}`, c.role, label), checked)
 			out := uint64(0)
-			if g.isOut(i) {
+			if g.IsOut(i) {
 				out = 1
 			}
 			metrics.WriteGaugeUint64(w, fmt.Sprintf(`offload_engine_out{role=%q,engine=%s}`, c.role, label), out)
@@ -200,9 +201,9 @@ func (e engineStats) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 			}
 			enc.AddUint64("fallbacks", st.Fallbacks[i].Load())
 			if g := e.c.guard; g != nil {
-				_, mismatches := g.verifyCounts(i)
-				enc.AddUint64("check_failures", g.katFailures[i].Load()+mismatches+g.stalls(i))
-				enc.AddBool("out", g.isOut(i))
+				_, mismatches := g.VerifyCounts(i)
+				enc.AddUint64("check_failures", g.KATFailures[i].Load()+mismatches+g.Stalls(i))
+				enc.AddBool("out", g.IsOut(i))
 			}
 			return nil
 		}))

@@ -95,7 +95,7 @@ type Options struct {
 	StatusInterval time.Duration
 	// EngineCheckInterval (engine_check_interval) is how often every
 	// engine runs its known-answer test after the one at start
-	// (enginecheck.go); 0 is only at start, else at least
+	// (tunnel/enginecheck); 0 is only at start, else at least
 	// MinEngineCheckInterval.
 	EngineCheckInterval time.Duration
 	// Verify (verify) re-checks one in Verify frames an engine other than
@@ -117,9 +117,9 @@ type Options struct {
 	// engineCheckEvery overrides EngineCheckInterval (tests: below
 	// MinEngineCheckInterval, which Check holds the option to).
 	engineCheckEvery time.Duration
-	// engineCheckTimeout overrides DefaultEngineCheckTimeout (tests).
+	// engineCheckTimeout overrides enginecheck.DefaultTimeout (tests).
 	engineCheckTimeout time.Duration
-	// engineStallTimeout overrides DefaultEngineStallTimeout (tests).
+	// engineStallTimeout overrides enginecheck.DefaultStallTimeout (tests).
 	engineStallTimeout time.Duration
 }
 

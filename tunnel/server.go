@@ -17,6 +17,7 @@ import (
 	"github.com/offload-dev/offload/tunnel/mux"
 	"go.uber.org/zap"
 
+	"github.com/offload-dev/offload/tunnel/enginecheck"
 	"github.com/offload-dev/offload/tunnel/handshake"
 	"github.com/offload-dev/offload/tunnel/internal/netguard"
 	"github.com/offload-dev/offload/tunnel/proxyproto"
@@ -72,7 +73,7 @@ type Server struct {
 	replay  *handshake.ReplayCache
 	streams *tracker
 	dialer  net.Dialer
-	guard   *engineGuard
+	guard   *enginecheck.Guard
 	udp     udpCounters
 	// stopping is closed when the drain starts: reverse listeners close
 	// then, so that they do not hold the drain open.
@@ -146,7 +147,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	s.ctr.pending = s.slots.Len
 	s.state.Store(st)
 	s.guard = newEngineGuard(&s.opt, s.log)
-	s.ctr.guard, s.opt.verifier, s.opt.stall = s.guard, s.guard.verifier, s.guard.stall
+	s.ctr.guard, s.opt.verifier, s.opt.stall = s.guard, s.guard.Verifier, s.guard.Stall
 	return s, nil
 }
 
@@ -180,7 +181,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		defer wg.Done()
 		s.ctr.statusLoop(ctx, s.opt.StatusInterval, s.log)
 	}()
-	s.guard.start(ctx, cmp.Or(s.opt.engineCheckEvery, s.opt.EngineCheckInterval), &wg)
+	startEngineChecks(ctx, s.guard, cmp.Or(s.opt.engineCheckEvery, s.opt.EngineCheckInterval), &wg)
 	ln = s.wrapListener(ln)
 	s.serving.Store(true)
 	stop := context.AfterFunc(ctx, func() {

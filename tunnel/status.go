@@ -28,7 +28,7 @@ func (c *counters) status(suite string, now time.Time) *live.Status {
 			BytesSealed: c.stats.Bytes[engine.Encrypt][i].Load(), BytesOpened: c.stats.Bytes[engine.Decrypt][i].Load(),
 			Fallbacks: c.stats.Fallbacks[i].Load()}
 		if c.guard != nil {
-			f.Out = c.guard.isOut(i)
+			f.Out = c.guard.IsOut(i)
 		}
 		st.Frames = append(st.Frames, f)
 	}

@@ -62,6 +62,9 @@ var importRules = []importRule{
 	// The handshake slot table knows connections and a first flight's
 	// header, never a Server or a link.
 	{pkg: "tunnel/slots", project: []string{"tunnel/handshake", "tunnel/suite", "tunnel/internal/netguard"}},
+	// The engine checks know engines and the record layer's verifier and
+	// stall watch, never a Server, a Client or a link.
+	{pkg: "tunnel/enginecheck", project: []string{"engine", "tunnel/record", "tunnel/suite"}},
 	{pkg: "tunnel/internal/netguard", stdOnly: true},
 	{pkg: "tunnel/internal/socks5", stdOnly: true},
 	// The PROXY reader knows no Server: caps in, drops out by callback.
