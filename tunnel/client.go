@@ -85,7 +85,7 @@ type Client struct {
 	roll chan struct{}          // Reload changed the key: move new streams to a new link
 	fwd  forwardSet             // the running forwards (clientreload.go)
 
-	link *linkState // what a connection finding no link waits for (linkwait.go)
+	link *redial.Schedule // what a connection finding no link waits on (linkwait.go)
 
 	mu   sync.Mutex
 	sess *mux.Session // nil while the link is down; only linkLoop sets it
@@ -146,7 +146,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		down:        make(chan struct{}),
 		gone:        make(chan *mux.Session, 1),
 		roll:        make(chan struct{}, 1),
-		link:        newLinkState(min(cfg.RedialMin, DefaultRedialMin)),
+		link:        redial.NewSchedule(min(cfg.RedialMin, DefaultRedialMin)),
 	}
 	psk := cfg.PSK
 	c.psk.Store(&psk)
@@ -230,7 +230,7 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.S
 			c.mu.Unlock()
 			kept, c.resumable = false, nil
 		}
-		c.link.dialStart()
+		c.link.DialStart()
 		psk := *c.psk.Load() // the key connect uses (a reload may replace it meanwhile)
 		sess, rc, resumed, err := c.connect(ctx, psk)
 		if err != nil {
@@ -239,14 +239,14 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.S
 			}
 			c.ctr.live.Attempted(err)
 			d := c.redial.Next()
-			c.link.retry(fmt.Errorf("%s: %w", c.servers.Addr(), err), d)
+			c.link.Retry(fmt.Errorf("%s: %w", c.servers.Addr(), err), d)
 			failed := c.servers.Addr()
 			next := c.servers.Advance()
 			if lvl, n := c.failLog.Level(failed + ": " + err.Error()); c.log.Core().Enabled(lvl) {
 				c.log.Log(lvl, "link failed; redialling", zap.String("server", failed), zap.Error(err),
 					zap.String("next", next), zap.Duration("in", d), zap.Uint64("repeats_not_logged", n))
 			}
-			if !c.link.sleep(ctx) {
+			if !c.link.Sleep(ctx) {
 				break
 			}
 			c.ctr.redials.Add(1)
@@ -360,9 +360,9 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.S
 		}
 		if wait {
 			d := c.redial.Next()
-			c.link.retry(fmt.Errorf("link to %s went down (%s)", server, reason), d)
+			c.link.Retry(fmt.Errorf("link to %s went down (%s)", server, reason), d)
 			c.log.Info("redialling", zap.String("server", next), zap.Duration("in", d))
-			if !c.link.sleep(ctx) {
+			if !c.link.Sleep(ctx) {
 				break
 			}
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 )
 
@@ -21,96 +20,15 @@ import (
 // while the server is down; and a client whose backoff has grown long
 // during an outage serves the first connection after the server's return.
 //
-// linkLoop reports to linkState (dialStart before each dial, retry when a
-// dial failed or the link went down and the next dial is scheduled) and
-// sleeps in linkState.sleep, which a brought-forward dial wakes; openStream
-// asks awaitLink while c.sess is nil.
+// linkLoop reports to a redial.Schedule (DialStart before each dial, Retry
+// when a dial failed or the link went down and the next dial is
+// scheduled) and sleeps in its Sleep, which a brought-forward dial wakes;
+// openStream asks awaitLink while c.sess is nil.
 
 // ErrLinkDown means there was no link to the server, and none came up
 // within the link wait, so a local connection was refused; the error says
 // why the last dial failed.
 var ErrLinkDown = errors.New("link to the server is down")
-
-// linkState is what a connection waiting for the link needs to know
-// about the link loop.
-type linkState struct {
-	pokeFloor time.Duration // the soonest a connection brings a dial after the last began
-	poke      chan struct{} // wakes sleep: next moved forward
-
-	mu       sync.Mutex
-	dialing  bool          // a dial and handshake are under way (true before the first)
-	lastDial time.Time     // when the last dial began
-	next     time.Time     // when the next dial starts, while not dialing
-	lastErr  error         // why the last dial failed or the last link went down
-	failed   chan struct{} // closed, and replaced, by every retry
-}
-
-func newLinkState(pokeFloor time.Duration) *linkState {
-	return &linkState{pokeFloor: pokeFloor, poke: make(chan struct{}, 1), dialing: true, failed: make(chan struct{})}
-}
-
-// dialStart: the link loop is about to dial.
-func (s *linkState) dialStart() {
-	s.mu.Lock()
-	s.dialing, s.lastDial = true, time.Now()
-	s.mu.Unlock()
-}
-
-// sleep waits until the next dial is due, as retry scheduled it or a
-// waiting connection brought it forward since, or ctx ends (false).
-func (s *linkState) sleep(ctx context.Context) bool {
-	for {
-		s.mu.Lock()
-		t := time.NewTimer(time.Until(s.next))
-		s.mu.Unlock()
-		select {
-		case <-t.C:
-			return true
-		case <-s.poke:
-			t.Stop()
-		case <-ctx.Done():
-			t.Stop()
-			return false
-		}
-	}
-}
-
-// bringForward moves the next dial, if none is under way, to pokeFloor
-// after the last began or now, whichever is later, unless that is after
-// deadline; it reports when the next dial starts and whether that is by
-// deadline.
-func (s *linkState) bringForward(deadline time.Time) (time.Time, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.dialing {
-		return s.next, true
-	}
-	at := s.lastDial.Add(s.pokeFloor)
-	if now := time.Now(); at.Before(now) {
-		at = now
-	}
-	if at.After(deadline) {
-		return s.next, false
-	}
-	if at.Before(s.next) {
-		s.next = at
-		select {
-		case s.poke <- struct{}{}:
-		default: // a wake-up is pending: sleep reads next then
-		}
-	}
-	return s.next, true
-}
-
-// retry: there is no link because of err, and the next dial starts in d.
-// Connections waiting for the dial that failed are refused now.
-func (s *linkState) retry(err error, d time.Duration) {
-	s.mu.Lock()
-	s.dialing, s.next, s.lastErr = false, time.Now().Add(d), err
-	close(s.failed)
-	s.failed = make(chan struct{})
-	s.mu.Unlock()
-}
 
 // awaitLink waits until up is closed (a link is up) or the wait is over.
 // It gives up, with an error wrapping ErrLinkDown and the last dial's
@@ -123,9 +41,7 @@ func (c *Client) awaitLink(ctx context.Context, up <-chan struct{}, deadline tim
 	defer t.Stop()
 	brought := false
 	for {
-		s.mu.Lock()
-		dialing, next, lastErr, failed := s.dialing, s.next, s.lastErr, s.failed
-		s.mu.Unlock()
+		dialing, next, failed, lastErr := s.State()
 		select {
 		case <-up:
 			return nil
@@ -140,7 +56,7 @@ func (c *Client) awaitLink(ctx context.Context, up <-chan struct{}, deadline tim
 			ok := false
 			if !brought {
 				brought = true
-				next, ok = s.bringForward(deadline)
+				next, ok = s.BringForward(deadline)
 			}
 			if !ok {
 				return linkDownError(lastErr, dialing, time.Until(next))
@@ -161,13 +77,6 @@ func (c *Client) awaitLink(ctx context.Context, up <-chan struct{}, deadline tim
 			return fmt.Errorf("%w: shutting down", ErrLinkDown)
 		}
 	}
-}
-
-// nextDial is when the next dial starts, or whether one is under way.
-func (s *linkState) nextDial() (time.Time, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.next, s.dialing
 }
 
 // linkDownError says why there is no link: the last dial's error and when

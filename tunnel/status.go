@@ -78,7 +78,7 @@ func (c *Client) Status() *live.Status {
 	st.Key = handshake.Fingerprint(*c.psk.Load())
 	st.ClientStreams = c.ctr.live.Streams.List()
 	if len(st.Links) == 0 {
-		if next, dialing := c.link.nextDial(); dialing {
+		if dialing, next, _, _ := c.link.State(); dialing {
 			st.Dialing = true
 		} else {
 			st.NextDial = &next

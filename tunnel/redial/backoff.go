@@ -1,6 +1,7 @@
 // Package redial is when and where the tunnel's client dials next: the
 // backoff between dials (backoff.go), the ring of servers it fails over
-// along (ring.go), and how loudly a failure repeated at every dial is
+// along (ring.go), the schedule a connection finding no link may bring
+// the next dial forward on (schedule.go), and how loudly a failure repeated at every dial is
 // logged. The client's link loop drives them; they know no link.
 package redial
 
@@ -25,7 +26,7 @@ import (
 //     server not yet installed) the full doubling up to max applies.
 //
 // A local connection that finds no link brings the next dial forward
-// (tunnel/linkwait.go), so even a client with a long Max serves again as
+// (Schedule), so even a client with a long Max serves again as
 // soon as someone asks.
 //
 // The n-th delay since a reset (from 0) is uniform in [max(min, d/2), d]
