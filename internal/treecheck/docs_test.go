@@ -16,7 +16,8 @@ import (
 // being read, and the reader who needs the limits first never reaches
 // them. These tests hold the pages to the jobs they were split into.
 
-// docLimit caps one page's length, with the reason the failure gives.
+// docLimit caps one page's length (or a package's: pkgsize_test.go), with
+// the reason the failure gives.
 type docLimit struct {
 	path  string
 	lines int
@@ -41,30 +42,43 @@ func lineCount(b []byte) int {
 	return n
 }
 
-// overLimits returns a problem for every page of limits longer than its cap.
-func overLimits(root string, limits []docLimit) ([]string, error) {
+// overLimits returns a problem for every path of limits whose count
+// (what: "lines" for a page) is over its cap.
+func overLimits(root string, limits []docLimit, count func(path string) (int, error), what string) ([]string, error) {
 	var problems []string
 	for _, l := range limits {
-		b, err := os.ReadFile(filepath.Join(root, l.path))
+		n, err := count(filepath.Join(root, l.path))
 		if err != nil {
 			return nil, err
 		}
-		if n := lineCount(b); n > l.lines {
-			problems = append(problems, fmt.Sprintf("%s has %d lines, over its %d: %s", l.path, n, l.lines, l.why))
+		if n > l.lines {
+			problems = append(problems, fmt.Sprintf("%s has %d %s, over its %d: %s", l.path, n, what, l.lines, l.why))
 		}
 	}
 	return problems, nil
 }
 
-// TestDocSizes: the pages with a cap stay within it.
-func TestDocSizes(t *testing.T) {
-	problems, err := overLimits(root, docLimits)
+// fileLines counts the lines of one file.
+func fileLines(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	return lineCount(b), err
+}
+
+// report fails t with err or each of problems.
+func report(t *testing.T, problems []string, err error) {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range problems {
 		t.Error(p)
 	}
+}
+
+// TestDocSizes: the pages with a cap stay within it.
+func TestDocSizes(t *testing.T) {
+	problems, err := overLimits(root, docLimits, fileLines, "lines")
+	report(t, problems, err)
 }
 
 // TestDocSizesCatch: a page one line over its cap is named, with why; one
@@ -77,7 +91,7 @@ func TestDocSizesCatch(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "b.md"), []byte("x\nx\nx"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	problems, err := overLimits(dir, []docLimit{{"a.md", 2, "because"}, {"b.md", 3, "fits"}})
+	problems, err := overLimits(dir, []docLimit{{"a.md", 2, "because"}, {"b.md", 3, "fits"}}, fileLines, "lines")
 	if err != nil {
 		t.Fatal(err)
 	}

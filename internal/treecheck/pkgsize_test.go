@@ -1,7 +1,6 @@
 package treecheck
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,15 +14,9 @@ import (
 // it is read and tested alone. This test holds the flat package to a size
 // a newcomer can read; a change that crosses it moves a mechanism out.
 
-// pkgLimit caps the non-test Go lines of one package's directory (its
-// subpackages not counted), with the reason the failure gives.
-type pkgLimit struct {
-	dir   string
-	lines int
-	why   string
-}
-
-var pkgLimits = []pkgLimit{
+// pkgLimits cap the non-test Go lines of a package's directory (its
+// subpackages not counted).
+var pkgLimits = []docLimit{
 	{"tunnel", 5000, "the flat tunnel package holds the server, the client and their links; " +
 		"a mechanism that needs none of them (a wire format, a listener wrapper, a slot table, " +
 		"the stream layer) goes in its own package below tunnel/ (issue 29, docs/architecture.md)"},
@@ -50,30 +43,10 @@ func goLines(dir string) (int, error) {
 	return n, nil
 }
 
-// overPkgLimits returns a problem for every package of limits over its cap.
-func overPkgLimits(root string, limits []pkgLimit) ([]string, error) {
-	var problems []string
-	for _, l := range limits {
-		n, err := goLines(filepath.Join(root, l.dir))
-		if err != nil {
-			return nil, err
-		}
-		if n > l.lines {
-			problems = append(problems, fmt.Sprintf("%s has %d lines of Go outside its tests, over its %d: %s", l.dir, n, l.lines, l.why))
-		}
-	}
-	return problems, nil
-}
-
 // TestPackageSizes: the packages with a cap stay within it.
 func TestPackageSizes(t *testing.T) {
-	problems, err := overPkgLimits(root, pkgLimits)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range problems {
-		t.Error(p)
-	}
+	problems, err := overLimits(root, pkgLimits, goLines, "lines of Go outside its tests")
+	report(t, problems, err)
 }
 
 // TestPackageSizesCatch: a package one line over its cap is named, with
@@ -101,7 +74,7 @@ func TestPackageSizesCatch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	problems, err := overPkgLimits(dir, []pkgLimit{{"a", 3, "because"}, {"fits", 4, "fits"}})
+	problems, err := overLimits(dir, []docLimit{{"a", 3, "because"}, {"fits", 4, "fits"}}, goLines, "lines of Go outside its tests")
 	if err != nil {
 		t.Fatal(err)
 	}
