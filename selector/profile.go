@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/offload-dev/offload/engine"
+	"github.com/offload-dev/offload/internal/jsonlite"
 	"github.com/offload-dev/offload/internal/sysinfo"
 )
 
@@ -209,7 +210,7 @@ func Load(path string) (*Profile, error) {
 		return nil, fmt.Errorf("selector: load profile: %w", err)
 	}
 	var p Profile
-	if err := json.Unmarshal(b, &p); err != nil {
+	if err := jsonlite.Unmarshal(b, &p); err != nil {
 		return nil, fmt.Errorf("selector: load profile %s: %w", path, err)
 	}
 	if p.Version != Version {

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/offload-dev/offload/config"
+	"github.com/offload-dev/offload/internal/jsonlite"
 	"github.com/offload-dev/offload/tunnel/control"
 	"github.com/offload-dev/offload/tunnel/live"
 )
@@ -54,7 +54,7 @@ func init() {
 					return 0, err
 				}
 				var st live.Status
-				if err := json.Unmarshal(body, &st); err != nil {
+				if err := jsonlite.Unmarshal(body, &st); err != nil {
 					return 1, fmt.Errorf("status: %w", err)
 				}
 				printStatus(env.Stdout, &st)

@@ -72,6 +72,9 @@ var Cold = []string{
 	module + "/tunnel/redial",
 	module + "/measure/ratio",
 	"runtime/debug",
+	// Read back: a calibration profile at start, a status for the
+	// command (docs/budgets.md).
+	module + "/internal/jsonlite",
 }
 
 // Hot are the go list patterns of the data path, never in Cold: the
