@@ -96,7 +96,7 @@ func TestIPv6EveryAddress(t *testing.T) {
 	mctx, mcancel := context.WithCancel(context.Background())
 	mdone := make(chan error, 1)
 	go func() {
-		mdone <- metricsserver.Serve(mctx, mln, metricsserver.Options{Metrics: exposition(set), Logger: log, Health: srv.Healthy})
+		mdone <- metricsserver.Serve(mctx, mln, metricsserver.Options{Metrics: metricsPage(set), Logger: log, Health: srv.Healthy})
 	}()
 	defer func() { mcancel(); <-mdone }()
 

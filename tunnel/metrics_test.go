@@ -5,7 +5,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/offload-dev/offload/engine"
 	"github.com/offload-dev/offload/internal/testutil"
+	"github.com/offload-dev/offload/tunnel/exposition"
 	"github.com/offload-dev/offload/tunnel/metricsserver"
 	"github.com/offload-dev/offload/tunnel/record"
 )
@@ -38,7 +41,7 @@ func TestMetricsAndStatus(t *testing.T) {
 	ln := testutil.Listen(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- metricsserver.Serve(ctx, ln, metricsserver.Options{Metrics: exposition(set)}) }()
+	go func() { done <- metricsserver.Serve(ctx, ln, metricsserver.Options{Metrics: metricsPage(set)}) }()
 	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	var body string
 	eventually(t, 5*time.Second, "the counters to settle", func() bool {
@@ -159,9 +162,9 @@ func TestMetricsHybridHanded(t *testing.T) {
 	}
 }
 
-// exposition is the /metrics page of set, as cmd/offload serves it.
-func exposition(set *metrics.Set) func(io.Writer) {
-	return func(w io.Writer) { WriteExposition(w, set) }
+// metricsPage is the /metrics page of set, as cmd/offload serves it.
+func metricsPage(set *metrics.Set) func(io.Writer) {
+	return func(w io.Writer) { exposition.Write(w, set) }
 }
 
 // startMetricsServer serves set on a new listener until the test ends,
@@ -169,7 +172,7 @@ func exposition(set *metrics.Set) func(io.Writer) {
 func startMetricsServer(t *testing.T, set *metrics.Set, opt metricsserver.Options) string {
 	t.Helper()
 	ln := testutil.Listen(t)
-	opt.Metrics = exposition(set)
+	opt.Metrics = metricsPage(set)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- metricsserver.Serve(ctx, ln, opt) }()
@@ -180,4 +183,54 @@ func startMetricsServer(t *testing.T, set *metrics.Set, opt metricsserver.Option
 		}
 	})
 	return ln.Addr().String()
+}
+
+// TestAlertRulesUseRealNames: every metric packaging/prometheus/alerts.yml
+// names is a family /metrics writes (exposition.Known, or the standard
+// process and Go ones), every handshake result it matches is one the
+// server counts, and every alert has a row in docs/observability.md's alert
+// table. promtool cannot know offload's names: a renamed family would
+// leave an alert that never fires.
+func TestAlertRulesUseRealNames(t *testing.T) {
+	src, err := os.ReadFile("../packaging/prometheus/alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := string(src)
+	var exprs []string
+	for _, m := range regexp.MustCompile(`(?m)^\s*expr: (.*)$`).FindAllStringSubmatch(rules, -1) {
+		exprs = append(exprs, m[1])
+	}
+	if len(exprs) < 5 {
+		t.Fatalf("found only %d expr lines in alerts.yml", len(exprs))
+	}
+	names := 0
+	for _, e := range exprs {
+		for _, n := range regexp.MustCompile(`\b((?:offload|process|go)_[a-z_]+)\b`).FindAllString(e, -1) {
+			names++
+			_, std := metrics.StandardFamilies[n]
+			if !exposition.Known(n) && !std {
+				t.Errorf("alerts.yml: %s is not a family offload writes (expr %s)", n, e)
+			}
+		}
+		for _, m := range regexp.MustCompile(`result(?:=~|!=|=)"([^"]*)"`).FindAllStringSubmatch(e, -1) {
+			for _, r := range strings.Split(m[1], "|") {
+				if !slices.Contains(handshakeResultNames[:], r) {
+					t.Errorf("alerts.yml: handshake result %q is not one offload counts (%v)", r, handshakeResultNames)
+				}
+			}
+		}
+	}
+	if names < 5 {
+		t.Fatalf("found only %d metric names in alerts.yml's exprs", names)
+	}
+	doc, err := os.ReadFile("../docs/observability.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile(`(?m)^\s*- alert: (\S+)$`).FindAllStringSubmatch(rules, -1) {
+		if !strings.Contains(string(doc), "| `"+m[1]+"` |") {
+			t.Errorf("docs/observability.md's alert table has no row for %s", m[1])
+		}
+	}
 }

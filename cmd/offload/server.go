@@ -17,6 +17,7 @@ import (
 	"github.com/offload-dev/offload/engine"
 	"github.com/offload-dev/offload/selector"
 	"github.com/offload-dev/offload/tunnel"
+	"github.com/offload-dev/offload/tunnel/exposition"
 	"github.com/offload-dev/offload/tunnel/live"
 	"github.com/offload-dev/offload/tunnel/metricsserver"
 	"github.com/offload-dev/offload/tunnel/record"
@@ -223,7 +224,7 @@ func startMetrics(ctx context.Context, c *config.Common, register func(*metrics.
 	go func() {
 		defer close(done)
 		opt := metricsserver.Options{
-			Metrics: func(w io.Writer) { tunnel.WriteExposition(w, set) },
+			Metrics: func(w io.Writer) { exposition.Write(w, set) },
 			Token:   token,
 			Logger:  log,
 			Health:  health,
@@ -239,10 +240,10 @@ func startMetrics(ctx context.Context, c *config.Common, register func(*metrics.
 }
 
 // buildInfo is offload_build_info's labels for this binary.
-func buildInfo() tunnel.BuildInfo {
+func buildInfo() exposition.BuildInfo {
 	bi, _ := debug.ReadBuildInfo()
 	vcs, _ := vcsOf(bi)
-	return tunnel.BuildInfo{Version: version(), Revision: vcs.revision, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	return exposition.BuildInfo{Version: version(), Revision: vcs.revision, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
 }
 
 // applyMemoryLimit sets the runtime's soft memory limit from the config's

@@ -63,6 +63,7 @@ var Cold = []string{
 	module + "/tunnel/proxyproto",
 	module + "/tunnel/slots",
 	module + "/tunnel/enginecheck",
+	module + "/tunnel/exposition",
 	module + "/tunnel/allow",
 	// Read when status is sampled or asked for, when the client redials,
 	// when calibration takes a median, on a scrape: never per frame. Of

@@ -14,7 +14,7 @@
 //	name{label="value",...} 123
 //
 // The caller formats the name and labels (quoted with %q); # HELP and
-// # TYPE lines are written by tunnel.WriteExposition from its table and
+// # TYPE lines are written by tunnel/exposition.Write from its table and
 // StandardFamilies.
 package metrics
 

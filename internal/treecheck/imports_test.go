@@ -65,6 +65,8 @@ var importRules = []importRule{
 	// The engine checks know engines and the record layer's verifier and
 	// stall watch, never a Server, a Client or a link.
 	{pkg: "tunnel/enginecheck", project: []string{"engine", "tunnel/record", "tunnel/suite"}},
+	// The /metrics page knows the families' names, not who writes them.
+	{pkg: "tunnel/exposition", project: []string{"internal/metrics"}},
 	{pkg: "tunnel/internal/netguard", stdOnly: true},
 	{pkg: "tunnel/internal/socks5", stdOnly: true},
 	// The PROXY reader knows no Server: caps in, drops out by callback.

@@ -63,7 +63,7 @@ const (
 // Options configures Serve.
 type Options struct {
 	// Metrics writes the page /metrics answers with, in the Prometheus
-	// text format (tunnel.WriteExposition of a metrics.Set); it is called
+	// text format (exposition.Write of a metrics.Set); it is called
 	// once per request. nil answers an empty page.
 	Metrics func(w io.Writer)
 	// Token, if not empty, is the bearer token every request must carry.

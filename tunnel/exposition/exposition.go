@@ -1,4 +1,8 @@
-package tunnel
+// Package exposition is the page /metrics serves: every family offload
+// writes, with its Prometheus type and help line, and the writer that
+// groups a metrics.Set's samples under them. The samples are written by
+// the tunnel and its subpackages; this package knows only their names.
+package exposition
 
 import (
 	"bytes"
@@ -61,7 +65,7 @@ var metricFamilies = map[string]metricFamily{
 	"offload_udp_flows_active":             {"gauge", "UDP flows open now."},
 }
 
-// WriteExposition writes set in the Prometheus text format, each family's
+// Write writes set in the Prometheus text format, each family's
 // samples together under its # HELP and # TYPE lines: the page /metrics
 // serves (tunnel/metricsserver, whose Options.Metrics cmd/offload points
 // here). The metrics package
@@ -71,7 +75,7 @@ var metricFamilies = map[string]metricFamily{
 // appear. The process_ and go_ families' metadata is the metrics
 // package's (StandardFamilies). A family missing from both is written without
 // metadata, which promtool reports and TestMetricFamilies prevents.
-func WriteExposition(w io.Writer, set *metrics.Set) {
+func Write(w io.Writer, set *metrics.Set) {
 	var raw bytes.Buffer
 	set.WritePrometheus(&raw)
 	var order []string
@@ -105,6 +109,13 @@ func WriteExposition(w io.Writer, set *metrics.Set) {
 			_, _ = io.WriteString(w, l+"\n")
 		}
 	}
+}
+
+// Known reports whether name is a family offload writes (packaging's
+// alert rules may name no other).
+func Known(name string) bool {
+	_, ok := metricFamilies[name]
+	return ok
 }
 
 // BuildInfo labels offload_build_info: which build answers, so a scrape
