@@ -3,7 +3,6 @@ package tunnel
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/netip"
 	"sort"
 	"strings"
@@ -16,10 +15,10 @@ import (
 
 // Pair check: offload validate SERVER CLIENT asks whether a client
 // config can ever work with a server config, without the network. It
-// runs the real handshake of both ends over an in-memory pipe (the
-// server's key set, the client's suite and key: the handshake names a
-// suite or key mismatch as it would on the wire, and says which of the
-// server's clients the key is), then asks the server's own grant checks
+// runs the real handshake of both ends over an in-memory pipe
+// (handshake.Pair: the server's key set, the client's suite and key; the
+// handshake names a suite or key mismatch as it would on the wire, and
+// says which of the server's clients the key is), then asks the server's own grant checks
 // (serviceGrant, udpGrant, reverseGrant, socksGrant: the ones its
 // streams go through) for each of the client's forwards.
 
@@ -35,8 +34,9 @@ type Peer struct {
 
 // PeerCheck is the server's verdict on a Peer.
 type PeerCheck struct {
-	// Handshake is nil if the handshake completes; else its error as
-	// the client end sees it, and the server's reason beside it.
+	// Handshake is nil if the handshake completes; else a
+	// *handshake.PairError: its error as the client end sees it, and the
+	// server's reason beside it.
 	Handshake error
 	// Client is the server's name for the client whose key the peer
 	// holds (DefaultClient for a key_file), "" if none.
@@ -63,7 +63,10 @@ func (c ServerConfig) CheckPeer(ctx context.Context, p Peer) (*PeerCheck, error)
 		return nil, err
 	}
 	pc := &PeerCheck{Key: handshake.Fingerprint(p.PSK)}
-	idx, err := pairHandshake(ctx, c.Suite, st.keys, p)
+	hctx, cancel := context.WithTimeout(ctx, peerTimeout)
+	defer cancel()
+	idx, err := handshake.Pair(hctx, handshake.Config{Suite: c.Suite, Keys: st.keys, Timeout: peerTimeout},
+		handshake.Config{Suite: p.Suite, PSK: p.PSK, Timeout: peerTimeout})
 	if err != nil {
 		pc.Handshake = err
 		return pc, nil
@@ -85,58 +88,6 @@ func (c ServerConfig) CheckPeer(ctx context.Context, p Peer) (*PeerCheck, error)
 	}
 	return pc, nil
 }
-
-// pairHandshake runs both ends' handshakes over a pipe: the index of the
-// server's key the client holds, or the client's error with the server's.
-func pairHandshake(ctx context.Context, s suite.Suite, keys *handshake.KeySet, p Peer) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, peerTimeout)
-	defer cancel()
-	cc, sc := net.Pipe()
-	defer cc.Close()
-	defer sc.Close()
-	type result struct {
-		idx int
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		k, idx, err := handshake.ServerKey(ctx, sc, handshake.Config{Suite: s, Keys: keys, Timeout: peerTimeout})
-		k.Wipe()
-		if err != nil {
-			_ = sc.Close() // as a server closes a failed handshake's connection
-		}
-		done <- result{idx, err}
-	}()
-	k, cerr := handshake.Client(ctx, cc, handshake.Config{Suite: p.Suite, PSK: p.PSK, Timeout: peerTimeout})
-	k.Wipe()
-	if cerr != nil {
-		_ = cc.Close() // as a client closes a failed handshake's connection
-	}
-	r := <-done
-	if cerr == nil && r.err == nil {
-		return r.idx, nil
-	}
-	return -1, &HandshakeError{Client: cerr, Server: r.err}
-}
-
-// HandshakeError is a failed pair handshake: each end's error as it
-// logs it (nil for an end that completed).
-type HandshakeError struct{ Client, Server error }
-
-func (e *HandshakeError) Error() string {
-	msg := "the handshake fails"
-	for _, end := range []struct {
-		name string
-		err  error
-	}{{"client", e.Client}, {"server", e.Server}} {
-		if end.err != nil {
-			msg += "; the " + end.name + " says: " + strings.TrimPrefix(end.err.Error(), "handshake failed: ")
-		}
-	}
-	return msg
-}
-
-func (e *HandshakeError) Unwrap() []error { return []error{e.Client, e.Server} }
 
 // The server's grants, each in one place: the checks its streams pass
 // (through hold, again at every reload) and CheckPeer call these.

@@ -38,7 +38,7 @@ func TestCheckPeer(t *testing.T) {
 		{"other key", Peer{Suite: suite.Default, PSK: testPSK(9)}, handshake.ErrAuth},
 	} {
 		v, err := cfg.CheckPeer(ctx, tc.p)
-		var he *HandshakeError
+		var he *handshake.PairError
 		if err != nil || !errors.As(v.Handshake, &he) || !errors.Is(he.Client, tc.want) || !errors.Is(he.Server, tc.want) || v.Client != "" {
 			t.Errorf("%s: %+v, %v; want both ends' handshakes failing with %v", tc.name, v, err, tc.want)
 		}
