@@ -1,6 +1,8 @@
 package config
 
 import (
+	"bytes"
+	"encoding/json"
 	"reflect"
 	"strings"
 	"unicode"
@@ -41,10 +43,22 @@ func changed(a, b reflect.Value, skip map[string]bool, out *[]string) {
 		if skip[name] {
 			continue
 		}
-		if !reflect.DeepEqual(a.Field(i).Interface(), b.Field(i).Interface()) {
+		if !sameSetting(a.Field(i).Interface(), b.Field(i).Interface()) {
 			*out = append(*out, name)
 		}
 	}
+}
+
+// sameSetting reports whether two values of a setting are equal: their JSON
+// encodings are, which compares what the setting holds (nil and empty
+// differ, maps by key, netip prefixes and log levels by their text) and
+// not the bookkeeping in unexported fields. Not reflect.DeepEqual: that
+// is 8 KB of the router binary, and the encoder is linked anyway (zap,
+// /status). A value that will not encode counts as changed.
+func sameSetting(a, b any) bool {
+	ja, err1 := json.Marshal(a)
+	jb, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
 }
 
 // snake turns a Go field name into its config name: MaxHandshakesPerSource

@@ -128,7 +128,11 @@ func (d *decoder) value(v reflect.Value) error {
 			}
 			x = s
 		} else {
-			if !d.literal(map[bool]string{true: "true", false: "false"}[c == 't']) {
+			word := "false"
+			if c == 't' {
+				word = "true"
+			}
+			if !d.literal(word) {
 				return d.errorf("invalid literal")
 			}
 			x = c == 't'
@@ -468,71 +472,71 @@ func fieldByIndex(v reflect.Value, index []int) reflect.Value {
 // a comma before the fraction, offsets of 24:00 or :60), which
 // MarshalJSON never writes.
 func parseRFC3339(s string) (time.Time, error) {
-	bad := fmt.Errorf("time %q is not RFC 3339", s)
-	num := func(from, to int) (int, bool) {
-		if to > len(s) {
-			return 0, false
-		}
-		n := 0
-		for _, c := range []byte(s[from:to]) {
-			if c < '0' || c > '9' {
-				return 0, false
-			}
-			n = n*10 + int(c-'0')
-		}
-		return n, true
+	const form = "0000-00-00T00:00:00" // 0: a digit
+	ok := len(s) > len(form)
+	for i := 0; ok && i < len(form); i++ {
+		ok = form[i] == '0' && isDigit(s[i]) || form[i] != '0' && form[i] == s[i]
 	}
-	if len(s) < 20 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' {
-		return time.Time{}, bad
+	if !ok {
+		return time.Time{}, errNotRFC3339(s)
 	}
-	year, ok1 := num(0, 4)
-	month, ok2 := num(5, 7)
-	day, ok3 := num(8, 10)
-	hour, ok4 := num(11, 13)
-	minute, ok5 := num(14, 16)
-	sec, ok6 := num(17, 19)
-	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || month < 1 || month > 12 || day < 1 ||
-		day > daysIn(time.Month(month), year) || hour > 23 || minute > 59 || sec > 59 {
-		return time.Time{}, bad
+	year, month, day := atoi(s[0:4]), atoi(s[5:7]), atoi(s[8:10])
+	hour, minute, sec := atoi(s[11:13]), atoi(s[14:16]), atoi(s[17:19])
+	if month < 1 || month > 12 || day < 1 || day > daysIn(time.Month(month), year) || hour > 23 || minute > 59 || sec > 59 {
+		return time.Time{}, errNotRFC3339(s)
 	}
-	i, nsec := 19, 0
+	i, nsec := len(form), 0
 	if s[i] == '.' {
-		i++
-		j := i
-		for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+		j := i + 1
+		for j < len(s) && isDigit(s[j]) {
 			j++
 		}
-		if j == i {
-			return time.Time{}, bad
+		if j == i+1 {
+			return time.Time{}, errNotRFC3339(s)
 		}
-		n, _ := num(i, min(j, i+9)) // as time.Parse: digits past the 9th dropped
-		for k := j - i; k < 9; k++ {
-			n *= 10
+		frac := s[i+1 : min(j, i+10)] // as time.Parse: digits past the 9th dropped
+		nsec = atoi(frac)
+		for range 9 - len(frac) {
+			nsec *= 10
 		}
-		nsec, i = n, j
+		i = j
 	}
-	rest := s[i:]
-	if rest == "Z" {
-		return time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC), nil
+	t := time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC)
+	zone := s[i:]
+	if zone == "Z" {
+		return t, nil
 	}
-	if len(rest) != 6 || (rest[0] != '+' && rest[0] != '-') || rest[3] != ':' {
-		return time.Time{}, bad
+	if len(zone) != 6 || zone[0] != '+' && zone[0] != '-' || zone[3] != ':' ||
+		!isDigit(zone[1]) || !isDigit(zone[2]) || !isDigit(zone[4]) || !isDigit(zone[5]) {
+		return time.Time{}, errNotRFC3339(s)
 	}
-	oh, ok1 := num(i+1, i+3)
-	om, ok2 := num(i+4, i+6)
-	if !ok1 || !ok2 || oh > 23 || om > 59 {
-		return time.Time{}, bad
+	oh, om := atoi(zone[1:3]), atoi(zone[4:6])
+	if oh > 23 || om > 59 {
+		return time.Time{}, errNotRFC3339(s)
 	}
 	off := oh*3600 + om*60
-	if rest[0] == '-' {
+	if zone[0] == '-' {
 		off = -off
 	}
-	t := time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC).Add(-time.Duration(off) * time.Second)
+	t = t.Add(-time.Duration(off) * time.Second)
 	// As time.Parse: the local zone where the offset is the local one.
 	if _, localOff := t.In(time.Local).Zone(); localOff == off {
 		return t.In(time.Local), nil
 	}
 	return t.In(time.FixedZone("", off)), nil
+}
+
+func errNotRFC3339(s string) error { return fmt.Errorf("time %q is not RFC 3339", s) }
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// atoi is the value of s, digits only (checked by the caller).
+func atoi(s string) int {
+	n := 0
+	for i := range len(s) {
+		n = n*10 + int(s[i]-'0')
+	}
+	return n
 }
 
 func daysIn(m time.Month, year int) int {
