@@ -129,20 +129,20 @@ func RegisterSink(scheme string, factory func(*url.URL) (Sink, error)) error {
 
 func (sr *sinkRegistry) newFileSinkFromURL(u *url.URL) (Sink, error) {
 	if u.User != nil {
-		return nil, fmt.Errorf("user and password not allowed with file URLs: got %v", u)
+		return nil, fmt.Errorf("user and password not allowed with file URLs: got %s", u.String())
 	}
 	if u.Fragment != "" {
-		return nil, fmt.Errorf("fragments not allowed with file URLs: got %v", u)
+		return nil, fmt.Errorf("fragments not allowed with file URLs: got %s", u.String())
 	}
 	if u.RawQuery != "" {
-		return nil, fmt.Errorf("query parameters not allowed with file URLs: got %v", u)
+		return nil, fmt.Errorf("query parameters not allowed with file URLs: got %s", u.String())
 	}
 	// Error messages are better if we check hostname and port separately.
 	if u.Port() != "" {
-		return nil, fmt.Errorf("ports not allowed with file URLs: got %v", u)
+		return nil, fmt.Errorf("ports not allowed with file URLs: got %s", u.String())
 	}
 	if hn := u.Hostname(); hn != "" && hn != "localhost" {
-		return nil, fmt.Errorf("file URLs must leave host empty or use localhost: got %v", u)
+		return nil, fmt.Errorf("file URLs must leave host empty or use localhost: got %s", u.String())
 	}
 
 	return sr.newFileSinkFromPath(u.Path)
