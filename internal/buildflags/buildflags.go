@@ -76,6 +76,8 @@ var Cold = []string{
 	// Read back: a calibration profile at start, a status for the
 	// command (docs/budgets.md).
 	module + "/internal/jsonlite",
+	// A SOCKS client's greeting, once per connection.
+	module + "/tunnel/internal/socks5",
 }
 
 // Hot are the go list patterns of the data path, never in Cold: the
@@ -101,7 +103,7 @@ var Hot = []string{
 	module + "/tunnel/record",
 	module + "/tunnel/mux",
 	module + "/tunnel/suite",
-	module + "/tunnel/internal/...",
+	module + "/tunnel/internal/netguard",
 	module + "/selector",
 	module + "/internal/metrics",
 }
