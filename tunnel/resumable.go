@@ -214,7 +214,7 @@ type serverSession struct {
 	secret  [32]byte // the current link's
 	waiting time.Time
 	timer   *time.Timer
-	streams func() int
+	link    *link // the link it began on, which serves its streams
 }
 
 // resumeTable holds the server's resumable sessions, and the ids of the
@@ -303,16 +303,17 @@ func (t *resumeTable) waitingSessions() []live.WaitingSession {
 			continue
 		}
 		st := s.conn.State()
-		out = append(out, live.WaitingSession{Client: s.client, Since: s.waiting, Streams: s.streams(), BytesKept: st.Kept})
+		out = append(out, live.WaitingSession{Client: s.client, Since: s.waiting, Streams: len(s.link.units), BytesKept: st.Kept})
 	}
 	return out
 }
 
 // serverResume runs the server's side on a new link rc of client: conn
 // is what a new session's mux runs on, or nil when rc now carries a
-// waiting session (resumed; the caller is done with rc). A resumable
-// session is in s.resumes until it ends.
-func (s *Server) serverResume(rc *record.Conn, secret, binding [32]byte, client string, l func() *link, streams func() int) (conn io.ReadWriteCloser, ss *serverSession, err error) {
+// waiting session ss (resumed; the caller is done with rc). A resumable
+// session is in s.resumes until it ends. l is rc's link.
+func (s *Server) serverResume(rc *record.Conn, secret, binding [32]byte, l *link) (conn io.ReadWriteCloser, ss *serverSession, err error) {
+	client := l.client
 	var prefix []byte
 	var h resume.Hello
 	offered := false
@@ -362,7 +363,7 @@ func (s *Server) serverResume(rc *record.Conn, secret, binding [32]byte, client 
 	for _, old := range s.resumes.waitingOf(client) {
 		old.conn.CloseWithError(fmt.Errorf("%w: the client started a new session", ErrLinkDown))
 	}
-	ss = &serverSession{client: client, secret: secret, streams: streams}
+	ss = &serverSession{client: client, secret: secret, link: l}
 	_, _ = rand.Read(ss.id[:])
 	w.Session = ss.id
 	if err := resume.WriteWelcome(rc, w); err != nil {
@@ -373,10 +374,8 @@ func (s *Server) serverResume(rc *record.Conn, secret, binding [32]byte, client 
 			ss.conn.CloseWithError(err)
 			return
 		}
-		if lk := l(); lk != nil {
-			lk.log.Warn("link lost; waiting for the client to resume", zap.Error(err),
-				zap.Int("bytes_kept", ss.conn.State().Kept))
-		}
+		l.log.Warn("link lost; waiting for the client to resume", zap.Error(err),
+			zap.Int("bytes_kept", ss.conn.State().Kept))
 		s.waitFor(ss)
 	}))
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -344,7 +345,7 @@ func TestAttackResumeClaims(t *testing.T) {
 	var tab resumeTable
 	mk := func(b byte) (s [32]byte) { s[0] = b; return }
 	secret, linkA, linkB := mk(1), mk(2), mk(3)
-	ss := &serverSession{id: [16]byte{9}, client: "alice", secret: secret, streams: func() int { return 0 }}
+	ss := &serverSession{id: [16]byte{9}, client: "alice", secret: secret, link: &link{}}
 	tab.add(ss)
 	hello := func(binding [32]byte) resume.Hello {
 		return resume.Hello{Session: ss.id, Proof: resume.Proof(secret, ss.id, binding)}
@@ -520,5 +521,38 @@ func BenchmarkResumeAfterOutage(b *testing.B) {
 		px.setDown(false)
 		b.StartTimer()
 		echo()
+	}
+}
+
+// TestResumeOfferHoldsALink: with resume_window on, a peer that finishes
+// the handshake and then sends nothing (no offer) is a link from the
+// handshake on: counted as a completed handshake and against the link
+// caps while the server waits for its offer, as a plain link is (an
+// authenticated peer cannot hold uncounted connections), and a newer
+// link of the same client replaces it; a link that never settles its
+// offer stays counted as a completed handshake.
+func TestResumeOfferHoldsALink(t *testing.T) {
+	testutil.LeakCheck(t)
+	log, _ := testutil.ObservedLogger(t)
+	o := resumeOptions(log)
+	saddr, srv, _ := startServer(t, ServerConfig{Options: o, Services: map[string]string{"x": "127.0.0.1:1"}})
+	first, _ := rawLink(t, saddr, o)
+	eventually(t, 30*time.Second, "the silent link counted", func() bool {
+		return srv.ctr.links.Load() == 1 && srv.ctr.handshakes[hsOK].Load() == 1
+	})
+	// DefaultMaxLinksPerClient silent links, then one more: the oldest goes.
+	for range DefaultMaxLinksPerClient {
+		rawLink(t, saddr, o)
+	}
+	eventually(t, 30*time.Second, "the oldest silent link replaced", func() bool {
+		return srv.ctr.linksReplaced.Load() >= 1 && srv.ctr.links.Load() <= DefaultMaxLinksPerClient
+	})
+	// The server closed it: its offer, then the end (not our deadline).
+	_ = first.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.Copy(io.Discard, first); os.IsTimeout(err) {
+		t.Fatalf("the replaced link: %v, want it closed by the server", err)
+	}
+	if n := srv.ctr.handshakes[hsOK].Load(); n != 1+DefaultMaxLinksPerClient {
+		t.Errorf("%d handshakes counted ok, want %d", n, 1+DefaultMaxLinksPerClient)
 	}
 }

@@ -312,54 +312,15 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *slots.S
 		s.log.Error("record layer", zap.Error(err))
 		return
 	}
-	// Resumption (resumable.go): this link may continue a session whose
-	// link died; then it is that session's, and this goroutine is done.
-	var muxConn io.ReadWriteCloser = rc
-	var ss *serverSession
-	var lref atomic.Pointer[link]
-	mcfg := s.opt.muxConfig(&s.ctr.backlogResets.Counters)
-	if s.opt.ResumeWindow > 0 {
-		streams := func() int {
-			if lk := lref.Load(); lk != nil {
-				return len(lk.units)
-			}
-			return 0
-		}
-		muxConn, ss, err = s.serverResume(rc, secret, binding, state.owner[keyIdx].name, lref.Load, streams)
-		if err != nil {
-			_ = rc.Close()
-			if ok, n := s.failLog.Allow(); ok {
-				s.log.Warn("resumption failed", zap.Stringer("remote", remote), zap.Error(err), zap.Uint64("failures_not_logged", n))
-			}
-			return
-		}
-		if muxConn == nil {
-			s.ctr.resumes[resumeOK].Add(1)
-			return
-		}
-		if ss != nil {
-			mcfg.KeepAliveInterval = 0 // the resume layer's acks probe the link
-			defer s.resumes.remove(ss, false)
-		}
-	}
-	sess, err := mux.Server(muxConn, mcfg)
+	// The link counts against the caps from here, before the resumption
+	// offer is read: an authenticated peer that sends nothing holds a
+	// link slot, as a plain link does, not an uncounted goroutine.
+	l := s.newLink(rc, state, keyIdx, remote)
+	s.mu.Lock()
+	replaced, err := s.addLinkLocked(l)
+	s.mu.Unlock()
 	if err != nil {
 		_ = rc.Close()
-		s.log.Error("yamux", zap.Error(err))
-		return
-	}
-	l := s.newLink(sess, state, keyIdx, remote)
-	lref.Store(l)
-	s.mu.Lock()
-	if s.closing {
-		s.mu.Unlock()
-		_ = sess.Close()
-		return
-	}
-	replaced, err := s.addLinkLocked(l)
-	if err != nil {
-		s.mu.Unlock()
-		_ = sess.Close()
 		if errors.Is(err, errLinksFull) {
 			s.ctr.handshakes[hsBusy].Add(1)
 			if ok, n := s.linkLog.Allow(); ok {
@@ -368,15 +329,49 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *slots.S
 		}
 		return
 	}
+	s.ctr.handshakes[hsOK].Add(1)
+	defer s.removeLink(l)
+	// Resumption (resumable.go): this link may continue a session whose
+	// link died; then it is that session's, and this goroutine is done.
+	var muxConn io.ReadWriteCloser = rc
+	var ss *serverSession
+	mcfg := s.opt.muxConfig(&s.ctr.backlogResets.Counters)
+	if s.opt.ResumeWindow > 0 {
+		muxConn, ss, err = s.serverResume(rc, secret, binding, l)
+		if err != nil {
+			_ = rc.Close()
+			s.replace(replaced, nil, remote)
+			if ok, n := s.failLog.Allow(); ok {
+				s.log.Warn("resumption failed", zap.Stringer("remote", remote), zap.Error(err), zap.Uint64("failures_not_logged", n))
+			}
+			return
+		}
+		if muxConn == nil {
+			s.ctr.resumes[resumeOK].Add(1)
+			// The session's own link stands for it in the caps.
+			s.replace(replaced, ss.link, remote)
+			return
+		}
+		if ss != nil {
+			mcfg.KeepAliveInterval = 0 // the resume layer's acks probe the link
+			defer s.resumes.remove(ss, false)
+		}
+	}
+	s.replace(replaced, nil, remote)
+	sess, err := mux.Server(muxConn, mcfg)
+	if err != nil {
+		_ = rc.Close()
+		s.log.Error("yamux", zap.Error(err))
+		return
+	}
+	s.mu.Lock()
+	if s.closing || !l.setSession(sess) {
+		s.mu.Unlock()
+		_ = sess.Close()
+		return
+	}
 	s.sessions[sess] = struct{}{}
 	s.mu.Unlock()
-	s.ctr.handshakes[hsOK].Add(1)
-	if replaced != nil {
-		replaced.log.Warn("link replaced by a newer link of its client", zap.Stringer("newer", remote),
-			zap.Int("max_links_per_client", s.state.Load().perClient))
-		_ = replaced.sess.Close()
-	}
-	defer s.removeLink(l)
 	l.stat = s.ctr.live.LinkUp(rc, remote, l.client, l.keyFP)
 	defer s.ctr.live.LinkDown(l.stat)
 	log := l.log

@@ -231,9 +231,10 @@ type link struct {
 	seq    uint64 // order of coming up: the lowest of a client's is its oldest
 	client string
 	keyID  [32]byte
-	keyFP  string // its key's fingerprint (status)
-	sess   *mux.Session
-	log    *zap.Logger // with the remote address and the client
+	keyFP  string       // its key's fingerprint (status)
+	rc     io.Closer    // its record layer: what ends it until sess runs
+	sess   *mux.Session // set once the resumption offer is settled (setSession)
+	log    *zap.Logger  // with the remote address and the client
 	ctr    *clientCounters
 	stat   *live.Link // its live view (tunnel/live); nil until it is up
 	// units caps the streams the link serves at MaxStreams: the streams
@@ -245,6 +246,7 @@ type link struct {
 	access  *access
 	streams map[*linkStream]struct{}
 	closed  string // why a reload closed the link, if it did
+	ended   bool   // closed (close): replaced by a newer link, or by a reload
 }
 
 // linkStream is an open stream of a link, for a reload to reset.
@@ -461,7 +463,7 @@ func (s *Server) Reload(cfg ServerConfig) error {
 	n := len(s.links)
 	s.mu.Unlock()
 	for _, l := range closed {
-		_ = l.sess.Close()
+		l.close()
 	}
 	s.log.Info("reloaded", zap.Int("services", len(st.services)), zap.Int("clients", len(st.clients)),
 		zap.Int("links_kept", n-len(closed)), zap.Int("links_closed", len(closed)))
@@ -469,18 +471,57 @@ func (s *Server) Reload(cfg ServerConfig) error {
 }
 
 // newLink makes the link of a session made with key keyIdx of st.
-func (s *Server) newLink(sess *mux.Session, st *serverState, keyIdx int, remote net.Addr) *link {
+func (s *Server) newLink(rc io.Closer, st *serverState, keyIdx int, remote net.Addr) *link {
 	owner := st.owner[keyIdx]
 	return &link{
 		client:  owner.name,
 		keyID:   st.keyIDs[keyIdx],
 		keyFP:   st.keyFPs[keyIdx],
-		sess:    sess,
+		rc:      rc,
 		log:     s.log.With(zap.Stringer("remote", remote), zap.String("client", owner.name)),
 		ctr:     s.clientCounters(owner.name),
 		access:  owner.access,
 		streams: map[*linkStream]struct{}{},
 		units:   make(chan struct{}, s.opt.MaxStreams),
+	}
+}
+
+// setSession gives l its mux session; false if l was closed meanwhile.
+func (l *link) setSession(sess *mux.Session) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sess = sess
+	return l.closed == "" && !l.ended
+}
+
+// close ends l: its session, or its record layer before it has one.
+func (l *link) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ended = true
+	if l.sess != nil {
+		_ = l.sess.Close()
+	} else {
+		_ = l.rc.Close()
+	}
+}
+
+// replace closes the link that l's coming up replaced (addLinkLocked),
+// once l's resumption offer is settled; unless it is keep, the link of
+// the session l resumed: then it takes l's place in the caps again.
+func (s *Server) replace(replaced *link, keep *link, newer net.Addr) {
+	switch {
+	case replaced == nil:
+	case replaced == keep:
+		s.mu.Lock()
+		s.links[replaced] = struct{}{}
+		replaced.ctr.links.Add(1)
+		s.ctr.links.Add(1)
+		s.mu.Unlock()
+	default:
+		replaced.log.Warn("link replaced by a newer link of its client", zap.Stringer("newer", newer),
+			zap.Int("max_links_per_client", s.state.Load().perClient))
+		replaced.close()
 	}
 }
 
