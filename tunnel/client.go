@@ -91,6 +91,9 @@ type Client struct {
 	sess *mux.Session // nil while the link is down; only linkLoop sets it
 	// resumable is the resumable session (resumable.go); linkLoop's.
 	resumable *clientSession
+	// waiting is the session whose link went last, for Status (resumable
+	// is linkLoop's alone); Status shows it while it waits.
+	waiting atomic.Pointer[clientSession]
 	// retiring is sess once Reload changed the key, until linkLoop
 	// retires it: it takes no new streams, so that every connection
 	// accepted after Reload returns goes to a link made with the new key.

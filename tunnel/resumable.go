@@ -200,6 +200,7 @@ func (c *Client) clientResume(rc *record.Conn, secret, binding [32]byte, server 
 // lostLink arms cs's expiry after its link failed with err.
 func (c *Client) lostLink(cs *clientSession, err error) {
 	cs.lost = time.Now()
+	c.waiting.Store(cs)
 	cs.expiry = time.AfterFunc(c.opt.ResumeWindow, func() { cs.conn.CloseWithError(fmt.Errorf("%w: %w", ErrLinkDown, errResumeExpired)) })
 	c.log.Warn("link lost; resuming the session", zap.String("server", cs.server), zap.Error(err),
 		zap.Int("bytes_kept", cs.conn.State().Kept))

@@ -382,9 +382,12 @@ func TestStatusShowsWaitingSession(t *testing.T) {
 	echo := startTarget(t, func(c net.Conn) { _, _ = io.Copy(c, c) })
 	saddr, srv, _ := startServer(t, ServerConfig{Options: resumeOptions(log), Services: map[string]string{"echo": echo.addr()}})
 	px := startCutProxy(t, saddr)
-	addrs, _, _ := startClient(t, ClientConfig{Options: resumeOptions(log), Server: px.addr(), RedialMin: time.Millisecond, RedialMax: 5 * time.Millisecond}, "echo")
+	addrs, cli, _ := startClient(t, ClientConfig{Options: resumeOptions(log), Server: px.addr(), RedialMin: time.Millisecond, RedialMax: 5 * time.Millisecond}, "echo")
 	streamAcross(t, addrs["echo"])
 	streamAcross(t, addrs["echo"])
+	if w := cli.Status().Waiting; len(w) != 0 {
+		t.Fatalf("client's waiting session with its link up: %+v", w)
+	}
 	px.setDown(true)
 	px.cut()
 	waitLogField(t, logs, "link lost; waiting for the client to resume", "client", DefaultClient)
@@ -392,8 +395,15 @@ func TestStatusShowsWaitingSession(t *testing.T) {
 	if len(w) != 1 || w[0].Client != DefaultClient || w[0].Streams != 2 || w[0].Since.IsZero() {
 		t.Fatalf("waiting sessions: %+v, want the default client's, 2 streams", w)
 	}
+	// The client shows its own, once it saw the link go.
+	waitLogField(t, logs, "link lost; resuming the session", "server", px.addr())
+	if w := cli.Status().Waiting; len(w) != 1 || w[0].Server != px.addr() || w[0].Streams != 2 || w[0].Since.IsZero() {
+		t.Fatalf("client's waiting session: %+v, want one with %s, 2 streams", w, px.addr())
+	}
 	px.setDown(false)
-	eventually(t, 30*time.Second, "the session resumed", func() bool { return len(srv.Status().Waiting) == 0 && resumed(srv.ctr) == 1 })
+	eventually(t, 30*time.Second, "the session resumed", func() bool {
+		return len(srv.Status().Waiting) == 0 && resumed(srv.ctr) == 1 && len(cli.Status().Waiting) == 0
+	})
 }
 
 // TestAttackResumeFlood: a client with a key opens link after link, each

@@ -77,6 +77,11 @@ func (c *Client) Status() *live.Status {
 	st.Server = c.servers.Addr()
 	st.Key = handshake.Fingerprint(*c.psk.Load())
 	st.ClientStreams = c.ctr.live.Streams.List()
+	if cs := c.waiting.Load(); cs != nil {
+		if rs := cs.conn.State(); !rs.Attached && cs.conn.Err() == nil {
+			st.Waiting = []live.WaitingSession{{Server: cs.server, Since: rs.Since, Streams: cs.sess.NumStreams(), BytesKept: rs.Kept}}
+		}
+	}
 	if len(st.Links) == 0 {
 		if dialing, next, _, _ := c.link.State(); dialing {
 			st.Dialing = true

@@ -327,8 +327,12 @@ func printStatus(w io.Writer, st *live.Status) {
 	}
 	printClients(w, st.Clients, now)
 	for _, ws := range st.Waiting {
-		fmt.Fprintf(w, "\nsession of %s waiting for its client since %s: %d streams, %s kept to resend\n",
-			ws.Client, stamp(ws.Since, now), ws.Streams, live.FormatBytes(uint64(ws.BytesKept)))
+		what := "of " + ws.Client + " waiting for its client"
+		if ws.Server != "" {
+			what = "with " + ws.Server + " waiting to resume"
+		}
+		fmt.Fprintf(w, "\nsession %s since %s: %d streams, %s kept to resend\n",
+			what, stamp(ws.Since, now), ws.Streams, live.FormatBytes(uint64(ws.BytesKept)))
 	}
 	for _, l := range st.Links {
 		fmt.Fprintf(w, "\nlink %d: %s\n", l.Link, l.Peer)

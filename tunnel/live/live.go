@@ -88,8 +88,8 @@ type Status struct {
 
 	// Links are the links up now, oldest first.
 	Links []LinkStatus `json:"links"`
-	// Waiting (server, with resume_window) are the sessions whose link
-	// died, kept for their clients to resume.
+	// Waiting (with resume_window) are the sessions whose link died,
+	// kept for their clients to resume: the server's, or the client's own.
 	Waiting []WaitingSession `json:"waiting_sessions,omitempty"`
 
 	// Traffic of every link since the start, and its rate now.
@@ -457,8 +457,9 @@ func FormatRate(r float64) string {
 // WaitingSession is a session whose link died, kept for its client to
 // resume it within resume_window (docs/protocol.md section 4).
 type WaitingSession struct {
-	Client    string    `json:"client"`
-	Since     time.Time `json:"since"`      // when its link went
-	Streams   int       `json:"streams"`    // streams it holds
-	BytesKept int       `json:"bytes_kept"` // sent and unacknowledged, kept to resend
+	Client    string    `json:"client,omitempty"` // on the server
+	Server    string    `json:"server,omitempty"` // on the client: where it resumes
+	Since     time.Time `json:"since"`            // when its link went
+	Streams   int       `json:"streams"`          // streams it holds
+	BytesKept int       `json:"bytes_kept"`       // sent and unacknowledged, kept to resend
 }
