@@ -1,19 +1,24 @@
 // Command outage measures what applications see through offload when the
 // path between its ends fails and returns (issue 30; docs/tunnel.md,
-// "Sessions that outlive links"; figures in docs/lab/sessions.md). It needs
-// root: it makes two network namespaces joined by a veth pair (rig.go)
-// with a WAN's rate (-rate, tc tbf), runs the built
-// binary's server and client in them, the targets (an echo service, a
+// "Sessions that outlive links"; figures in docs/lab/sessions.md). As
+// root it makes two network namespaces joined by a veth pair (rig.go)
+// with a WAN's rate (-rate, tc tbf); with -proxy (no root) everything is
+// on loopback and the path is a proxy (proxy.go). It runs the built
+// binary's server and client there, the targets (an echo service, a
 // hashing sink, a source) beside the server and the applications beside
 // the client. For each disruption it starts a fresh load (load.go):
 // -streams echo connections that each echo a message before and after,
 // and a transfer of -bytes each way (sha256 checked at the receiving
 // end), then, once a quarter of the bytes crossed, disrupts the path:
 //
-//	outage D  the client's end of the veth down for D, then up (-outages)
-//	roam      the client's namespace moves to another address (-roam)
-//	cuts N    the link's TCP connection destroyed (ss -K) N times in a
-//	          row, each once the transfer moved on (-cuts)
+//	outage D  the client's end of the veth down for D, then up (-outages);
+//	          with -proxy the proxy resets the link and refuses new ones
+//	          for D
+//	roam      the client's namespace moves to another address (-roam;
+//	          not with -proxy)
+//	cuts N    the link's TCP connection destroyed (ss -K; with -proxy the
+//	          proxy resets it) N times in a row, each once the transfer
+//	          moved on (-cuts)
 //
 // and reports per run:
 //
@@ -30,12 +35,13 @@
 //	waiting  the server's `offload status` lines about a session that
 //	         waits for its client, taken mid-outage
 //
-// Run it as root from the repository root (it builds ./cmd/offload
-// unless -bin):
+// Run it from the repository root (it builds ./cmd/offload unless -bin),
+// as root unless -proxy:
 //
 //	go run ./harness/outage -set 'resume_window: 1m'   # 256 MiB each way, 1,000 streams, 3s,10s,30s, roam, 20 cuts
 //	go run ./harness/outage                             # the same with the defaults (resume_window off)
 //	go run ./harness/outage -quick -check -set 'resume_window: 1m'   # CI's smoke
+//	go run ./harness/outage -proxy -set 'resume_window: 1m'         # no root: a proxy resets the link
 //
 // A hash mismatch is always exit status 1; -check makes any reset one
 // too. Interrupted,
@@ -72,6 +78,7 @@ type options struct {
 	check      bool
 	set        []string
 	rate       string
+	proxy      bool
 	logs       string
 	maxStreams int
 }
@@ -155,7 +162,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	outages := fs.String("outages", "3s,10s,30s", "veth-down outages, comma separated (\"\" for none)")
 	fs.BoolVar(&o.roam, "roam", true, "a run where the client's address moves")
 	fs.IntVar(&o.cuts, "cuts", 20, "a run with this many cuts of the link in a row (0: none)")
-	fs.StringVar(&o.rate, "rate", "100mbit", "the path's rate each way (tc tbf; \"\" for the veth's own)")
+	fs.StringVar(&o.rate, "rate", "100mbit", "the path's rate each way (tc tbf; \"\" for the veth's own; not with -proxy)")
+	fs.BoolVar(&o.proxy, "proxy", false, "no root: both ends on loopback, the path a proxy that resets the link (no -roam, no -rate)")
 	fs.StringVar(&o.logs, "logs", "", "a `DIR` to keep both ends' logs in (server.log, client.log)")
 	fs.BoolVar(&o.check, "check", false, "exit 1 on any reset too (a hash mismatch always is)")
 	q := fs.Bool("quick", false, fmt.Sprintf("CI's smoke: -bytes %dMiB -streams %d -outages 3s -roam -cuts %d, unless given", quick.bytes>>20, quick.streams, quick.cuts))
@@ -170,9 +178,16 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.outages, err = parseOutages(*outages); err != nil {
 		return o, err
 	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if o.proxy {
+		// Loopback has no rate to set and the client no address to move.
+		if (given["roam"] && o.roam) || given["rate"] {
+			return o, errors.New("-proxy: no -roam, no -rate (they need the namespaces)")
+		}
+		o.roam, o.rate = false, "loopback"
+	}
 	if *q {
-		given := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 		if !given["bytes"] {
 			o.bytes = quick.bytes
 		}
@@ -200,12 +215,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) (int, error) {
 	if err != nil {
 		return 2, err
 	}
-	if os.Geteuid() != 0 {
-		return 1, errors.New("needs root: it makes network namespaces and a veth pair")
-	}
-	for _, tool := range []string{"ip", "ss"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			return 1, fmt.Errorf("needs %s (iproute2): %w", tool, err)
+	if !o.proxy {
+		if os.Geteuid() != 0 {
+			return 1, errors.New("needs root: it makes network namespaces and a veth pair (-proxy does not)")
+		}
+		for _, tool := range []string{"ip", "ss"} {
+			if _, err := exec.LookPath(tool); err != nil {
+				return 1, fmt.Errorf("needs %s (iproute2): %w", tool, err)
+			}
 		}
 	}
 	dir, err := os.MkdirTemp("", "offload-outage-")
@@ -224,7 +241,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) (int, error) {
 	for _, l := range o.set {
 		extra += l + "\n"
 	}
-	r, err := newRig(ctx, o.bin, dir, o.maxStreams, o.rate, extra)
+	r, err := newRig(ctx, o.bin, dir, o, extra)
 	if err != nil {
 		return 1, err
 	}

@@ -2,10 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
+	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,66 +14,93 @@ import (
 )
 
 // The instrument without namespaces: the targets on loopback, the
-// applications dialling a relay to them that the test can cut, as the
-// tunnel's ends would be.
+// applications dialling a proxy (-proxy's path) to each, that the test
+// can cut, as the tunnel's ends would be.
 
-// relay forwards each connection to its target and can drop them all.
-type relay struct {
-	mu    sync.Mutex
-	conns []net.Conn
-}
+type proxies []*proxy
 
-func (rl *relay) serve(t *testing.T, target string) string {
-	return testutil.Serve(t, func(c net.Conn) {
-		u, err := net.Dial("tcp", target)
-		if err != nil {
-			return
-		}
-		defer u.Close()
-		rl.mu.Lock()
-		rl.conns = append(rl.conns, c, u)
-		rl.mu.Unlock()
-		done := make(chan struct{})
-		go func() {
-			_, _ = io.Copy(u, c)
-			_ = u.(*net.TCPConn).CloseWrite()
-			close(done)
-		}()
-		_, _ = io.Copy(c, u)
-		_ = c.(*net.TCPConn).CloseWrite()
-		<-done
-	})
-}
-
-// cut resets every connection it relays (SO_LINGER 0: an RST), as a
-// tunnel that drops its streams does.
-func (rl *relay) cut() {
-	rl.mu.Lock()
-	defer rl.mu.Unlock()
-	for _, c := range rl.conns {
-		_ = c.(*net.TCPConn).SetLinger(0)
-		_ = c.Close()
+func (ps proxies) cut() {
+	for _, p := range ps {
+		p.cut()
 	}
 }
 
-func testRig(t *testing.T) (*rig, *relay) {
+func testRig(t *testing.T) (*rig, proxies) {
 	r := &rig{}
 	for range 3 {
 		r.lns = append(r.lns, testutil.Listen(t))
 	}
+	var ps proxies
 	t.Cleanup(func() {
 		for _, l := range r.lns {
 			l.Close()
 		}
+		for _, p := range ps {
+			p.close()
+		}
 	})
 	r.serveTargets()
-	rl := &relay{}
 	for i, l := range r.lns {
-		r.fwd[i] = rl.serve(t, l.Addr().String())
+		p, err := newProxy(l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+		r.fwd[i] = p.addr()
 	}
 	var d net.Dialer
 	r.dial = d.DialContext
-	return r, rl
+	return r, ps
+}
+
+// TestProxyOutage: -proxy's path resets what it carries when it goes
+// down, refuses new connections while down, and carries them again once
+// up; a cut resets without refusing.
+func TestProxyOutage(t *testing.T) {
+	p, err := newProxy(testutil.Serve(t, func(c net.Conn) { testutil.Echo(c) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	echo := func() (net.Conn, error) {
+		c, err := net.Dial("tcp", p.addr())
+		if err == nil {
+			err = echoOnce(c, []byte("through the proxy"), time.Minute)
+		}
+		return c, err
+	}
+	c, err := echo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.setDown(true)
+	// Only a reset or an EOF ends this read: the cut is the event.
+	_ = c.SetReadDeadline(time.Now().Add(time.Minute))
+	if n, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read after the path went down: %d bytes, %v; want a reset", n, err)
+	}
+	c.Close()
+	if c, err := echo(); err == nil {
+		c.Close()
+		t.Fatal("a new connection echoed while the path was down")
+	}
+	p.setDown(false)
+	c, err = echo()
+	if err != nil {
+		t.Fatalf("after the path came back: %v", err)
+	}
+	defer c.Close()
+	if n := p.cut(); n != 1 {
+		t.Errorf("cut reset %d connections, want 1", n)
+	}
+	if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read after a cut: %v; want a reset", err)
+	}
+	c2, err := echo()
+	if err != nil {
+		t.Fatalf("after a cut (nothing refused): %v", err)
+	}
+	c2.Close()
 }
 
 func TestLoadIntact(t *testing.T) {
@@ -95,7 +123,7 @@ func TestLoadIntact(t *testing.T) {
 }
 
 func TestLoadSeesResets(t *testing.T) {
-	r, rl := testRig(t)
+	r, ps := testRig(t)
 	l, err := startLoad(context.Background(), r, 20, 1<<40, 9)
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +132,7 @@ func TestLoadSeesResets(t *testing.T) {
 	if err := p.waitFor(context.Background(), 1<<20); err != nil {
 		t.Fatal(err)
 	}
-	rl.cut()
+	ps.cut()
 	// What the sockets still held arrives after the cut: far more than
 	// that must move for the transfers to count as moving.
 	if d := p.movedBy(context.Background(), time.Now(), 1<<30); d >= 0 {
@@ -136,7 +164,11 @@ func TestParseFlags(t *testing.T) {
 	if o.bytes != 1<<30 || len(o.outages) != 2 || o.outages[1] != 2*time.Minute || o.maxStreams != 2064 {
 		t.Errorf("-bytes 1GiB -outages '1s, 2m' -streams 2000: %+v", o)
 	}
-	for _, bad := range [][]string{{"-bytes", "0"}, {"-bytes", "12XB"}, {"-outages", "3"}, {"-cuts", "-1"}, {"extra"}} {
+	if o, err = parseFlags([]string{"-proxy", "-quick"}, io.Discard); err != nil || o.roam || !o.proxy || o.cuts != quick.cuts {
+		t.Errorf("-proxy -quick: %+v, %v; want no roam", o, err)
+	}
+	for _, bad := range [][]string{{"-bytes", "0"}, {"-bytes", "12XB"}, {"-outages", "3"}, {"-cuts", "-1"}, {"extra"},
+		{"-proxy", "-roam"}, {"-proxy", "-rate", "1mbit"}} {
 		if _, err := parseFlags(bad, io.Discard); err == nil {
 			t.Errorf("%q: no error", bad)
 		}

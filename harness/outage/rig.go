@@ -13,9 +13,14 @@ package main
 // The targets and the applications run in this process (testutil.ListenIn,
 // testutil.DialIn), offload's ends as processes of the binary under test
 // (ip netns exec). Addresses exist only inside the two namespaces.
+//
+// With -proxy (no root) everything is on loopback in this namespace, on
+// free ports, and the client reaches the server through a proxy
+// (proxy.go) that the outages and cuts reset.
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -48,7 +53,8 @@ const (
 type rig struct {
 	dir      string
 	bin      string
-	ns       [2]string // server's, client's
+	ns       [2]string // server's, client's ("" with -proxy)
+	px       *proxy    // the path with -proxy, else nil
 	srv, cli *testutil.Proc
 	srvConf  string
 	srvRun   string // the server's RUNTIME_DIRECTORY (its control socket)
@@ -96,51 +102,22 @@ func removeStale() {
 // newRig makes the namespaces and the veth, starts the targets, the
 // server and the client, and waits until an echo crosses the tunnel. On
 // error what it made is taken down again.
-func newRig(ctx context.Context, bin, dir string, maxStreams int, rate, extra string) (_ *rig, err error) {
-	removeStale()
-	id := strconv.Itoa(os.Getpid())
-	r := &rig{dir: dir, bin: bin, ns: [2]string{nsPrefix + id + "s", nsPrefix + id + "c"}, clientAt: clientIP,
-		fwd: [3]string{echoFwd, sinkFwd, sourceFwd}}
+func newRig(ctx context.Context, bin, dir string, o options, extra string) (_ *rig, err error) {
+	r := &rig{dir: dir, bin: bin}
 	defer func() {
 		if err != nil {
 			r.close()
 		}
 	}()
-	for _, n := range r.ns {
-		if err := ipRun("netns", "add", n); err != nil {
-			return nil, err
-		}
+	listen, server := serverIP+":"+tunnelPort, serverIP+":"+tunnelPort
+	if o.proxy {
+		server, err = r.loopback()
+		listen = r.px.target
+	} else {
+		err = r.namespaces(o.rate)
 	}
-	for _, l := range [][]string{
-		{"-n", r.ns[0], "link", "add", "vs", "type", "veth", "peer", "name", "vc", "netns", r.ns[1]},
-		{"-n", r.ns[0], "addr", "add", serverIP + "/24", "dev", "vs"},
-		{"-n", r.ns[1], "addr", "add", clientIP + "/24", "dev", "vc"},
-		{"-n", r.ns[0], "link", "set", "lo", "up"},
-		{"-n", r.ns[1], "link", "set", "lo", "up"},
-		{"-n", r.ns[0], "link", "set", "vs", "up"},
-		{"-n", r.ns[1], "link", "set", "vc", "up"},
-	} {
-		if err := ipRun(l...); err != nil {
-			return nil, err
-		}
-	}
-	// A WAN's rate (tbf, each way), so that the transfers last across
-	// the disruptions as they would on a real uplink.
-	if rate != "" {
-		for i, dev := range []string{"vs", "vc"} {
-			if out, err := exec.Command("tc", "-n", r.ns[i], "qdisc", "add", "dev", dev, "root", "tbf",
-				"rate", rate, "burst", "64kb", "latency", "100ms").CombinedOutput(); err != nil {
-				return nil, fmt.Errorf("tc tbf rate %s on %s (sch_tbf): %w\n%s", rate, dev, err, out)
-			}
-		}
-	}
-	r.dial = testutil.DialIn("/run/netns/" + r.ns[1])
-	for _, a := range []string{echoAddr, sinkAddr, sourceAddr} {
-		l, err := testutil.ListenIn("/run/netns/"+r.ns[0], "tcp", a)
-		if err != nil {
-			return nil, err
-		}
-		r.lns = append(r.lns, l)
+	if err != nil {
+		return nil, err
 	}
 	r.serveTargets()
 
@@ -150,15 +127,15 @@ func newRig(ctx context.Context, bin, dir string, maxStreams int, rate, extra st
 	}
 	// Both ends' defaults (keepalive, redial, resume_window: what a user
 	// gets), with room for the streams; -set adds lines to both.
-	common := fmt.Sprintf("key_file: %s\nengine: software\nmax_streams: %d\nlog:\n  level: info\n%s", key, maxStreams, extra)
+	common := fmt.Sprintf("key_file: %s\nengine: software\nmax_streams: %d\nlog:\n  level: info\n%s", key, o.maxStreams, extra)
 	r.srvConf = filepath.Join(dir, "server.yaml")
 	cliConf := filepath.Join(dir, "client.yaml")
-	if err := os.WriteFile(r.srvConf, []byte(fmt.Sprintf("listen: %s:%s\nservices:\n  echo: %s\n  sink: %s\n  source: %s\n%s",
-		serverIP, tunnelPort, echoAddr, sinkAddr, sourceAddr, common)), 0o600); err != nil {
+	if err := os.WriteFile(r.srvConf, []byte(fmt.Sprintf("listen: %s\nservices:\n  echo: %s\n  sink: %s\n  source: %s\n%s",
+		listen, r.lns[0].Addr(), r.lns[1].Addr(), r.lns[2].Addr(), common)), 0o600); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(cliConf, []byte(fmt.Sprintf("server: %s:%s\nforwards:\n  - listen: %s\n    service: echo\n  - listen: %s\n    service: sink\n  - listen: %s\n    service: source\n%s",
-		serverIP, tunnelPort, echoFwd, sinkFwd, sourceFwd, common)), 0o600); err != nil {
+	if err := os.WriteFile(cliConf, []byte(fmt.Sprintf("server: %s\nforwards:\n  - listen: %s\n    service: echo\n  - listen: %s\n    service: sink\n  - listen: %s\n    service: source\n%s",
+		server, r.fwd[0], r.fwd[1], r.fwd[2], common)), 0o600); err != nil {
 		return nil, err
 	}
 	r.srvRun = filepath.Join(dir, "server-run")
@@ -176,9 +153,85 @@ func newRig(ctx context.Context, bin, dir string, maxStreams int, rate, extra st
 	return r, nil
 }
 
-// start runs one end in its namespace. ip netns exec execs the binary, so
-// the process is offload itself (its pid is the one /proc reports on);
-// it dies with this harness (Pdeathsig) if that is killed.
+// loopback is -proxy's network: the targets and the forwards on free
+// loopback ports, the server's too, and the proxy to it; it returns the
+// proxy's address, the one the client dials.
+func (r *rig) loopback() (string, error) {
+	var d net.Dialer
+	r.dial = d.DialContext
+	for range 3 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", err
+		}
+		r.lns = append(r.lns, l)
+	}
+	for i := range r.fwd {
+		var err error
+		if r.fwd[i], err = testutil.FreeAddr("127.0.0.1"); err != nil {
+			return "", err
+		}
+	}
+	listen, err := testutil.FreeAddr("127.0.0.1")
+	if err != nil {
+		return "", err
+	}
+	if r.px, err = newProxy(listen); err != nil {
+		return "", err
+	}
+	return r.px.addr(), nil
+}
+
+// namespaces makes the two namespaces, the veth between them at rate,
+// and the targets' listeners in the server's.
+func (r *rig) namespaces(rate string) error {
+	removeStale()
+	id := strconv.Itoa(os.Getpid())
+	r.ns = [2]string{nsPrefix + id + "s", nsPrefix + id + "c"}
+	r.clientAt, r.fwd = clientIP, [3]string{echoFwd, sinkFwd, sourceFwd}
+	for _, n := range r.ns {
+		if err := ipRun("netns", "add", n); err != nil {
+			return err
+		}
+	}
+	for _, l := range [][]string{
+		{"-n", r.ns[0], "link", "add", "vs", "type", "veth", "peer", "name", "vc", "netns", r.ns[1]},
+		{"-n", r.ns[0], "addr", "add", serverIP + "/24", "dev", "vs"},
+		{"-n", r.ns[1], "addr", "add", clientIP + "/24", "dev", "vc"},
+		{"-n", r.ns[0], "link", "set", "lo", "up"},
+		{"-n", r.ns[1], "link", "set", "lo", "up"},
+		{"-n", r.ns[0], "link", "set", "vs", "up"},
+		{"-n", r.ns[1], "link", "set", "vc", "up"},
+	} {
+		if err := ipRun(l...); err != nil {
+			return err
+		}
+	}
+	// A WAN's rate (tbf, each way), so that the transfers last across
+	// the disruptions as they would on a real uplink.
+	if rate != "" {
+		for i, dev := range []string{"vs", "vc"} {
+			if out, err := exec.Command("tc", "-n", r.ns[i], "qdisc", "add", "dev", dev, "root", "tbf",
+				"rate", rate, "burst", "64kb", "latency", "100ms").CombinedOutput(); err != nil {
+				return fmt.Errorf("tc tbf rate %s on %s (sch_tbf): %w\n%s", rate, dev, err, out)
+			}
+		}
+	}
+	r.dial = testutil.DialIn("/run/netns/" + r.ns[1])
+	for _, a := range []string{echoAddr, sinkAddr, sourceAddr} {
+		l, err := testutil.ListenIn("/run/netns/"+r.ns[0], "tcp", a)
+		if err != nil {
+			return err
+		}
+		r.lns = append(r.lns, l)
+	}
+	return nil
+}
+
+// start runs one end in its namespace (in this one if ns is ""). ip netns
+// exec execs the binary, so the process is offload itself (its pid is the
+// one /proc reports on); it dies with this harness (Pdeathsig) if that is
+// killed.
 func (r *rig) start(role, ns, conf, run string) (*testutil.Proc, error) {
 	if err := os.MkdirAll(run, 0o700); err != nil {
 		return nil, err
@@ -186,7 +239,10 @@ func (r *rig) start(role, ns, conf, run string) (*testutil.Proc, error) {
 	if out, err := exec.Command(r.bin, "validate", "-c", conf).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("%s config: %w\n%s", role, err, out)
 	}
-	cmd := exec.Command("ip", "netns", "exec", ns, r.bin, role, "-c", conf)
+	cmd := exec.Command(r.bin, role, "-c", conf)
+	if ns != "" {
+		cmd = exec.Command("ip", "netns", "exec", ns, r.bin, role, "-c", conf)
+	}
 	cmd.Env = append(os.Environ(), "RUNTIME_DIRECTORY="+run)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	return testutil.Start(role, cmd, 4<<20)
@@ -249,8 +305,13 @@ func (c countingConn) CloseWrite() error {
 }
 
 // linkDown takes the client's end of the veth down (both ends lose
-// carrier: no packet crosses) or up again.
+// carrier: no packet crosses) or up again; with -proxy, the proxy resets
+// the link and refuses new ones, or carries them again.
 func (r *rig) linkDown(down bool) error {
+	if r.px != nil {
+		r.px.setDown(down)
+		return nil
+	}
 	state := "up"
 	if down {
 		state = "down"
@@ -262,6 +323,9 @@ func (r *rig) linkDown(down bool) error {
 // gone at once, so the link's packets answered to it are dropped, and
 // the next dial leaves from the new one.
 func (r *rig) roam() error {
+	if r.px != nil {
+		return errors.New("roam: needs the namespaces (not -proxy)")
+	}
 	next := roamIP
 	if r.clientAt == roamIP {
 		next = clientIP
@@ -280,9 +344,16 @@ func (r *rig) roam() error {
 
 // cut destroys the link's TCP connection in the client's namespace (ss -K,
 // the kernel's SOCK_DESTROY: the client's socket fails, the server gets
-// a reset), as a NAT or a proxy in the path dropping it would. It fails
-// unless a connection was there and is gone after.
+// a reset), as a NAT or a proxy in the path dropping it would; with
+// -proxy, the proxy resets it. It fails unless a connection was there
+// and is gone after.
 func (r *rig) cut() error {
+	if r.px != nil {
+		if r.px.cut() == 0 {
+			return errors.New("cut: no link to cut (the proxy carries no connection)")
+		}
+		return nil
+	}
 	filter := []string{"dst", serverIP, "dport", "=", tunnelPort}
 	list := func() (string, error) {
 		out, err := exec.Command("ip", append([]string{"netns", "exec", r.ns[1], "ss", "-Htn", "state", "established"}, filter...)...).CombinedOutput()
@@ -350,7 +421,12 @@ func (r *rig) close() {
 	for _, l := range r.lns {
 		l.Close()
 	}
+	if r.px != nil {
+		r.px.close()
+	}
 	for _, n := range r.ns {
-		_ = ipRun("netns", "del", n)
+		if n != "" {
+			_ = ipRun("netns", "del", n)
+		}
 	}
 }
