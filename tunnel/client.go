@@ -221,7 +221,8 @@ func (c *Client) Run(ctx context.Context) error {
 // sessions still open (the current one stays in c.sess) for Run to close
 // after the drain.
 func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.Session) {
-	kept := false // c.sess is a resumable session whose link died
+	kept := false // c.sess is a resumable session whose link died or stalled
+	attempt := 0  // dials while kept
 	for ctx.Err() == nil {
 		if kept && c.resumable.conn.Err() != nil {
 			// Not resumed within resume_window: its streams ended.
@@ -235,10 +236,29 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.S
 		}
 		c.link.DialStart()
 		psk := *c.psk.Load() // the key connect uses (a reload may replace it meanwhile)
-		sess, rc, resumed, err := c.connect(ctx, psk)
+		dialTimeout := c.opt.DialTimeout
+		if kept {
+			dialTimeout = c.opt.resumeDialEvery(attempt)
+			attempt++
+		}
+		began := time.Now()
+		sess, rc, resumed, err := c.connect(ctx, psk, dialTimeout)
 		if err != nil {
 			if ctx.Err() != nil {
 				break
+			}
+			if kept && (len(c.servers.Addrs()) == 1 || c.resumable.conn.State().Attached) {
+				// The session waits: the next SYN a second after this
+				// one, to its server. (With several servers, once the
+				// link failed, a failed dial fails over below.)
+				if !c.resumable.conn.State().Attached {
+					c.lostLink(c.resumable, c.resumable.conn.State().Err)
+				}
+				c.log.Debug("resumption dial failed", zap.Error(err))
+				if !sleep(ctx, time.Second-time.Since(began)) {
+					break
+				}
+				continue
 			}
 			c.ctr.live.Attempted(err)
 			d := c.redial.Next()
@@ -276,7 +296,7 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.S
 			c.down = make(chan struct{})
 		}
 		c.mu.Unlock()
-		kept = false
+		kept, attempt = false, 0
 		c.ctr.links.Store(1)
 		server := c.servers.Addr()
 		c.log.Info("link up", zap.String("server", server), zap.Stringer("suite", c.opt.Suite))
@@ -289,8 +309,9 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.S
 		wait := true
 		rotate := true // the next link goes to the next server
 		var detached chan error
+		var stalled chan struct{}
 		if c.resumable != nil && c.resumable.sess == sess {
-			detached = c.resumable.detached
+			detached, stalled = c.resumable.detached, c.resumable.stalled
 		}
 	loop:
 		for {
@@ -301,6 +322,13 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.S
 				// The link died, the session did not: redial at
 				// once, to the same server, and resume it there.
 				c.lostLink(c.resumable, err)
+				kept = true
+				break loop
+			case <-stalled:
+				// Silent while in use: dial a new link alongside (the
+				// old one stays until the new one resumes the session).
+				c.log.Warn("link stalled; dialling a new one", zap.String("server", server))
+				c.resumable.lost = time.Now()
 				kept = true
 				break loop
 			case g := <-c.gone:
@@ -375,8 +403,8 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.S
 }
 
 // connect dials the server and brings a link up.
-func (c *Client) connect(ctx context.Context, psk []byte) (sess *mux.Session, rc *record.Conn, resumed bool, err error) {
-	dctx, cancel := context.WithTimeout(ctx, c.opt.DialTimeout)
+func (c *Client) connect(ctx context.Context, psk []byte, dialTimeout time.Duration) (sess *mux.Session, rc *record.Conn, resumed bool, err error) {
+	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	conn, err := c.dial(dctx, "tcp", c.servers.Addr())
 	cancel()
 	if err != nil {

@@ -102,6 +102,21 @@ func withDeadline(rc *record.Conn, d time.Duration, f func() error) error {
 	return err
 }
 
+// resumeProbe is how long the client lets its link go silent while in
+// use before it probes, and then waits for the answer before it dials a
+// new link alongside (resume.Config.Probe). A second: well above a WAN's
+// round trip, and well below TCP's backoff on a dead path.
+const resumeProbe = time.Second
+
+// resumeDialEvery paces and bounds the client's dials while its session
+// waits: a SYN a second, so that bytes move within about a second of the
+// path's return rather than after a dial's SYN retries back off (1, 3,
+// 7 s). An attempt gets longer after every 32 (a path whose round trip
+// exceeds a second), up to dial_timeout.
+func (o *Options) resumeDialEvery(attempt int) time.Duration {
+	return min(o.DialTimeout, time.Second<<min(attempt/32, 8))
+}
+
 // resumeConfig is a session's resume.Config; onDetach gets its links'
 // failures.
 func (o *Options) resumeConfig(peerBound uint32, onDetach func(error)) resume.Config {
@@ -113,13 +128,14 @@ func (o *Options) resumeConfig(peerBound uint32, onDetach func(error)) resume.Co
 type clientSession struct {
 	conn     *resume.Conn
 	id       [16]byte
-	secret   [32]byte     // the current link's: proves the session on the next
-	detached chan error   // a link failed (resume.Config.OnDetach)
-	noResume atomic.Bool  // retired or going away: a failed link ends it
-	expiry   *time.Timer  // armed while detached: the session ends at resume_window
-	server   string       // the server it lives on
-	lost     time.Time    // when the last link went
-	sess     *mux.Session // the session on conn
+	secret   [32]byte      // the current link's: proves the session on the next
+	detached chan error    // a link failed (resume.Config.OnDetach)
+	stalled  chan struct{} // the link went silent (resume.Config.OnStall)
+	noResume atomic.Bool   // retired or going away: a failed link ends it
+	expiry   *time.Timer   // armed while detached: the session ends at resume_window
+	server   string        // the server it lives on
+	lost     time.Time     // when the last link went
+	sess     *mux.Session  // the session on conn
 }
 
 // clientResume runs the client's side on a new link rc to server: it
@@ -137,6 +153,12 @@ func (c *Client) clientResume(rc *record.Conn, secret, binding [32]byte, server 
 		}
 		h := resume.Hello{Bound: uint32(c.opt.resumeBound())}
 		if old != nil && old.server == server {
+			// A stalled link may still be attached: cut it first, so
+			// that Received is final (else bytes arriving on it after
+			// the hello would come again on this link).
+			old.conn.Detach(errors.New("replaced by a new link"))
+			drain(old.detached)
+			drain(old.stalled)
 			h.Session, h.Received = old.id, old.conn.Received()
 			h.Proof = resume.Proof(old.secret, old.id, binding)
 		}
@@ -159,12 +181,14 @@ func (c *Client) clientResume(rc *record.Conn, secret, binding [32]byte, server 
 	case w.Status == resume.StatusResumed && old != nil && w.Session == old.id:
 		if old.expiry != nil {
 			old.expiry.Stop()
+			old.expiry = nil
 		}
 		if err := old.conn.Attach(rc, w.Received); err != nil {
 			return nil, nil, false, fmt.Errorf("resumption: %w", err)
 		}
 		old.secret = secret
 		c.log.Info("session resumed", zap.String("server", server), zap.Duration("outage", time.Since(old.lost)))
+		old.lost = time.Time{}
 		return old.conn, old, true, nil
 	case w.Status == resume.StatusResumed:
 		return nil, nil, false, fmt.Errorf("resumption: %w: resumed a session we did not ask for", resume.ErrProtocol)
@@ -180,8 +204,15 @@ func (c *Client) clientResume(rc *record.Conn, secret, binding [32]byte, server 
 		old.conn.CloseWithError(fmt.Errorf("%w: session not resumed: %s", ErrLinkDown, why))
 		c.log.Warn("session not resumed: its streams end", zap.String("server", server), zap.String("reason", why))
 	}
-	cs = &clientSession{id: w.Session, secret: secret, detached: make(chan error, 1), server: server}
-	cs.conn, err = resume.New(rc, c.opt.resumeConfig(w.Bound, func(err error) {
+	cs = &clientSession{id: w.Session, secret: secret, detached: make(chan error, 1), stalled: make(chan struct{}, 1), server: server}
+	cfg := c.opt.resumeConfig(w.Bound, nil)
+	cfg.Probe, cfg.OnStall = resumeProbe, func() {
+		select {
+		case cs.stalled <- struct{}{}:
+		default:
+		}
+	}
+	cfg.OnDetach = func(err error) {
 		if cs.noResume.Load() || linkAttacked(err) {
 			cs.conn.CloseWithError(err)
 			return
@@ -190,16 +221,30 @@ func (c *Client) clientResume(rc *record.Conn, secret, binding [32]byte, server 
 		case cs.detached <- err:
 		default:
 		}
-	}))
-	if err != nil {
+	}
+	if cs.conn, err = resume.New(rc, cfg); err != nil {
 		return nil, nil, false, err
 	}
 	return cs.conn, cs, false, nil
 }
 
-// lostLink arms cs's expiry after its link failed with err.
+// drain empties a signal channel of the link just cut.
+func drain[T any](ch chan T) {
+	select {
+	case <-ch:
+	default:
+	}
+}
+
+// lostLink arms cs's expiry after its link failed with err (once per
+// outage: a stalled link's failure may come while the client redials).
 func (c *Client) lostLink(cs *clientSession, err error) {
-	cs.lost = time.Now()
+	if cs.expiry != nil {
+		return
+	}
+	if cs.lost.IsZero() {
+		cs.lost = time.Now()
+	}
 	c.waiting.Store(cs)
 	cs.expiry = time.AfterFunc(c.opt.ResumeWindow, func() { cs.conn.CloseWithError(fmt.Errorf("%w: %w", ErrLinkDown, errResumeExpired)) })
 	c.log.Warn("link lost; resuming the session", zap.String("server", cs.server), zap.Error(err),

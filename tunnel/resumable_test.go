@@ -35,6 +35,7 @@ type cutProxy struct {
 	conns   []net.Conn
 	carried int
 	src     []string
+	frozen  map[net.Conn]bool // silenced: what they carry is lost
 	wg      sync.WaitGroup
 }
 
@@ -61,6 +62,39 @@ func (p *cutProxy) cut() {
 		netguard.Reset(c)
 	}
 	p.conns = nil
+}
+
+// freeze silences every connection as a path that went away under open
+// sockets: nothing they carry arrives any more, nobody is told.
+func (p *cutProxy) freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.frozen = make(map[net.Conn]bool)
+	for _, c := range p.conns {
+		p.frozen[c] = true
+	}
+}
+
+// pipe carries src to dst until src ends, dropping what it reads once
+// src is frozen.
+func (p *cutProxy) pipe(dst, src net.Conn) {
+	defer p.wg.Done()
+	defer dst.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		p.mu.Lock()
+		lost := p.frozen[src]
+		p.mu.Unlock()
+		if n > 0 && !lost {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // setDown makes the path refuse (reset) new connections, or carry them.
@@ -104,8 +138,8 @@ func (p *cutProxy) run() {
 		p.carried++
 		p.mu.Unlock()
 		p.wg.Add(2)
-		go func() { defer p.wg.Done(); _, _ = io.Copy(s, c); _ = s.Close() }()
-		go func() { defer p.wg.Done(); _, _ = io.Copy(c, s); _ = c.Close() }()
+		go p.pipe(s, c)
+		go p.pipe(c, s)
 	}
 }
 
@@ -249,6 +283,36 @@ func TestResumeManyStreams(t *testing.T) {
 		if _, err := io.ReadFull(c, got); err != nil || string(got) != msg {
 			t.Fatalf("stream %d after the cut: %q, %v", i, got, err)
 		}
+	}
+}
+
+// TestResumeStalledPath: the path goes silent under open sockets (no
+// reset, no FIN: a veth down, a roam) while a stream waits for an echo.
+// The client's watch notices the silence (a probe unanswered), dials a
+// new link alongside and resumes the session on it: the echo arrives.
+// Keepalives are off, so nothing else would ever give the old link up
+// (the test fails without the watch).
+func TestResumeStalledPath(t *testing.T) {
+	log, _ := testutil.ObservedLogger(t)
+	echo := startTarget(t, func(c net.Conn) { _, _ = io.Copy(c, c) })
+	o := resumeOptions(log)
+	o.Keepalive = 0
+	saddr, _, _ := startServer(t, ServerConfig{Options: o, Services: map[string]string{"echo": echo.addr()}})
+	px := startCutProxy(t, saddr)
+	addrs, cli, _ := startClient(t, ClientConfig{Options: o, Server: px.addr()}, "echo")
+	c := streamAcross(t, addrs["echo"])
+	px.freeze()
+	msg := []byte("across a silent path")
+	if _, err := c.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(msg))
+	_ = c.SetReadDeadline(time.Now().Add(time.Minute))
+	if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, msg) {
+		t.Fatalf("echo after the path went silent: %q, %v", got, err)
+	}
+	if n := resumed(cli.ctr); n != 1 {
+		t.Fatalf("%d resumptions, want 1", n)
 	}
 }
 

@@ -12,13 +12,17 @@
 //
 //	frame = 0x01 | len:u32be | data[len]     1 ≤ len ≤ MaxData: the next len bytes of this direction
 //	      | 0x02 | received:u64be            ack: this end has received that many bytes in all
+//	      | 0x05                             probe: answer with an ack at once
 //
 // Counts are cumulative over the session (every link it had), so a resend
 // needs no frame boundaries: a new link starts at the byte the receiver
 // named. The receiver acknowledges when a quarter of the sender's bound
 // (PeerBound) is unacknowledged and every Keepalive; the ack doubles as
 // the liveness probe, so the session above runs without keepalives of its
-// own (they would cut it during an outage).
+// own (they would cut it during an outage). An end with Config.Probe (the
+// client) also watches the link (watch): silence after the link was in
+// use draws a probe, and a probe left unanswered calls OnStall, so the
+// owner dials a new link alongside long before TCP gives the old one up.
 package resume
 
 import (
@@ -35,11 +39,17 @@ import (
 const (
 	typeData = 0x01
 	typeAck  = 0x02
+	// 0x03 and 0x04 are the hello and welcome (hello.go).
+	typeProbe = 0x05
 
 	// MaxData is the largest DATA frame body.
 	MaxData = 64 << 10
 	// MinBound is the smallest Bound: one full DATA frame.
 	MinBound = MaxData
+
+	// ackEvery: an end receiving data acks at least this often (of the
+	// frames' arrival), so a peer's watch hears a slow but healthy link.
+	ackEvery = 200 * time.Millisecond
 )
 
 var (
@@ -75,6 +85,12 @@ type Config struct {
 	// OnDetach is called, from its own goroutine, when a link fails: the
 	// owner attaches a new one (Attach) or ends the session (CloseWithError).
 	OnDetach func(err error)
+	// Probe, if > 0, watches the link (the client does): after Probe of
+	// silence while bytes moved, a probe goes out, and if it is not
+	// answered within Probe (plus twice the last answer's delay),
+	// OnStall is called, from its own goroutine, once per silence.
+	Probe   time.Duration
+	OnStall func()
 }
 
 // Conn is one side of a resumable session. Read and Write may each be
@@ -99,13 +115,15 @@ type Conn struct {
 	wire    uint64 // bytes of [acked, sent) already on the current link
 	recv    uint64 // bytes Read has returned
 	ackSent uint64 // recv at the last ack sent
+	ackAt   int64  // heard at the last ack sent
 	since   time.Time
 	lastErr error
 
-	heard atomic.Int64 // unix nanos of the last frame read
-	kick  chan struct{}
-	done  chan struct{}
-	loop  sync.WaitGroup
+	heard  atomic.Int64 // unix nanos of the last frame read
+	probed atomic.Bool  // the peer probed: the next ack goes out at once
+	kick   chan struct{}
+	done   chan struct{}
+	loop   sync.WaitGroup
 
 	// The reader's own state (Read's goroutine only).
 	rgen  uint64
@@ -126,6 +144,10 @@ func New(link net.Conn, cfg Config) (*Conn, error) {
 	c.heard.Store(time.Now().UnixNano())
 	c.loop.Add(1)
 	go c.ackLoop()
+	if cfg.Probe > 0 {
+		c.loop.Add(1)
+		go c.watchLoop()
+	}
 	return c, nil
 }
 
@@ -337,7 +359,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 			}
 			c.rleft -= n
 			c.recv += uint64(n)
-			due := c.recv-c.ackSent >= uint64(c.cfg.PeerBound/4)
+			due := c.recv-c.ackSent >= uint64(c.cfg.PeerBound/4) || c.heard.Load()-c.ackAt >= int64(ackEvery)
 			c.mu.Unlock()
 			if due {
 				select {
@@ -372,6 +394,12 @@ func (c *Conn) readHeader(link net.Conn, gen uint64) error {
 			return nil
 		}
 		c.rleft = int(n)
+	case typeProbe:
+		c.probed.Store(true)
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
 	case typeAck:
 		if _, err := io.ReadFull(link, h[1:9]); err != nil {
 			return err
@@ -421,25 +449,67 @@ func (c *Conn) ackLoop() {
 				continue
 			}
 		}
-		c.sendAck(force)
+		c.sendAck(force || c.probed.Swap(false))
 	}
 }
 
 func (c *Conn) sendAck(force bool) {
-	c.lmu.Lock()
-	defer c.lmu.Unlock()
 	c.mu.Lock()
-	link, gen, recv := c.link, c.gen, c.recv
-	if link == nil || (!force && recv == c.ackSent) {
+	recv := c.recv
+	if !force && recv == c.ackSent {
 		c.mu.Unlock()
 		return
 	}
-	c.ackSent = recv
+	c.ackSent, c.ackAt = recv, c.heard.Load()
 	c.mu.Unlock()
 	var b [9]byte
 	b[0] = typeAck
 	binary.BigEndian.PutUint64(b[1:], recv)
-	if _, err := link.Write(b[:]); err != nil {
+	c.sendFrame(b[:])
+}
+
+// watchLoop runs the watch every Probe/4 on its own, as a flush or an
+// ack blocked on a dead path (holding lmu) must not stop it; so a probe
+// goes out from its own goroutine too, one at a time.
+func (c *Conn) watchLoop() {
+	defer c.loop.Done()
+	t := time.NewTicker(c.cfg.Probe / 4)
+	defer t.Stop()
+	w := watch{limit: c.cfg.Probe}
+	var probing atomic.Bool
+	for {
+		select {
+		case <-c.done:
+			return
+		case now := <-t.C:
+			c.mu.Lock()
+			attached, gen, moved, unacked := c.link != nil, c.gen, c.sent+c.recv, c.sent > c.acked
+			c.mu.Unlock()
+			probe, stall := w.step(now, time.Unix(0, c.heard.Load()), attached, gen, moved, unacked)
+			if probe && probing.CompareAndSwap(false, true) {
+				go func() {
+					c.sendFrame([]byte{typeProbe})
+					probing.Store(false)
+				}()
+			}
+			if stall && c.cfg.OnStall != nil {
+				go c.cfg.OnStall()
+			}
+		}
+	}
+}
+
+// sendFrame writes an ack or a probe on the current link, if any.
+func (c *Conn) sendFrame(b []byte) {
+	c.lmu.Lock()
+	defer c.lmu.Unlock()
+	c.mu.Lock()
+	link, gen := c.link, c.gen
+	c.mu.Unlock()
+	if link == nil {
+		return
+	}
+	if _, err := link.Write(b); err != nil {
 		c.fail(gen, err)
 	}
 }
@@ -560,4 +630,47 @@ func (k *chunks) slice(from, to int) [][]byte {
 		}
 	}
 	return out
+}
+
+// watch is the stall detector (Config.Probe), a pure state machine
+// stepped by watchLoop's ticks so that tests drive it with their own
+// clock. The link is "in use" when bytes wait for the peer's ack, or bytes
+// moved (written or read) since the last frame heard or within limit
+// before it (a download: the peer owes nothing); silence of limit while
+// in use draws a probe; a probe unanswered (no frame heard since) for
+// limit plus twice the last answer's delay is a stall, reported once
+// until something is heard again. A new link starts afresh.
+type watch struct {
+	limit   time.Duration
+	rtt     time.Duration // the last probe's answer took this long
+	gen     uint64
+	moved   uint64    // bytes moved at the last step
+	busy    time.Time // when bytes last moved
+	probeAt time.Time // outstanding probe, zero if none
+	stalled bool
+}
+
+func (w *watch) step(now, heard time.Time, attached bool, gen, moved uint64, unacked bool) (probe, stall bool) {
+	if !attached || gen != w.gen {
+		*w = watch{limit: w.limit, rtt: w.rtt, gen: gen, moved: moved}
+		return false, false
+	}
+	if moved != w.moved {
+		w.moved, w.busy = moved, now
+	}
+	if !w.probeAt.IsZero() && heard.After(w.probeAt) {
+		w.rtt, w.probeAt, w.stalled = heard.Sub(w.probeAt), time.Time{}, false
+	}
+	silent := now.Sub(heard) >= w.limit
+	switch {
+	case w.probeAt.IsZero():
+		if silent && (unacked || !w.busy.IsZero() && w.busy.After(heard.Add(-w.limit))) {
+			w.probeAt = now
+			return true, false
+		}
+	case !w.stalled && now.Sub(w.probeAt) >= w.limit+2*w.rtt:
+		w.stalled = true
+		return false, true
+	}
+	return false, false
 }

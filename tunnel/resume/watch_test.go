@@ -1,0 +1,121 @@
+package resume
+
+import (
+	"io"
+	"testing"
+	"time"
+)
+
+// TestWatchStep drives the stall detector with its own clock: a download
+// that goes silent draws one probe; an answer ends it; an upload whose
+// probe is not answered stalls once; an idle link is left alone; a slow
+// answer stretches the next wait; a new link starts afresh.
+func TestWatchStep(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	w := watch{limit: time.Second}
+	unacked := false
+	step := func(now, heard, moved int, wantProbe, wantStall bool) {
+		t.Helper()
+		p, s := w.step(at(now), at(heard), true, 1, uint64(moved), unacked)
+		if p != wantProbe || s != wantStall {
+			t.Fatalf("at %d ms (heard %d, moved %d): probe %v stall %v, want %v %v", now, heard, moved, p, s, wantProbe, wantStall)
+		}
+	}
+	w.step(at(0), at(0), true, 1, 0, false) // attached: a fresh watch
+	// Idle: nothing moved, silence for ever is fine.
+	step(500, 0, 0, false, false)
+	step(5000, 0, 0, false, false)
+	// Download: bytes arrive (heard), then silence.
+	step(5250, 5250, 100, false, false)
+	step(5500, 5500, 200, false, false)
+	step(6250, 5500, 200, false, false)
+	step(6500, 5500, 200, true, false) // a second of silence after use: probe
+	step(6750, 5500, 200, false, false)
+	step(6800, 6550, 200, false, false) // answered after 50 ms
+	step(9000, 6550, 200, false, false) // idle again: no second probe
+	// Upload into a dead path: written, nothing heard.
+	step(9250, 6550, 300, true, false) // written long after the last frame heard: probe
+	step(10000, 6550, 300, false, false)
+	step(10349, 6550, 300, false, false) // limit + 2 × 50 ms not yet over
+	step(10350, 6550, 300, false, true)  // stall
+	step(12000, 6550, 300, false, false) // reported once
+	// The path answers again: the watch rearms.
+	step(12250, 12250, 400, false, false)
+	step(13250, 12250, 400, true, false)
+	step(13300, 13290, 400, false, false)
+	// A slow answer (800 ms) stretches the wait for the next one.
+	step(13600, 13290, 500, false, false)
+	step(14290, 13290, 500, true, false)
+	step(15090, 15090, 500, false, false) // answered after 800 ms
+	step(15100, 15090, 600, false, false)
+	step(16100, 15090, 600, true, false)
+	step(17100, 15090, 600, false, false)
+	step(18699, 15090, 600, false, false)
+	step(18700, 15090, 600, false, true) // 1 s + 2 × 800 ms after the probe
+	// Detached, then a new link: no stale probe or stall.
+	if p, s := w.step(at(18800), at(15090), false, 2, 600, true); p || s {
+		t.Fatal("a detached link probed or stalled")
+	}
+	if p, s := w.step(at(19500), at(18000), true, 3, 600, false); p || s {
+		t.Fatal("a new link with nothing moved probed or stalled")
+	}
+	// Resent bytes wait for their ack on the new link: probe.
+	if p, _ := w.step(at(19750), at(18000), true, 3, 600, true); !p {
+		t.Fatal("unacknowledged bytes on a silent link drew no probe")
+	}
+}
+
+// TestSilentPeerStalls: bytes written on a link from which nothing comes
+// back (the path went away under an open socket) draw a probe and then
+// OnStall; the link stays attached (the owner dials a new one alongside).
+// Without the watch, nothing reports the silence (Keepalive is off).
+func TestSilentPeerStalls(t *testing.T) {
+	la, lb := tcpPair(t)
+	defer lb.Close()
+	stalled := make(chan struct{}, 8)
+	a, err := New(la, Config{Bound: MinBound, PeerBound: MinBound, Probe: 20 * time.Millisecond,
+		OnStall: func() { stalled <- struct{}{} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if _, err := a.Write([]byte("into the void")); err != nil {
+		t.Fatal(err)
+	}
+	<-stalled
+	if !a.State().Attached || a.Err() != nil {
+		t.Fatalf("a stall detached (%v) or ended (%v) the session", a.State().Attached, a.Err())
+	}
+	// What reached the silent end: the data, then a probe.
+	b := make([]byte, 5+13+1)
+	if _, err := io.ReadFull(lb, b); err != nil {
+		t.Fatal(err)
+	}
+	if b[0] != typeData || b[len(b)-1] != typeProbe {
+		t.Fatalf("the peer got % x, want a data frame and a probe", b)
+	}
+}
+
+// TestProbeAnswered: a probe is answered with an ack at once, without
+// waiting for Keepalive or a quarter of the bound.
+func TestProbeAnswered(t *testing.T) {
+	la, lb := tcpPair(t)
+	defer lb.Close()
+	a, err := New(la, Config{Bound: MinBound, PeerBound: MinBound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	go io.Copy(io.Discard, a)
+	if _, err := lb.Write([]byte{typeData, 0, 0, 0, 3, 'a', 'b', 'c', typeProbe}); err != nil {
+		t.Fatal(err)
+	}
+	ack := make([]byte, 9)
+	if _, err := io.ReadFull(lb, ack); err != nil {
+		t.Fatal(err)
+	}
+	if ack[0] != typeAck || ack[8] != 3 {
+		t.Fatalf("answer % x, want an ack of 3 bytes", ack)
+	}
+}
