@@ -203,6 +203,12 @@ func (c *Client) Run(ctx context.Context) error {
 	if !c.streams.wait(c.opt.DrainTimeout) {
 		c.log.Warn("drain timeout: closing open streams", zap.Int64("streams_active", c.ctr.active.Load()))
 	}
+	if cs := c.resumable; cs != nil {
+		// On purpose: the server ends the session now rather than
+		// keep it for a resumption that will not come.
+		cs.noResume.Store(true)
+		cs.conn.End()
+	}
 	c.mu.Lock()
 	if c.sess != nil {
 		old = append(old, c.sess)

@@ -13,6 +13,7 @@
 //	frame = 0x01 | len:u32be | data[len]     1 ≤ len ≤ MaxData: the next len bytes of this direction
 //	      | 0x02 | received:u64be            ack: this end has received that many bytes in all
 //	      | 0x05                             probe: answer with an ack at once
+//	      | 0x06                             end: the peer ended the session on purpose
 //
 // Counts are cumulative over the session (every link it had), so a resend
 // needs no frame boundaries: a new link starts at the byte the receiver
@@ -41,6 +42,7 @@ const (
 	typeAck  = 0x02
 	// 0x03 and 0x04 are the hello and welcome (hello.go).
 	typeProbe = 0x05
+	typeEnd   = 0x06
 
 	// MaxData is the largest DATA frame body.
 	MaxData = 64 << 10
@@ -63,6 +65,8 @@ var (
 	ErrLost = errors.New("resume: the ends disagree on what was sent")
 	// ErrClosed is returned after Close.
 	ErrClosed = fmt.Errorf("resume: %w", net.ErrClosed)
+	// ErrEnded: the peer ended the session on purpose (End).
+	ErrEnded = errors.New("resume: the peer ended the session")
 	// ErrSilent is a link's error when nothing came from the peer for
 	// Config.Timeout.
 	ErrSilent = errors.New("resume: peer silent")
@@ -394,6 +398,8 @@ func (c *Conn) readHeader(link net.Conn, gen uint64) error {
 			return nil
 		}
 		c.rleft = int(n)
+	case typeEnd:
+		c.CloseWithError(ErrEnded)
 	case typeProbe:
 		c.probed.Store(true)
 		select {
@@ -512,6 +518,28 @@ func (c *Conn) sendFrame(b []byte) {
 	if _, err := link.Write(b); err != nil {
 		c.fail(gen, err)
 	}
+}
+
+// End ends the session and tells the peer so (a client that shuts down),
+// if the link takes the word within a second: the peer ends its side at
+// once (ErrEnded) instead of waiting for a resumption.
+func (c *Conn) End() {
+	if c.lmu.TryLock() { // else a write is stuck on a dead path
+		c.mu.Lock()
+		link := c.link
+		if link != nil {
+			c.link = nil // ours to close: flushed, not cut
+			c.gen++
+		}
+		c.mu.Unlock()
+		if link != nil {
+			_ = link.SetWriteDeadline(time.Now().Add(time.Second))
+			_, _ = link.Write([]byte{typeEnd})
+			_ = link.Close() // flushes until the deadline
+		}
+		c.lmu.Unlock()
+	}
+	c.CloseWithError(ErrClosed)
 }
 
 // Close ends the session: CloseWithError(ErrClosed).

@@ -1,6 +1,7 @@
 package resume
 
 import (
+	"errors"
 	"io"
 	"testing"
 	"time"
@@ -117,5 +118,22 @@ func TestProbeAnswered(t *testing.T) {
 	}
 	if ack[0] != typeAck || ack[8] != 3 {
 		t.Fatalf("answer % x, want an ack of 3 bytes", ack)
+	}
+}
+
+// TestEndTellsPeer: End ends the peer's side at once with ErrEnded, not
+// a detach waiting for a new link.
+func TestEndTellsPeer(t *testing.T) {
+	s := newSession(t, MinBound)
+	go io.Copy(io.Discard, s.b)
+	s.a.End()
+	<-s.b.Done()
+	if !errors.Is(s.b.Err(), ErrEnded) {
+		t.Fatalf("peer ended with %v, want ErrEnded", s.b.Err())
+	}
+	select {
+	case err := <-s.bDet:
+		t.Fatalf("peer detached (%v) instead of ending", err)
+	default:
 	}
 }
