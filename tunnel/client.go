@@ -325,6 +325,11 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.S
 			case <-sess.CloseChan():
 				break loop
 			case err := <-detached:
+				if c.resumable.conn.State().Attached {
+					// The link a resumption replaced (OnDetach
+					// runs on its own goroutine): old news.
+					continue
+				}
 				// The link died, the session did not: redial at
 				// once, to the same server, and resume it there.
 				c.lostLink(c.resumable, err)
