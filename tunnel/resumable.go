@@ -261,6 +261,8 @@ type serverSession struct {
 	waiting time.Time
 	timer   *time.Timer
 	link    *link // the link it began on, which serves its streams
+	// claiming: a resumption is attaching it to a new link (resumeTable.mu)
+	claiming bool
 }
 
 // resumeTable holds the server's resumable sessions, and the ids of the
@@ -319,8 +321,15 @@ func (t *resumeTable) claim(h resume.Hello, client string, binding, secret [32]b
 	if s.timer != nil && !s.timer.Stop() {
 		return nil, refuseExpired // its window ended just now
 	}
-	s.timer, s.waiting, s.secret = nil, time.Time{}, secret
+	s.timer, s.waiting, s.secret, s.claiming = nil, time.Time{}, secret, true
 	return s, ""
+}
+
+// settled ends s's claim: its new link is attached, or failed.
+func (t *resumeTable) settled(s *serverSession) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s.claiming = false
 }
 
 // waitingOf returns client's sessions that wait for their link, and
@@ -388,11 +397,14 @@ func (s *Server) serverResume(rc *record.Conn, secret, binding [32]byte, l *link
 			old.conn.Detach(errors.New("the client resumed on a new link"))
 			w.Status, w.Session, w.Received = resume.StatusResumed, old.id, old.conn.Received()
 			if err := resume.WriteWelcome(rc, w); err != nil {
+				s.resumes.settled(old)
 				old.conn.Detach(err)
 				s.waitFor(old)
 				return nil, nil, err
 			}
-			if err := old.conn.Attach(rc, h.Received); err != nil {
+			err := old.conn.Attach(rc, h.Received)
+			s.resumes.settled(old)
+			if err != nil {
 				return nil, nil, err
 			}
 			s.log.Info("session resumed", zap.String("client", client), zap.Stringer("remote", rc.RemoteAddr()))
@@ -420,9 +432,10 @@ func (s *Server) serverResume(rc *record.Conn, secret, binding [32]byte, l *link
 			ss.conn.CloseWithError(err)
 			return
 		}
-		l.log.Warn("link lost; waiting for the client to resume", zap.Error(err),
-			zap.Int("bytes_kept", ss.conn.State().Kept))
-		s.waitFor(ss)
+		if s.waitFor(ss) {
+			l.log.Warn("link lost; waiting for the client to resume", zap.Error(err),
+				zap.Int("bytes_kept", ss.conn.State().Kept))
+		}
 	}))
 	if err != nil {
 		return nil, nil, err
@@ -433,15 +446,19 @@ func (s *Server) serverResume(rc *record.Conn, secret, binding [32]byte, l *link
 
 // waitFor starts ss's resume window: at its end the session is freed and
 // its streams reset with the reason.
-func (s *Server) waitFor(ss *serverSession) {
+// A link's failure reported after a resumption began (OnDetach runs on
+// its own goroutine) is the replaced link's: no wait (false), else the
+// session, attached to its new link, would expire at the window's end.
+func (s *Server) waitFor(ss *serverSession) bool {
 	s.resumes.mu.Lock()
 	defer s.resumes.mu.Unlock()
-	if ss.timer != nil {
-		return
+	if ss.timer != nil || ss.claiming || ss.conn.State().Attached {
+		return false
 	}
 	ss.waiting = time.Now()
 	ss.timer = time.AfterFunc(s.opt.ResumeWindow, func() {
 		s.resumes.remove(ss, true)
 		ss.conn.CloseWithError(errResumeExpired)
 	})
+	return true
 }

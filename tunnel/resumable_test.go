@@ -338,6 +338,37 @@ func TestClientShutdownEndsSession(t *testing.T) {
 	}
 }
 
+// TestStaleLinkLossDoesNotWait: a link's failure that the server hears
+// of while a resumption attaches the session to a new link, or after,
+// is the replaced link's; the session must not start waiting (it would
+// expire at the window's end while attached: seen in harness/outage).
+func TestStaleLinkLossDoesNotWait(t *testing.T) {
+	a, b := net.Pipe()
+	defer b.Close()
+	conn, err := resume.New(a, resume.Config{Bound: resume.MinBound, PeerBound: resume.MinBound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	s := &Server{}
+	s.opt.ResumeWindow = time.Minute
+	ss := &serverSession{conn: conn}
+	s.resumes.add(ss)
+	if s.waitFor(ss) {
+		t.Fatal("an attached session started waiting")
+	}
+	conn.Detach(io.EOF)
+	ss.claiming = true
+	if s.waitFor(ss) {
+		t.Fatal("a session being resumed started waiting")
+	}
+	s.resumes.settled(ss)
+	if !s.waitFor(ss) {
+		t.Fatal("a detached session does not wait")
+	}
+	ss.timer.Stop()
+}
+
 // waitLogField waits for a log line with msg whose field key has a value
 // containing want.
 func waitLogField(t *testing.T, logs *observer.ObservedLogs, msg, key, want string) {

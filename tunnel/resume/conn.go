@@ -666,7 +666,8 @@ func (k *chunks) slice(from, to int) [][]byte {
 // moved (written or read) since the last frame heard or within limit
 // before it (a download: the peer owes nothing); silence of limit while
 // in use draws a probe; a probe unanswered (no frame heard since) for
-// limit plus twice the last answer's delay is a stall, reported once
+// limit plus twice the last answer's delay (answered before a stall, at
+// most 2 × limit: an outage must not teach it patience) is a stall, reported once
 // until something is heard again. A new link starts afresh.
 type watch struct {
 	limit   time.Duration
@@ -687,7 +688,10 @@ func (w *watch) step(now, heard time.Time, attached bool, gen, moved uint64, una
 		w.moved, w.busy = moved, now
 	}
 	if !w.probeAt.IsZero() && heard.After(w.probeAt) {
-		w.rtt, w.probeAt, w.stalled = heard.Sub(w.probeAt), time.Time{}, false
+		if !w.stalled { // an answer after a stall is the path's return, not its delay
+			w.rtt = min(heard.Sub(w.probeAt), 2*w.limit)
+		}
+		w.probeAt, w.stalled = time.Time{}, false
 	}
 	silent := now.Sub(heard) >= w.limit
 	switch {

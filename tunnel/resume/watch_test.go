@@ -54,15 +54,21 @@ func TestWatchStep(t *testing.T) {
 	step(17100, 15090, 600, false, false)
 	step(18699, 15090, 600, false, false)
 	step(18700, 15090, 600, false, true) // 1 s + 2 × 800 ms after the probe
+	// That stall was an outage: the first frame after it comes 27 s
+	// later, which is the path's return, not a round trip.
+	step(46000, 46000, 1100, false, false)
+	step(47000, 46000, 1200, true, false)
+	step(49599, 46000, 1200, false, false)
+	step(49600, 46000, 1200, false, true) // still 1 s + 2 × 800 ms after the probe
 	// Detached, then a new link: no stale probe or stall.
-	if p, s := w.step(at(18800), at(15090), false, 2, 600, true); p || s {
+	if p, s := w.step(at(49800), at(46000), false, 2, 600, true); p || s {
 		t.Fatal("a detached link probed or stalled")
 	}
-	if p, s := w.step(at(19500), at(18000), true, 3, 600, false); p || s {
+	if p, s := w.step(at(49500), at(48000), true, 3, 600, false); p || s {
 		t.Fatal("a new link with nothing moved probed or stalled")
 	}
 	// Resent bytes wait for their ack on the new link: probe.
-	if p, _ := w.step(at(19750), at(18000), true, 3, 600, true); !p {
+	if p, _ := w.step(at(49750), at(48000), true, 3, 600, true); !p {
 		t.Fatal("unacknowledged bytes on a silent link drew no probe")
 	}
 }
