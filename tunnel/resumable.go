@@ -263,6 +263,7 @@ type serverSession struct {
 	link    *link // the link it began on, which serves its streams
 	// claiming: a resumption is attaching it to a new link (resumeTable.mu)
 	claiming bool
+	remote   string // the current link's client address (resumeTable.mu)
 }
 
 // resumeTable holds the server's resumable sessions, and the ids of the
@@ -326,10 +327,10 @@ func (t *resumeTable) claim(h resume.Hello, client string, binding, secret [32]b
 }
 
 // settled ends s's claim: its new link is attached, or failed.
-func (t *resumeTable) settled(s *serverSession) {
+func (t *resumeTable) settled(s *serverSession, remote string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s.claiming = false
+	s.claiming, s.remote = false, remote
 }
 
 // waitingOf returns client's sessions that wait for their link, and
@@ -397,13 +398,13 @@ func (s *Server) serverResume(rc *record.Conn, secret, binding [32]byte, l *link
 			old.conn.Detach(errors.New("the client resumed on a new link"))
 			w.Status, w.Session, w.Received = resume.StatusResumed, old.id, old.conn.Received()
 			if err := resume.WriteWelcome(rc, w); err != nil {
-				s.resumes.settled(old)
+				s.resumes.settled(old, old.remote)
 				old.conn.Detach(err)
 				s.waitFor(old)
 				return nil, nil, err
 			}
 			err := old.conn.Attach(rc, h.Received)
-			s.resumes.settled(old)
+			s.resumes.settled(old, rc.RemoteAddr().String())
 			if err != nil {
 				return nil, nil, err
 			}
@@ -421,7 +422,7 @@ func (s *Server) serverResume(rc *record.Conn, secret, binding [32]byte, l *link
 	for _, old := range s.resumes.waitingOf(client) {
 		old.conn.CloseWithError(fmt.Errorf("%w: the client started a new session", ErrLinkDown))
 	}
-	ss = &serverSession{client: client, secret: secret, link: l}
+	ss = &serverSession{client: client, secret: secret, link: l, remote: rc.RemoteAddr().String()}
 	_, _ = rand.Read(ss.id[:])
 	w.Session = ss.id
 	if err := resume.WriteWelcome(rc, w); err != nil {
@@ -433,8 +434,12 @@ func (s *Server) serverResume(rc *record.Conn, secret, binding [32]byte, l *link
 			return
 		}
 		if s.waitFor(ss) {
-			l.log.Warn("link lost; waiting for the client to resume", zap.Error(err),
-				zap.Int("bytes_kept", ss.conn.State().Kept))
+			// The link that went, not the one the session began on.
+			s.resumes.mu.Lock()
+			remote := ss.remote
+			s.resumes.mu.Unlock()
+			s.log.Warn("link lost; waiting for the client to resume", zap.String("remote", remote),
+				zap.String("client", client), zap.Error(err), zap.Int("bytes_kept", ss.conn.State().Kept))
 		}
 	}))
 	if err != nil {

@@ -362,11 +362,29 @@ func TestStaleLinkLossDoesNotWait(t *testing.T) {
 	if s.waitFor(ss) {
 		t.Fatal("a session being resumed started waiting")
 	}
-	s.resumes.settled(ss)
+	s.resumes.settled(ss, "")
 	if !s.waitFor(ss) {
 		t.Fatal("a detached session does not wait")
 	}
 	ss.timer.Stop()
+}
+
+// TestLinkLostNamesCurrentRemote: after the client came back from
+// another address, the server's "link lost" line names that address,
+// not the session's first.
+func TestLinkLostNamesCurrentRemote(t *testing.T) {
+	log, logs := testutil.ObservedLogger(t)
+	echo := startTarget(t, func(c net.Conn) { _, _ = io.Copy(c, c) })
+	o := resumeOptions(log)
+	saddr, _, _ := startServer(t, ServerConfig{Options: o, Services: map[string]string{"echo": echo.addr()}})
+	px := startCutProxy(t, saddr, "127.0.0.1", "127.0.0.2")
+	addrs, cli, _ := startClient(t, ClientConfig{Options: o, Server: px.addr(), RedialMin: time.Millisecond, RedialMax: 5 * time.Millisecond}, "echo")
+	streamAcross(t, addrs["echo"])
+	px.cut()
+	eventually(t, 30*time.Second, "the session resumed", func() bool { return resumed(cli.ctr) > 0 })
+	px.setDown(true) // the client stays away until the server logged the loss
+	px.cut()
+	waitLogField(t, logs, "link lost; waiting for the client to resume", "remote", "127.0.0.2:")
 }
 
 // waitLogField waits for a log line with msg whose field key has a value
