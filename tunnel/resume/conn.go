@@ -460,9 +460,13 @@ func (c *Conn) ackLoop() {
 }
 
 func (c *Conn) sendAck(force bool) {
+	c.lmu.Lock()
+	defer c.lmu.Unlock()
 	c.mu.Lock()
-	recv := c.recv
-	if !force && recv == c.ackSent {
+	link, gen, recv := c.link, c.gen, c.recv
+	// No link: the count goes in the next hello; ackSent stays, so the
+	// next ack is not skipped as already sent.
+	if link == nil || (!force && recv == c.ackSent) {
 		c.mu.Unlock()
 		return
 	}
@@ -471,7 +475,9 @@ func (c *Conn) sendAck(force bool) {
 	var b [9]byte
 	b[0] = typeAck
 	binary.BigEndian.PutUint64(b[1:], recv)
-	c.sendFrame(b[:])
+	if _, err := link.Write(b[:]); err != nil {
+		c.fail(gen, err)
+	}
 }
 
 // watchLoop runs the watch every Probe/4 on its own, as a flush or an
@@ -505,7 +511,7 @@ func (c *Conn) watchLoop() {
 	}
 }
 
-// sendFrame writes an ack or a probe on the current link, if any.
+// sendFrame writes a probe on the current link, if any.
 func (c *Conn) sendFrame(b []byte) {
 	c.lmu.Lock()
 	defer c.lmu.Unlock()
