@@ -29,7 +29,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/offload-dev/offload/internal/testutil"
@@ -244,7 +243,7 @@ func (r *rig) start(role, ns, conf, run string) (*testutil.Proc, error) {
 		cmd = exec.Command("ip", "netns", "exec", ns, r.bin, role, "-c", conf)
 	}
 	cmd.Env = append(os.Environ(), "RUNTIME_DIRECTORY="+run)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	dieWithHarness(cmd)
 	return testutil.Start(role, cmd, 4<<20)
 }
 
