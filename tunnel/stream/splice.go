@@ -377,15 +377,7 @@ func (s *splicer) upExit(partial, ok bool) {
 		s.mu.Unlock()
 		return
 	}
-	s.upDone = true
-	both := s.downDone
-	if both {
-		s.closed = true
-	}
-	s.mu.Unlock()
-	if both {
-		s.closeClean()
-	}
+	s.doneLocked(&s.upDone)
 }
 
 // downExit records the peer's end marker.
@@ -395,8 +387,14 @@ func (s *splicer) downExit() {
 		s.mu.Unlock()
 		return
 	}
-	s.downDone = true
-	both := s.upDone
+	s.doneLocked(&s.downDone)
+}
+
+// doneLocked marks one direction complete (s.mu held; it unlocks) and
+// closes both sides cleanly once the other is complete too.
+func (s *splicer) doneLocked(dir *bool) {
+	*dir = true
+	both := s.upDone && s.downDone
 	if both {
 		s.closed = true
 	}
