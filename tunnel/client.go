@@ -467,6 +467,7 @@ func (c *Client) connect(ctx context.Context, psk []byte, dialTimeout time.Durat
 		c.resumable = cs
 		if cs != nil {
 			mcfg.KeepAliveInterval = 0 // the resume layer's acks probe the link
+			muxConn = endingConn{cs.conn}
 		}
 	}
 	sess, err = mux.Client(muxConn, mcfg)

@@ -194,6 +194,18 @@ func TestClientReloadKeyReverse(t *testing.T) {
 	eventually(t, 10*time.Second, "the reverse listener on the new link", func() bool { return dialEcho(rev) == nil })
 }
 
+// startKeyRollServer starts a server with o (its PSK ignored) whose one
+// client, alice, has the keys testPSK(1) and testPSK(2) and may reach
+// service "a", an echo: a client can move from one key to the other.
+func startKeyRollServer(t *testing.T, o Options) (string, *Server) {
+	t.Helper()
+	tg := startTarget(t, testutil.Echo)
+	o.PSK = nil
+	saddr, srv, _ := startServer(t, ServerConfig{Options: o, Services: map[string]string{"a": tg.addr()},
+		Clients: []ServerClient{{Name: "alice", Keys: [][]byte{testPSK(1), testPSK(2)}, Access: Access{AllServices: true}}}})
+	return saddr, srv
+}
+
 // TestClientReloadKeyNoStreamOnOldLink: once Reload has returned with a new
 // key, no new stream goes to the link made with the old one, even before
 // the link loop has let that link go. A stream that did would hold the old
@@ -202,11 +214,7 @@ func TestClientReloadKeyReverse(t *testing.T) {
 func TestClientReloadKeyNoStreamOnOldLink(t *testing.T) {
 	testutil.LeakCheck(t)
 	log, _ := testutil.ObservedLogger(t)
-	tg := startTarget(t, testutil.Echo)
-	opt := testOptions(log)
-	opt.PSK = nil
-	saddr, _, _ := startServer(t, ServerConfig{Options: opt, Services: map[string]string{"a": tg.addr()},
-		Clients: []ServerClient{{Name: "alice", Keys: [][]byte{testPSK(1), testPSK(2)}, Access: Access{AllServices: true}}}})
+	saddr, _ := startKeyRollServer(t, testOptions(log))
 	copt := testOptions(log)
 	copt.PSK = testPSK(1)
 	ln := testutil.Listen(t)

@@ -80,6 +80,19 @@ func (p *prefixConn) Read(b []byte) (int, error) {
 	return p.Conn.Read(b)
 }
 
+// endingConn is the client's resumable session as its mux sees it. The
+// client's mux closes only when the client retires the session for good
+// (a new key, a server going away, shutdown) or the session already
+// ended; End tells the server, which then frees the session at once
+// instead of keeping it for resume_window. (A link that is already down
+// cannot carry the word: the server keeps that session for the window.)
+type endingConn struct{ *resume.Conn }
+
+func (e endingConn) Close() error {
+	e.End()
+	return nil
+}
+
 // resumeBound is what one end keeps for resending: half of link_buffer,
 // the other half being the mux's receive budget's share of the session.
 func (o *Options) resumeBound() int { return max(o.LinkBuffer/2, resume.MinBound) }

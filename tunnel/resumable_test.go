@@ -338,6 +338,38 @@ func TestClientShutdownEndsSession(t *testing.T) {
 	}
 }
 
+// TestClientReloadEndsSession: a client that retires its session after a
+// key change (reload) tells the server (end), which frees that session as
+// soon as the old link has finished its streams, rather than keep it,
+// and the link it stands on, for resume_window (an hour here: without
+// the end the server would still hold it when this test gives up).
+func TestClientReloadEndsSession(t *testing.T) {
+	testutil.LeakCheck(t)
+	log, logs := testutil.ObservedLogger(t)
+	co := resumeOptions(log)
+	co.ResumeWindow = MaxResumeWindow
+	saddr, srv := startKeyRollServer(t, co)
+	co.PSK = testPSK(1)
+	ln := testutil.Listen(t)
+	_, cli, _ := startClient(t, ClientConfig{Options: co, Server: saddr, RedialMin: 20 * time.Millisecond, RedialMax: 200 * time.Millisecond,
+		Forwards: []Forward{{Listener: ln, Service: "a"}}})
+	openEcho(t, ln.Addr().String()).Close()
+	if err := cli.Reload(ClientLive{PSK: testPSK(2), Forwards: []Forward{{Listener: ln, Service: "a"}}}); err != nil {
+		t.Fatal(err)
+	}
+	openEcho(t, ln.Addr().String()).Close()
+	eventually(t, 30*time.Second, "the old session freed on the server: one link, one session, none waiting", func() bool {
+		srv.resumes.mu.Lock()
+		n := len(srv.resumes.byID)
+		srv.resumes.mu.Unlock()
+		return srv.ctr.links.Load() == 1 && n == 1 && len(srv.Status().Waiting) == 0 &&
+			countLogs(logs, "link up", map[string]string{"client": "alice"}) == 2
+	})
+	if n := logs.FilterMessage("link lost; waiting for the client to resume").Len(); n != 0 {
+		t.Fatalf("the server waited for a session its client retired (%d lines)", n)
+	}
+}
+
 // TestStaleLinkLossDoesNotWait: a link's failure that the server hears
 // of while a resumption attaches the session to a new link, or after,
 // is the replaced link's; the session must not start waiting (it would
