@@ -62,6 +62,7 @@ type options struct {
 	baseline           string
 	routers            int
 	edgeIRQs           bool
+	set, twin          []string // config lines for both offload ends (-routers 2)
 }
 
 func main() {
@@ -97,6 +98,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		"2: two routers, each its own qemu, joined by a wire, the sender and the sink on the host behind them (routers.go), each router's CPU per byte measured")
 	fs.BoolVar(&o.edgeIRQs, "edge-irqs", false, "-routers 2: leave the virtio devices' i8259 lines edge-triggered, as malta's firmware sets them "+
 		"(by default each router's agent makes them level-triggered; docs/router-anchor.md, \"The i8259 lines\")")
+	fs.Func("set", "-routers 2: a config line for both offload ends of every offload path (\"resume_window: 0s\"), repeatable", func(l string) error {
+		o.set = append(o.set, l)
+		return nil
+	})
+	fs.Func("twin", "-routers 2: a config line for a twin of every offload path, NAME-twin, run in the same rounds with these lines in place of -set's "+
+		"(\"resume_window: 1m\"), repeatable", func(l string) error {
+		o.twin = append(o.twin, l)
+		return nil
+	})
 	fs.StringVar(&o.kernelArgs, "kernel-args", "", "appended to the guest kernel's command line (harness/vm -kernel-args)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -110,6 +120,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("-routers %d: want 1 or 2", o.routers)
 	case o.routers == 1 && o.edgeIRQs:
 		return errors.New("-edge-irqs: -routers 2 only (the one guest keeps malta's edge-triggered lines)")
+	case o.routers == 1 && len(o.set)+len(o.twin) > 0:
+		return errors.New("-set, -twin: -routers 2 only")
 	case o.routers == 2 && o.kick > 0:
 		return errors.New("-kick: one guest only (-routers 2 kicks a stalled run from each router's agent)")
 	case fs.NArg() > 0:

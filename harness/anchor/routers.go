@@ -263,7 +263,18 @@ func routerPaths(o *options) ([]wgcompare.Path, error) {
 		case p.Bin == wgcompare.Baseline && o.baseline == "":
 			return nil, fmt.Errorf("-paths %s: give -baseline", p.Name)
 		}
+		if p.Kind != "offload" {
+			out = append(out, p)
+			continue
+		}
+		p.Conf = o.set
 		out = append(out, p)
+		if len(o.twin) > 0 {
+			// Beside it in every round, so the two are paired runs.
+			t := p
+			t.Name, t.Label, t.Conf = p.Name+"-twin", p.Label+", with "+strings.Join(o.twin, "; "), o.twin
+			out = append(out, t)
+		}
 	}
 	return out, nil
 }
@@ -786,6 +797,9 @@ func offloadConfigs(p wgcompare.Path) (server, client string) {
 	server = fmt.Sprintf("listen: 10.77.0.2:%s\n%sservices:\n  sink: 10.77.2.2:%s\n", tunnelPort2, common, sinkPort2)
 	client = fmt.Sprintf("server: 10.77.0.2:%s\n%sforwards:\n  - listen: 10.77.1.1:%s\n    service: sink\nredial:\n  min: 200ms\n  max: 2s\n",
 		tunnelPort2, common, fwdPort)
+	for _, l := range p.Conf {
+		server, client = server+l+"\n", client+l+"\n"
+	}
 	return server, client
 }
 

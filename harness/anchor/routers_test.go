@@ -192,6 +192,20 @@ func TestRouterPaths(t *testing.T) {
 	if _, err := routerPaths(&options{paths: "afalg-64k-base"}); err == nil {
 		t.Error("a baseline path without -baseline: no error")
 	}
+	// -set goes to every offload path, -twin makes a twin beside each in
+	// its place; other paths are left alone.
+	got, err = routerPaths(&options{paths: "plaintext,ctr-sw-64k", cryptodev: "off", set: []string{"resume_window: 0s"}, twin: []string{"resume_window: 1m"}})
+	if err != nil || len(got) != 3 || got[0].Conf != nil || got[1].Name != "ctr-sw-64k" || got[2].Name != "ctr-sw-64k-twin" {
+		t.Fatalf("routerPaths with -set, -twin = %v, %v; want plaintext, ctr-sw-64k, ctr-sw-64k-twin", got, err)
+	}
+	srv, cli := offloadConfigs(got[1])
+	tsrv, tcli := offloadConfigs(got[2])
+	for _, c := range []struct{ conf, want, not string }{{srv, "resume_window: 0s\n", "1m"}, {cli, "resume_window: 0s\n", "1m"},
+		{tsrv, "resume_window: 1m\n", "0s"}, {tcli, "resume_window: 1m\n", "0s"}} {
+		if !strings.HasSuffix(c.conf, c.want) || strings.Contains(c.conf, "resume_window: "+c.not) {
+			t.Errorf("config does not end with %q alone:\n%s", c.want, c.conf)
+		}
+	}
 }
 
 func TestParseCounters(t *testing.T) {

@@ -27,6 +27,9 @@ type Path struct {
 	// Env is added to both offload ends' environment (a GODEBUG setting
 	// measured against the same path without it).
 	Env []string
+	// Conf is added to both offload ends' configs, a line each (harness/anchor
+	// -set and -twin).
+	Conf []string
 	// Extra paths are experiments: measured only when -paths names them.
 	Extra bool
 	// Bin is the guest command both offload ends run; "" is Offload.
