@@ -164,6 +164,7 @@ type Session struct {
 	mu           sync.Mutex
 	streams      map[uint32]*Stream
 	nextID       uint32
+	peerHigh     uint32 // the highest stream id the peer opened (SYN), 0 before
 	localGoAway  bool
 	remoteGoAway bool
 	pings        map[uint32]chan struct{}
@@ -183,7 +184,7 @@ type Session struct {
 	held  atomic.Int64  // segment bytes held by all streams
 	extra atomic.Int64  // exposure beyond the streams' initial windows
 
-	strayLog, refuseLog, overrunLog netguard.RateLimit
+	strayLog, lateLog, refuseLog, overrunLog netguard.RateLimit
 
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -225,7 +226,7 @@ func newSession(conn io.ReadWriteCloser, cfg *Config, client bool) (*Session, er
 		pingLimit: newPingBucket(time.Now()),
 	}
 	s.place, _ = conn.(placeWriter)
-	for _, r := range []*netguard.RateLimit{&s.strayLog, &s.refuseLog, &s.overrunLog} {
+	for _, r := range []*netguard.RateLimit{&s.strayLog, &s.lateLog, &s.refuseLog, &s.overrunLog} {
 		r.Every = 10 * time.Second
 	}
 	if client {
@@ -716,6 +717,17 @@ func (s *Session) stray(msg string, h header) {
 	}
 }
 
+// openedLocked says whether stream id was ever opened on this session:
+// by this end (below its next id) or by the peer (a SYN at or below the
+// highest it sent). A frame for such a stream that is gone is late, not
+// stray. s.mu held.
+func (s *Session) openedLocked(id uint32) bool {
+	if (id%2 == 1) == s.client {
+		return id != 0 && id < s.nextID
+	}
+	return id != 0 && id <= s.peerHigh
+}
+
 // discard reads and drops n body bytes.
 func (s *Session) discard(n uint32) error {
 	if n == 0 {
@@ -732,6 +744,7 @@ func (s *Session) handleStream(h header) error {
 	}
 	s.mu.Lock()
 	st := s.streams[h.stream]
+	late := st == nil && s.openedLocked(h.stream)
 	if h.flags&flagSYN != 0 {
 		if st != nil {
 			s.mu.Unlock()
@@ -741,6 +754,7 @@ func (s *Session) handleStream(h header) error {
 			s.mu.Unlock()
 			return fmt.Errorf("%w: SYN for stream %d, an id of this end's", ErrProtocol, h.stream)
 		}
+		s.peerHigh = max(s.peerHigh, h.stream)
 		var why, setting string
 		switch {
 		case s.localGoAway:
@@ -766,7 +780,20 @@ func (s *Session) handleStream(h header) error {
 	} else {
 		s.mu.Unlock()
 	}
-	if st == nil {
+	switch {
+	case st == nil && late:
+		// The peer sent it before it saw this end's reset or refusal
+		// (data after a Close is answered with a reset; a frame may
+		// follow a refused SYN): frames crossing, as a FIN crosses a
+		// reset in TCP. Likely after a resumption, which delivers what
+		// both ends sent during the outage at once.
+		if h.flags&flagRST == 0 || body > 0 {
+			if ok, n := s.lateLog.Allow(); ok {
+				s.log.Debug("yamux: late frame for a stream this end ended", zap.Stringer("frame", h), zap.Uint64("late_frames_not_logged", n))
+			}
+		}
+		return s.discard(body)
+	case st == nil:
 		if h.flags&flagRST == 0 || body > 0 {
 			s.stray("yamux: frame for missing stream", h)
 		}
