@@ -242,20 +242,28 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.S
 		}
 		c.link.DialStart()
 		psk := *c.psk.Load() // the key connect uses (a reload may replace it meanwhile)
-		dialTimeout := c.opt.DialTimeout
+		addr := c.servers.Addr()
+		dial := func(ctx context.Context) (net.Conn, error) {
+			dctx, cancel := context.WithTimeout(ctx, c.opt.DialTimeout)
+			defer cancel()
+			return c.dial(dctx, "tcp", addr)
+		}
 		if kept {
-			dialTimeout = c.opt.resumeDialEvery(attempt)
+			round := attempt
 			attempt++
+			dial = func(ctx context.Context) (net.Conn, error) {
+				return c.opt.resumeDials().Race(ctx, round, func(ctx context.Context) (net.Conn, error) { return c.dial(ctx, "tcp", addr) })
+			}
 		}
 		began := time.Now()
-		sess, rc, resumed, err := c.connect(ctx, psk, dialTimeout)
+		sess, rc, resumed, err := c.connect(ctx, psk, dial)
 		if err != nil {
 			if ctx.Err() != nil {
 				break
 			}
 			if kept && (len(c.servers.Addrs()) == 1 || c.resumable.conn.State().Attached) {
-				// The session waits: the next SYN a second after this
-				// one, to its server. (With several servers, once the
+				// The session waits: the next round of dials a second
+				// after this one began, to its server. (With several servers, once the
 				// link failed, a failed dial fails over below.)
 				if !c.resumable.conn.State().Attached {
 					c.lostLink(c.resumable, c.resumable.conn.State().Err)
@@ -413,11 +421,9 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.S
 	return old
 }
 
-// connect dials the server and brings a link up.
-func (c *Client) connect(ctx context.Context, psk []byte, dialTimeout time.Duration) (sess *mux.Session, rc *record.Conn, resumed bool, err error) {
-	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	conn, err := c.dial(dctx, "tcp", c.servers.Addr())
-	cancel()
+// connect dials the server with dial and brings a link up.
+func (c *Client) connect(ctx context.Context, psk []byte, dial func(context.Context) (net.Conn, error)) (sess *mux.Session, rc *record.Conn, resumed bool, err error) {
+	conn, err := dial(ctx)
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("dial: %w", err)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/offload-dev/offload/tunnel/live"
 	"github.com/offload-dev/offload/tunnel/mux"
 	"github.com/offload-dev/offload/tunnel/record"
+	"github.com/offload-dev/offload/tunnel/redial"
 	"github.com/offload-dev/offload/tunnel/resume"
 )
 
@@ -121,13 +122,13 @@ func withDeadline(rc *record.Conn, d time.Duration, f func() error) error {
 // round trip, and well below TCP's backoff on a dead path.
 const resumeProbe = time.Second
 
-// resumeDialEvery paces and bounds the client's dials while its session
-// waits: a SYN a second, so that bytes move within about a second of the
-// path's return rather than after a dial's SYN retries back off (1, 3,
-// 7 s). An attempt gets longer after every 32 (a path whose round trip
-// exceeds a second), up to dial_timeout.
-func (o *Options) resumeDialEvery(attempt int) time.Duration {
-	return min(o.DialTimeout, time.Second<<min(attempt/32, 8))
+// resumeDials is the client's dial schedule while its session waits
+// (redial.Overlap): four overlapping connects a second, so that bytes move
+// within about a quarter second of the path's return rather than after a
+// lone dial's SYN retries back off (1, 3, 7 s); rounds get longer after
+// every 32 (a path whose round trip exceeds a second), up to dial_timeout.
+func (o *Options) resumeDials() redial.Overlap {
+	return redial.Overlap{Attempts: 4, Round: time.Second, Max: o.DialTimeout}
 }
 
 // resumeConfig is a session's resume.Config; onDetach gets its links'
