@@ -5,6 +5,8 @@
 //
 //	direct        no tunnel: the load generator straight to the sink (ceiling)
 //	socat         plaintext relay (socat TCP-LISTEN,fork → TCP)
+//	relay         two bare Go relays, Read/Write 64 KiB, no crypto: the
+//	              floor of any two-ended user-space tunnel (relay.go)
 //	ssh -L        a private sshd on loopback, -c aes256-ctr -m hmac-sha2-256
 //	ssh -L gcm    another private sshd, -c aes128-gcm@openssh.com (MAC implicit)
 //	spiped        an encrypt/decrypt pair
@@ -22,9 +24,15 @@
 //     of the configured max_frame), measured in this process with
 //     measure/speed.FrameCost; offload's CPU s/GB minus its floor is the
 //     tunnel's overhead beyond its crypto, set beside socat's CPU s/GB;
+//     and beside it OpenSSL's (openssl speed: ssh's libcrypto), counted
+//     the same way;
+//   - what the host allows: the relay floor's MB/s against ssh -L's, paired
+//     per round, against the ratio issue 28 asks of offload (1.0x on one
+//     stream, 1.5x on eight), and offload against the floor;
 //   - the resident memory (VmRSS, VmHWM) of each end of the aes-256-ctr-
 //     hmac-sha256 pair idle and with -rss-streams streams open under load;
-//   - the goals of the data path (issue 11), each met or MISSED. A MISSED
+//   - the goals of the data path (issue 11) and issue 28's x86 goals, each
+//     met or MISSED. A MISSED
 //     goal does not fail the run; a tool that does not run, or data that
 //     does not arrive intact, does (exit 1).
 //
@@ -34,6 +42,7 @@
 //	go run ./harness/compare                   # 256 MiB per run, 1 and 8 streams, median of 3
 //	go run ./harness/compare -cpuprofile DIR   # and a CPU profile of each offload end in DIR
 //	go run ./harness/compare -quick            # smoke: every tool runs, data intact (SHA-256)
+//	go run ./harness/compare -tools 'direct,relay,ssh -L,offload'   # issue 28's x86 comparison only
 //
 // Progress goes to stderr, the report to stdout (-json for machines: every
 // run's figures, the floor, the overheads and the goals).
@@ -83,9 +92,16 @@ type options struct {
 	frame      int           // max_frame in bytes, for the crypto floor
 	floorTime  time.Duration // per part of the crypto floor
 	profileDir string
+	tools      []string // the tools to run, by name; all if empty
 }
 
 func main() {
+	if spec := os.Getenv(relayEnv); spec != "" {
+		// This binary started again as one end of the relay floor.
+		err := relayMain(spec)
+		fmt.Fprintf(os.Stderr, "compare relay: %v\n", err)
+		os.Exit(1)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -106,6 +122,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	maxProcs := fs.Int("max-procs", 0, "offload's max_procs (GOMAXPROCS of each end) in both configs (default: left out, the runtime's choice)")
 	load := fs.String("load", loadBench, "the load generator: bench (measure/bench, every byte checked at the sink) or iperf3 (its client and server; no check, no memory run)")
 	profileDir := fs.String("cpuprofile", "", "write a CPU profile of each offload end, from start to exit, to `DIR`/SUITE/{server,client}.pprof")
+	tools := fs.String("tools", "", "the tools to run, comma separated, of: "+strings.Join(allTools, ", ")+" (default: all)")
 	asJSON := fs.Bool("json", false, "print JSON instead of the tables")
 	quick := fs.Bool("quick", false, "smoke test: 4 MiB per run, one round, SHA-256, 100 streams of 16 KiB, a short crypto floor; checks that every tool ran and the data arrived intact, not the speeds")
 	if err := fs.Parse(args); err != nil {
@@ -147,6 +164,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		o.streams = append(o.streams, n)
+	}
+	if *tools != "" {
+		for _, t := range strings.Split(*tools, ",") {
+			t = strings.TrimSpace(t)
+			if !slices.Contains(allTools, t) {
+				fmt.Fprintf(stderr, "compare: -tools: no tool %q (want %s)\n", t, strings.Join(allTools, ", "))
+				return 2
+			}
+			o.tools = append(o.tools, t)
+		}
 	}
 	switch *digest {
 	case "crc32c":
@@ -208,6 +235,9 @@ type report struct {
 	Rounds  []round    `json:"rounds"`
 	Results []result   `json:"results"`
 	Floors  []floor    `json:"crypto_floor"`
+	// SSLFloor is ssh's crypto (OpenSSL's) at offload's frame size,
+	// counted as Floors are.
+	SSLFloor *sslFloor `json:"openssl_floor,omitempty"`
 	// Overheads is each offload tool's CPU s/GB beyond its floor, beside
 	// socat's, per stream count.
 	Overheads []overhead `json:"overhead_beyond_crypto"`
@@ -294,12 +324,16 @@ type tunnelUnderTest struct {
 const (
 	toolDirect      = "direct"
 	toolSocat       = "socat"
+	toolRelay       = "relay"
 	toolSSH         = "ssh -L"
 	toolSSHGCM      = "ssh -L gcm"
 	toolSpiped      = "spiped"
 	toolOffload     = "offload"
 	toolOffloadGMAC = "offload gmac"
 )
+
+// allTools are the tools by name, in the order they start.
+var allTools = []string{toolDirect, toolSocat, toolRelay, toolSSH, toolSSHGCM, toolSpiped, toolOffload, toolOffloadGMAC}
 
 // offloadTools are the offload pairs compared, each with its suite; the
 // first one's ends are the memory figures.
@@ -382,6 +416,7 @@ func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
 	}{
 		{toolDirect, setupDirect},
 		{toolSocat, setupSocat},
+		{toolRelay, setupRelay},
 		{toolSSH, sshSetup(toolSSH, "aes256-ctr", "hmac-sha2-256")},
 		{toolSSHGCM, sshSetup(toolSSHGCM, "aes128-gcm@openssh.com", "")},
 		{toolSpiped, setupSpiped},
@@ -391,6 +426,14 @@ func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
 			name string
 			fn   setup
 		}{ot.name, offloadSetup(ot.name, ot.suite)})
+	}
+	if len(o.tools) > 0 {
+		setups = slices.DeleteFunc(setups, func(s struct {
+			name string
+			fn   setup
+		}) bool {
+			return !slices.Contains(o.tools, s.name)
+		})
 	}
 	var failed []string
 	// A tool gets a second start on fresh ports if the first does not come
@@ -432,13 +475,13 @@ func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
 				return t
 			}
 		}
-		panic("compare: no tool " + name) // the setups above name them all
+		return nil // left out by -tools
 	}
 
 	// Memory of the offload ends first, idle and then with many streams,
 	// so that the speed runs' bigger transfers do not set the peak.
 	off := byName(offloadTools[0].name)
-	if o.load == loadBench {
+	if o.load == loadBench && off != nil {
 		mem, err := offloadMemory(ctx, off, o, log)
 		if err != nil {
 			return rep, err
@@ -450,6 +493,16 @@ func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
 	fmt.Fprintf(log, "compare: crypto floor: sealing and opening %d-byte frames in this process\n", o.frame)
 	if rep.Floors, err = measureFloors(ctx, o.frame, o.floorTime); err != nil {
 		return rep, fmt.Errorf("crypto floor: %w", err)
+	}
+	if _, err := exec.LookPath("openssl"); err == nil {
+		// Two openssl speed runs of 1 s (its shortest), -quick too.
+		f, err := measureSSLFloor(ctx, o.frame, 1)
+		if err != nil {
+			return rep, fmt.Errorf("openssl floor: %w", err)
+		}
+		rep.SSLFloor = &f
+	} else {
+		fmt.Fprintln(log, "compare: no openssl binary: no OpenSSL floor beside offload's")
 	}
 
 	// Speed: every round runs each tool once, so that a change of the
@@ -468,7 +521,7 @@ func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
 		return rep, err
 	}
 
-	for i, p := range off.procs {
+	for i, p := range off.procsOrNil() {
 		if i >= len(rep.Memory) {
 			break // no memory run (-load iperf3)
 		}
@@ -487,6 +540,9 @@ func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
 	}
 	if o.profileDir != "" {
 		for _, ot := range offloadTools {
+			if byName(ot.name) == nil {
+				continue
+			}
 			ps, err := stopProfiled(ctx, byName(ot.name), ot.suite, log)
 			rep.Profiles = append(rep.Profiles, ps...)
 			if err != nil {

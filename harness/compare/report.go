@@ -110,6 +110,30 @@ func goals(rep *report) []goal {
 				Got: fmt.Sprintf("%.2f vs %.2f s/GB (%.2f - floor %.2f)", o.Overhead, o.Socat, o.ToolCPU, o.Floor)})
 		}
 	}
+	// Issue 28's x86 goals: at least ssh's MB/s on one stream and 1.5x on
+	// eight, at no more CPU per byte.
+	for _, n := range goalStreams {
+		want := 1.0
+		if n > 1 {
+			want = 1.5
+		}
+		what := fmt.Sprintf("x86 (issue 28): %s vs %s MB/s, %d stream(s)", toolOffload, toolSSH, n)
+		a, ok1 := rep.result(toolOffload, n)
+		b, ok2 := rep.result(toolSSH, n)
+		if !ok1 || !ok2 || b.MBps <= 0 {
+			g = append(g, notMeasured(what, fmt.Sprintf(">= %.1fx", want)))
+		} else {
+			x := pairedMBps(a, b)
+			g = append(g, goal{What: what, Want: fmt.Sprintf(">= %.1fx", want), Got: fmt.Sprintf("%s (%.0f vs %.0f MB/s)", x, a.MBps, b.MBps), Met: x.Median >= want, Measured: true})
+		}
+		what = fmt.Sprintf("x86 (issue 28): %s vs %s CPU s/GB, %d stream(s)", toolOffload, toolSSH, n)
+		if !ok1 || !ok2 || b.CPU.Total() <= 0 {
+			g = append(g, notMeasured(what, "<= 1.00x"))
+			continue
+		}
+		x := ratio.Of(ratio.Pairs(cpuTotals(a.RunsCPU), cpuTotals(b.RunsCPU)))
+		g = append(g, goal{What: what, Want: "<= 1.00x", Got: fmt.Sprintf("%s (%.2f vs %.2f s/GB)", x, a.CPU.Total(), b.CPU.Total()), Met: x.Rounds > 0 && x.Median <= 1, Measured: true})
+	}
 	// The harness's earlier goal against spiped, on one stream.
 	if a, ok := rep.result(toolOffload, 1); ok {
 		if b, ok := rep.result(toolSpiped, 1); ok && b.MBps > 0 {
@@ -191,6 +215,10 @@ func printReport(w io.Writer, rep *report) {
 			t.Add(f.Tool, f.Suite, fmt.Sprintf("%.2f", f.CPU.Total()), fmt.Sprintf("%.2f", f.CPU.User), fmt.Sprintf("%.2f", f.CPU.Sys),
 				fmt.Sprintf("%.2f", f.Cipher), fmt.Sprintf("%.2f", f.MAC), fmt.Sprintf("%.2f", f.Copies))
 		}
+		if f := rep.SSLFloor; f != nil {
+			t.Add("openssl", "aes-256-ctr + hmac(sha256)", fmt.Sprintf("%.2f", f.Total()), fmt.Sprintf("%.2f", f.Total()), "",
+				fmt.Sprintf("%.2f", f.Cipher), fmt.Sprintf("%.2f", f.MAC), "(ssh's libcrypto: "+f.How+")")
+		}
 		_ = t.Write(w)
 	}
 	if len(rep.Overheads) > 0 && len(streams) > 0 {
@@ -228,9 +256,15 @@ func printReport(w io.Writer, rep *report) {
 		}
 	}
 	if len(rep.Goals) > 0 {
-		fmt.Fprintln(w, "\ngoals (issue 11; MISSED does not fail the run):")
+		fmt.Fprintln(w, "\ngoals (issue 11, and issue 28's for x86; MISSED does not fail the run):")
 		for _, g := range rep.Goals {
 			fmt.Fprintf(w, "  %-6s %-50s want %-11s got %s\n", g.status(), g.What, g.Want, g.Got)
+		}
+	}
+	if ls := limits(rep); len(ls) > 0 {
+		fmt.Fprintln(w, "\nwhat this host allows (the relay floor: two bare relays, no crypto; paired per round):")
+		for _, l := range ls {
+			fmt.Fprintf(w, "  %s\n", l)
 		}
 	}
 	if len(rep.Profiles) > 0 {
@@ -324,4 +358,41 @@ func wrap(text string, width int) []string {
 		lines = append(lines, line)
 	}
 	return lines
+}
+
+// limits says what the relay floor allows against ssh -L at each stream
+// count measured: the most any two-process user-space tunnel gets on
+// this host with the same load generator and sink, set beside what the
+// issue asks of offload; and offload's crypto floor beside OpenSSL's.
+func limits(rep *report) []string {
+	var out []string
+	for _, n := range goalStreams {
+		fl, ok1 := rep.result(toolRelay, n)
+		ssh, ok2 := rep.result(toolSSH, n)
+		if !ok1 || !ok2 || ssh.MBps <= 0 || fl.MBps <= 0 {
+			continue
+		}
+		want := 1.0
+		if n > 1 {
+			want = 1.5
+		}
+		x := pairedMBps(fl, ssh)
+		verdict := "reaches it"
+		if x.Median < want {
+			verdict = fmt.Sprintf("does NOT reach it: %.1fx ssh is past what any two-process user-space tunnel gets here", want)
+		}
+		out = append(out, fmt.Sprintf("%d stream(s): relay floor %s ssh -L's MB/s (%.0f vs %.0f), %.2f CPU s/GB; %.1fx ssh is %.0f MB/s: the floor %s",
+			n, x, fl.MBps, ssh.MBps, fl.CPU.Total(), want, want*ssh.MBps, verdict))
+		if off, ok := rep.result(toolOffload, n); ok {
+			c := ratio.Of(ratio.Pairs(cpuTotals(off.RunsCPU), cpuTotals(fl.RunsCPU)))
+			out = append(out, fmt.Sprintf("%d stream(s): offload %s the relay floor's MB/s, %s its CPU s/GB (%.2f vs %.2f)",
+				n, pairedMBps(off, fl), c, off.CPU.Total(), fl.CPU.Total()))
+		}
+	}
+	if f := rep.SSLFloor; f != nil && len(rep.Floors) > 0 && f.Total() > 0 {
+		of := rep.Floors[0]
+		out = append(out, fmt.Sprintf("crypto per byte (seal and open): %s %.2f s/GB (cipher %.2f, MAC %.2f) against OpenSSL's %.2f (%.2f, %.2f): %.2fx",
+			of.Suite, of.CPU.Total(), of.Cipher, of.MAC, f.Total(), f.Cipher, f.MAC, of.CPU.Total()/f.Total()))
+	}
+	return out
 }

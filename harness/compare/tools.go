@@ -42,6 +42,19 @@ func stopClean(p *proc) error {
 
 func freePort() (string, error) { return testutil.FreeAddr("127.0.0.1") }
 
+// freePorts is n loopback addresses, each free when picked.
+func freePorts(n int) ([]string, error) {
+	out := make([]string, n)
+	for i := range out {
+		a, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = a
+	}
+	return out, nil
+}
+
 func port(addr string) string {
 	_, p, _ := net.SplitHostPort(addr)
 	return p
@@ -180,14 +193,11 @@ func setupSpiped(ctx context.Context, dir, sink string) (*tunnelUnderTest, toolI
 	if err := os.WriteFile(key, k, 0o600); err != nil {
 		return nil, info, err
 	}
-	encAddr, err := freePort()
+	addrs, err := freePorts(2)
 	if err != nil {
 		return nil, info, err
 	}
-	decAddr, err := freePort()
-	if err != nil {
-		return nil, info, err
-	}
+	encAddr, decAddr := addrs[0], addrs[1]
 	bracket := func(a string) string { return "[127.0.0.1]:" + port(a) }
 	dec := []string{"spiped", "-d", "-F", "-n", "1000", "-s", bracket(decAddr), "-t", bracket(sink), "-k", key}
 	enc := []string{"spiped", "-e", "-F", "-n", "1000", "-s", bracket(encAddr), "-t", bracket(decAddr), "-k", key}
@@ -231,14 +241,11 @@ func setupOffload(ctx context.Context, dir, sink string, c offloadConfig) (*tunn
 	if out, err := exec.CommandContext(ctx, c.bin, "keygen", "-o", key).CombinedOutput(); err != nil {
 		return nil, info, fmt.Errorf("offload keygen: %w\n%s", err, out)
 	}
-	srvAddr, err := freePort()
+	addrs, err := freePorts(2)
 	if err != nil {
 		return nil, info, err
 	}
-	fwd, err := freePort()
-	if err != nil {
-		return nil, info, err
-	}
+	srvAddr, fwd := addrs[0], addrs[1]
 	// link_buffer caps a link's streams at link_buffer / (window + 256
 	// KiB); the memory run needs room for all of its streams at once.
 	def := tunnel.DefaultOptions()
