@@ -201,12 +201,39 @@ func TestAttackHandshakeFlood(t *testing.T) {
 	a.check(t)
 }
 
-// tamperTest runs a source transfer through a proxy that tampers with the
-// first link's server → client frames: the link must close with the
-// record error logged, the application must get only a prefix of the true
-// stream and then an error, and the client must redial.
+// TestAttackTamperedFrames runs a source transfer through a proxy that
+// tampers with the first link's server → client frames, on plain links
+// (resume_window 0): the link must close with the record error logged,
+// the application must get only a prefix of the true stream and then an
+// error, and the client must redial. TestAttackTamperedFramesResumable
+// runs the same attacks on a session that outlives links.
 func TestAttackTamperedFrames(t *testing.T) {
 	testutil.LeakCheck(t)
+	for _, mode := range tamperModes {
+		t.Run(mode.String(), func(t *testing.T) { tamperedFrames(t, mode, 0) })
+	}
+}
+
+// TestAttackTamperedFramesResumable: the attacks of TestAttackTamperedFrames
+// on a resumable session (resume_window 1m, the default). A frame that
+// fails authentication or breaks the record layer's rules ends the session
+// as it ends a plain link: the application gets a prefix of the true
+// stream, then an error, and the link failure is logged with the record
+// error. A truncated frame is a path that went away: the link closes and
+// the loss is logged with the truncation, and the session resumes on the
+// next link, so the application gets the whole stream, intact.
+func TestAttackTamperedFramesResumable(t *testing.T) {
+	testutil.LeakCheck(t)
+	for _, mode := range tamperModes {
+		t.Run(mode.String(), func(t *testing.T) { tamperedFrames(t, mode, time.Minute) })
+	}
+}
+
+var tamperModes = []tamperMode{tamperFlip, tamperReplay, tamperReorder, tamperTruncate, tamperOversize}
+
+// tamperedFrames is one attack of TestAttackTamperedFrames, with
+// resume_window window on both ends.
+func tamperedFrames(t *testing.T, mode tamperMode, window time.Duration) {
 	const size = 4 << 20
 	wantErr := map[tamperMode]error{
 		tamperFlip:     record.ErrAuth,
@@ -215,87 +242,97 @@ func TestAttackTamperedFrames(t *testing.T) {
 		tamperTruncate: io.ErrUnexpectedEOF,
 		tamperOversize: record.ErrFrameTooLarge,
 	}
-	for _, mode := range []tamperMode{tamperFlip, tamperReplay, tamperReorder, tamperTruncate, tamperOversize} {
-		t.Run(mode.String(), func(t *testing.T) {
-			testutil.LeakCheck(t)
-			src := startTarget(t, source(size, 42))
-			log, logs := testutil.ObservedLogger(t)
-			// yamux's smallest window: the server's burst often ends in the
-			// held frame of the reorder (see the second stream below).
-			opt := testOptions(log)
-			opt.YamuxWindow = MinYamuxWindow
-			saddr, srv, _ := startServer(t, ServerConfig{Options: opt, Services: map[string]string{"src": src.addr()}})
-			tampered := make(chan struct{})
-			px := startProxy(t, saddr, func(n int) func(io.Writer, io.Reader) error {
-				if n == 0 {
-					return frameTamperer(t, mode, 40, tampered)
-				}
-				return nil
-			})
-			addrs, cli, _ := startClient(t, ClientConfig{Options: opt, Server: px.addr(), RedialMin: 20 * time.Millisecond, RedialMax: 100 * time.Millisecond}, "src")
+	resumes := window > 0 && mode == tamperTruncate // a blip of the path, not an attack on the keys
+	testutil.LeakCheck(t)
+	src := startTarget(t, source(size, 42))
+	log, logs := testutil.ObservedLogger(t)
+	// yamux's smallest window: the server's burst often ends in the
+	// held frame of the reorder (see the second stream below).
+	opt := testOptions(log)
+	opt.ResumeWindow = window
+	opt.YamuxWindow = MinYamuxWindow
+	saddr, srv, _ := startServer(t, ServerConfig{Options: opt, Services: map[string]string{"src": src.addr()}})
+	tampered := make(chan struct{})
+	px := startProxy(t, saddr, func(n int) func(io.Writer, io.Reader) error {
+		if n == 0 {
+			return frameTamperer(t, mode, 40, tampered)
+		}
+		return nil
+	})
+	addrs, cli, _ := startClient(t, ClientConfig{Options: opt, Server: px.addr(), RedialMin: 20 * time.Millisecond, RedialMax: 100 * time.Millisecond}, "src")
 
-			c, err := net.Dial("tcp", addrs["src"])
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
-			var got []byte
-			var rerr error
-			read := make(chan struct{})
-			go func() {
-				defer close(read)
-				got, rerr = io.ReadAll(c)
-			}()
-			select {
-			case <-tampered:
-			case <-read:
-				t.Fatalf("the application's read ended (%d bytes, %v) before the proxy reached frame 40", len(got), rerr)
-			}
-			if mode == tamperReorder {
-				// The proxy holds the frame until the server sends the next,
-				// which it may never do: the held frame can end what the
-				// stream's window let the server send, and the client grants
-				// more only for data it can read, which the held frame
-				// completes. A second stream makes the server send a frame
-				// outside the first stream's flow control (its answer to the
-				// open); the proxy sends that one before the held frame.
-				if poke, err := net.Dial("tcp", addrs["src"]); err == nil {
-					defer poke.Close()
-				}
-			}
-			<-read
-			want := make([]byte, size)
-			_, _ = io.ReadFull(testutil.Stream(42), want)
-			if len(got) > size || !bytes.Equal(got, want[:len(got)]) {
-				t.Fatalf("the application received %d bytes that are not a prefix of the stream (%s), then %v", len(got), mismatch(got, want), rerr)
-			}
-			if rerr == nil || len(got) == size {
-				t.Fatalf("tampered link: read %d of %d bytes, ended with %v; want an error before the end", len(got), size, rerr)
-			}
-			t.Logf("application read %d bytes, then %v", len(got), rerr)
-			eventually(t, 5*time.Second, "the client to log the link failure", func() bool {
-				return len(loggedErrors(logs, "link failed", wantErr[mode])) > 0
-			})
-			if mode != tamperTruncate {
-				if cli.Stats().AuthFailures.Load()+srv.Stats().AuthFailures.Load() == 0 && wantErr[mode] == record.ErrAuth {
-					t.Errorf("no auth failure counted")
-				}
-			}
-			eventually(t, 10*time.Second, "the client to redial", func() bool { return px.count() >= 2 && cli.ctr.links.Load() == 1 })
-			c2, err := net.Dial("tcp", addrs["src"])
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c2.Close()
-			h := sha256.New()
-			if _, err := io.Copy(h, c2); err != nil {
-				t.Fatalf("after redial: %v", err)
-			}
-			if !bytes.Equal(h.Sum(nil), sha256Of(want)) {
-				t.Fatal("after redial: SHA-256 differs")
-			}
+	c, err := net.Dial("tcp", addrs["src"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	var got []byte
+	var rerr error
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		got, rerr = io.ReadAll(c)
+	}()
+	select {
+	case <-tampered:
+	case <-read:
+		t.Fatalf("the application's read ended (%d bytes, %v) before the proxy reached frame 40", len(got), rerr)
+	}
+	if mode == tamperReorder {
+		// The proxy holds the frame until the server sends the next,
+		// which it may never do: the held frame can end what the
+		// stream's window let the server send, and the client grants
+		// more only for data it can read, which the held frame
+		// completes. A second stream makes the server send a frame
+		// outside the first stream's flow control (its answer to the
+		// open); the proxy sends that one before the held frame.
+		if poke, err := net.Dial("tcp", addrs["src"]); err == nil {
+			defer poke.Close()
+		}
+	}
+	<-read
+	want := make([]byte, size)
+	_, _ = io.ReadFull(testutil.Stream(42), want)
+	if len(got) > size || !bytes.Equal(got, want[:len(got)]) {
+		t.Fatalf("the application received %d bytes that are not a prefix of the stream (%s), then %v", len(got), mismatch(got, want), rerr)
+	}
+	t.Logf("application read %d bytes, then %v", len(got), rerr)
+	if resumes {
+		if rerr != nil || len(got) != size {
+			t.Fatalf("truncated frame on a resumable session: read %d of %d bytes, ended with %v; want all, then EOF", len(got), size, rerr)
+		}
+		eventually(t, 5*time.Second, "the client to log the lost link, and the session to resume", func() bool {
+			return len(loggedErrors(logs, "link lost; resuming the session", wantErr[mode])) > 0 && resumed(cli.ctr) == 1 && resumed(srv.ctr) == 1
 		})
+	} else {
+		if rerr == nil || len(got) == size {
+			t.Fatalf("tampered link: read %d of %d bytes, ended with %v; want an error before the end", len(got), size, rerr)
+		}
+		eventually(t, 5*time.Second, "the client to log the link failure", func() bool {
+			return len(loggedErrors(logs, "link failed", wantErr[mode])) > 0
+		})
+		if n := resumed(cli.ctr) + resumed(srv.ctr); n != 0 {
+			t.Errorf("a session resumed after %v (%d resumptions)", wantErr[mode], n)
+		}
+	}
+	if mode != tamperTruncate {
+		if cli.Stats().AuthFailures.Load()+srv.Stats().AuthFailures.Load() == 0 && wantErr[mode] == record.ErrAuth {
+			t.Errorf("no auth failure counted")
+		}
+	}
+	eventually(t, 10*time.Second, "the client to redial", func() bool { return px.count() >= 2 && cli.ctr.links.Load() == 1 })
+	c2, err := net.Dial("tcp", addrs["src"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, c2); err != nil {
+		t.Fatalf("after redial: %v", err)
+	}
+	if !bytes.Equal(h.Sum(nil), sha256Of(want)) {
+		t.Fatal("after redial: SHA-256 differs")
 	}
 }
 

@@ -2,6 +2,7 @@ package tunnel
 
 import (
 	"context"
+	"io"
 	"math/rand/v2"
 	"net"
 	"sync"
@@ -60,27 +61,38 @@ func serveWithDialControl(t *testing.T, cfg ServerConfig, control func()) (strin
 	return ln.Addr().String(), srv
 }
 
-// TestLinkCutAfterDial: the link dies while the server dials a target.
-// The dial succeeds but the answer can't be sent; the target's connection
-// must end with a reset, not a clean EOF after 0 bytes (issue 9, item 8).
-func TestLinkCutAfterDial(t *testing.T) {
-	testutil.LeakCheck(t)
+// cutAtDial starts a server with o and a client with o through a proxy,
+// forwarding "rec" to a recordingTarget (whose ends it returns). The
+// server's first target dial severs the link and waits (30 s at most)
+// until gone(server) says the server saw it go, then connects.
+func cutAtDial(t *testing.T, o Options, gone func(*Server) bool) (map[string]string, *Server, *Client, chan targetEnd) {
+	t.Helper()
 	tg, ends := recordingTarget(t)
-	log, _ := testutil.ObservedLogger(t)
 	var px *proxy
 	var srv *Server
 	var once sync.Once
-	saddr, srv := serveWithDialControl(t, ServerConfig{Options: testOptions(log), Services: map[string]string{"rec": tg.addr()}}, func() {
+	saddr, srv := serveWithDialControl(t, ServerConfig{Options: o, Services: map[string]string{"rec": tg.addr()}}, func() {
 		once.Do(func() {
 			px.sever()
-			deadline := time.Now().Add(5 * time.Second)
-			for srv.ctr.links.Load() != 0 && time.Now().Before(deadline) {
+			deadline := time.Now().Add(30 * time.Second)
+			for !gone(srv) && time.Now().Before(deadline) {
 				time.Sleep(time.Millisecond)
 			}
 		})
 	})
 	px = startProxy(t, saddr, nil)
-	addrs, _, _ := startClient(t, ClientConfig{Options: testOptions(log), Server: px.addr(), RedialMin: 20 * time.Millisecond, RedialMax: 100 * time.Millisecond}, "rec")
+	addrs, cli, _ := startClient(t, ClientConfig{Options: o, Server: px.addr(), RedialMin: 20 * time.Millisecond, RedialMax: 100 * time.Millisecond}, "rec")
+	return addrs, srv, cli, ends
+}
+
+// TestLinkCutAfterDial: the link dies while the server dials a target.
+// The dial succeeds but the answer can't be sent; the target's connection
+// must end with a reset, not a clean EOF after 0 bytes (issue 9, item 8).
+// With resume_window 0; TestLinkCutAfterDialResumes is its twin.
+func TestLinkCutAfterDial(t *testing.T) {
+	testutil.LeakCheck(t)
+	log, _ := testutil.ObservedLogger(t)
+	addrs, _, _, ends := cutAtDial(t, plainOptions(log), func(srv *Server) bool { return srv.ctr.links.Load() == 0 })
 	// The application's connection is reset as the link goes, which can
 	// be before its write.
 	if err := connEnd(t, addrs["rec"], []byte("hello")); !isAbortive(err) {
@@ -173,4 +185,41 @@ func TestLinkCutUnderLoad(t *testing.T) {
 	if seen == 0 {
 		t.Fatal("no stream reached the target: the test proved nothing")
 	}
+}
+
+// TestLinkCutAfterDialResumes is TestLinkCutAfterDial's twin with sessions
+// that outlive links (resume_window 1m, the default): the link dies while
+// the server dials a target, and the server holds the session before the
+// dial completes. The answer and the application's bytes go across the
+// client's next link: the target reads them all and then a clean end, so
+// does the application; nothing is reset.
+func TestLinkCutAfterDialResumes(t *testing.T) {
+	testutil.LeakCheck(t)
+	log, _ := testutil.ObservedLogger(t)
+	addrs, srv, cli, ends := cutAtDial(t, resumeOptions(log), func(srv *Server) bool {
+		// Waiting, or already resumed (a resumption can be quicker than this poll).
+		return len(srv.Status().Waiting) == 1 || resumed(srv.ctr) == 1
+	})
+	c, err := net.Dial("tcp", addrs["rec"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	msg := []byte("hello across the cut")
+	if _, err := c.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.(*net.TCPConn).CloseWrite()
+	select {
+	case e := <-ends:
+		if e.err != io.EOF || e.n != int64(len(msg)) {
+			t.Fatalf("link cut after the dial: the target read %d bytes, then %v; want %d, then a clean end", e.n, e.err, len(msg))
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the target's connection did not end")
+	}
+	if err := readErr(c); err != io.EOF {
+		t.Errorf("application: %v, want a clean end", err)
+	}
+	eventually(t, 10*time.Second, "one resumption at each end", func() bool { return resumed(cli.ctr) == 1 && resumed(srv.ctr) == 1 })
 }

@@ -30,6 +30,16 @@ func testOptions(log *zap.Logger) Options {
 	return o
 }
 
+// plainOptions are testOptions with resume_window 0: plain links, whose
+// streams end with a reset when the link dies. The tests that pin that
+// meaning use them, each with a twin that runs with sessions that outlive
+// links (resumeOptions, the default).
+func plainOptions(log *zap.Logger) Options {
+	o := testOptions(log)
+	o.ResumeWindow = 0
+	return o
+}
+
 // running is a Server or Client running in a goroutine.
 type running struct {
 	once   sync.Once

@@ -54,10 +54,15 @@ func (p *proxy) count() int {
 func (p *proxy) sever() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, c := range p.conns {
+	resetAll(p.conns)
+	p.conns = nil
+}
+
+// resetAll resets every connection of conns.
+func resetAll(conns []net.Conn) {
+	for _, c := range conns {
 		netguard.Reset(c)
 	}
-	p.conns = nil
 }
 
 func (p *proxy) run() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -17,18 +18,48 @@ import (
 
 // switchedDial dials addr while on, and fails as a dead server's port
 // does (connection refused) while off: a server that goes away and
-// comes back at the same address, without racing for a port.
+// comes back at the same address, without racing for a port. It counts
+// its dials and can cut the connections it made (a path that went).
 type switchedDial struct {
-	addr string
-	on   atomic.Bool
+	addr  string
+	on    atomic.Bool
+	dials atomic.Int64
+	mu    sync.Mutex
+	conns []net.Conn
 }
 
 func (s *switchedDial) dial(ctx context.Context, network, _ string) (net.Conn, error) {
+	s.dials.Add(1)
 	if !s.on.Load() {
 		return nil, &net.OpError{Op: "dial", Net: network, Err: syscall.ECONNREFUSED}
 	}
 	var d net.Dialer
-	return d.DialContext(ctx, network, s.addr)
+	c, err := d.DialContext(ctx, network, s.addr)
+	if err == nil {
+		s.mu.Lock()
+		s.conns = append(s.conns, c)
+		s.mu.Unlock()
+	}
+	return c, err
+}
+
+// cut resets every connection s made.
+func (s *switchedDial) cut() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	resetAll(s.conns)
+	s.conns = nil
+}
+
+// switchedEcho starts a server with o that offers "echo", and a
+// switchedDial to it, on.
+func switchedEcho(t *testing.T, o Options) (*Server, *switchedDial) {
+	t.Helper()
+	tg := startTarget(t, testutil.Echo)
+	saddr, srv, _ := startServer(t, ServerConfig{Options: o, Services: map[string]string{"echo": tg.addr()}})
+	sw := &switchedDial{addr: saddr}
+	sw.on.Store(true)
+	return srv, sw
 }
 
 // redialDelays are the delays of the client's log lines msg ("in").
@@ -46,17 +77,15 @@ func redialDelays(logs *observer.ObservedLogs, msg string) []time.Duration {
 // no later one more than redial.UpMax, with RedialMax an hour: a server killed
 // and restarted is dialled again within redial.UpMax of its return, whatever the
 // outage's length (issue 26). The test counts the delays the client
-// scheduled, not the time it took.
+// scheduled, not the time it took. With resume_window 0: a session kept
+// for resumption redials at once instead (TestRedialKeptSessionAtOnce).
 func TestRedialAfterLinkIsCapped(t *testing.T) {
 	testutil.LeakCheck(t)
 	slog, _ := testutil.ObservedLogger(t)
-	tg := startTarget(t, testutil.Echo)
-	saddr, srv, _ := startServer(t, ServerConfig{Options: testOptions(slog), Services: map[string]string{"echo": tg.addr()}})
-	sw := &switchedDial{addr: saddr}
-	sw.on.Store(true)
+	srv, sw := switchedEcho(t, plainOptions(slog))
 	clog, clogs := testutil.ObservedLogger(t)
 	const redialMin = 20 * time.Millisecond
-	addrs, cli, _ := startClient(t, ClientConfig{Options: testOptions(clog), Server: saddr, Dial: sw.dial,
+	addrs, cli, _ := startClient(t, ClientConfig{Options: plainOptions(clog), Server: sw.addr, Dial: sw.dial,
 		RedialMin: redialMin, RedialMax: time.Hour}, "echo")
 	if err := testutil.EchoRoundTrip(addrs["echo"], 1<<10, 1); err != nil {
 		t.Fatal(err)
@@ -124,5 +153,34 @@ func (s *Server) closeLinks() {
 	s.mu.Unlock()
 	for _, l := range ls {
 		_ = l.sess.Close()
+	}
+}
+
+// TestRedialKeptSessionAtOnce is TestRedialAfterLinkIsCapped's twin with
+// sessions that outlive links (resume_window 1m, the default): with the
+// backoff at an hour (RedialMin = RedialMax = 1 h), a client whose link
+// died while its session waits redials at once and again while the dials
+// fail, not after the backoff; once the path is back the session resumes
+// and a stream opened before the outage carries on.
+func TestRedialKeptSessionAtOnce(t *testing.T) {
+	testutil.LeakCheck(t)
+	slog, _ := testutil.ObservedLogger(t)
+	srv, sw := switchedEcho(t, resumeOptions(slog))
+	clog, clogs := testutil.ObservedLogger(t)
+	addrs, cli, _ := startClient(t, ClientConfig{Options: resumeOptions(clog), Server: sw.addr, Dial: sw.dial,
+		RedialMin: time.Hour, RedialMax: time.Hour}, "echo")
+	c := streamAcross(t, addrs["echo"])
+	// The path goes: the link is cut, dials are refused.
+	sw.on.Store(false)
+	dials := sw.dials.Load()
+	sw.cut()
+	eventually(t, time.Minute, "3 failed dials after the link went", func() bool { return sw.dials.Load() >= dials+3 })
+	if d := redialDelays(clogs, "redialling"); len(d) != 0 {
+		t.Errorf("the client scheduled redials after the backoff (%v): its session waits, it redials at once", d)
+	}
+	sw.on.Store(true)
+	eventually(t, time.Minute, "the session resumed", func() bool { return resumed(cli.ctr) == 1 && resumed(srv.ctr) == 1 })
+	if err := echoOnce(c, []byte("after the outage")); err != nil {
+		t.Fatalf("the stream opened before the outage: %v", err)
 	}
 }

@@ -58,9 +58,7 @@ func (p *cutProxy) addr() string { return p.ln.Addr().String() }
 func (p *cutProxy) cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		netguard.Reset(c)
-	}
+	resetAll(p.conns)
 	p.conns = nil
 }
 

@@ -48,7 +48,8 @@ func dialEcho(addr string) error {
 
 // TestReverse: a service on the client's side is reached through a
 // listener on the server, over IPv4 and IPv6; the listener closes when the
-// link goes and opens again when the client's next link comes up.
+// link goes and opens again when the client's next link comes up (with
+// resume_window 0; TestReverseOutlivesLink is its twin).
 func TestReverse(t *testing.T) {
 	testutil.LeakCheck(t)
 	for _, host := range []string{"127.0.0.1", "::1"} {
@@ -56,10 +57,10 @@ func TestReverse(t *testing.T) {
 			svc := echoOn(t, net.JoinHostPort(host, "0"))
 			listen := net.JoinHostPort(host, strconv.Itoa(freePort(t, host)))
 			slog, slogs := testutil.ObservedLogger(t)
-			addr, _, _ := startServer(t, ServerConfig{Options: testOptions(slog), Rules: mustRules(t, nil, nil, []string{listen})})
+			addr, _, _ := startServer(t, ServerConfig{Options: plainOptions(slog), Rules: mustRules(t, nil, nil, []string{listen})})
 			prox := startProxy(t, addr, nil)
 			clog, _ := testutil.ObservedLogger(t)
-			startClient(t, ClientConfig{Options: testOptions(clog), Server: prox.addr(), RedialMin: 50 * time.Millisecond, RedialMax: 200 * time.Millisecond,
+			startClient(t, ClientConfig{Options: plainOptions(clog), Server: prox.addr(), RedialMin: 50 * time.Millisecond, RedialMax: 200 * time.Millisecond,
 				Reverse: []Reverse{{Listen: listen, Target: svc.addr()}}})
 			eventually(t, 10*time.Second, "the reverse listener", func() bool { return dialEcho(listen) == nil })
 
@@ -72,6 +73,35 @@ func TestReverse(t *testing.T) {
 				t.Errorf("the service saw %d connections", n)
 			}
 		})
+	}
+}
+
+// TestReverseOutlivesLink is TestReverse's twin with sessions that
+// outlive links (resume_window 1m, the default): the reverse listener,
+// like the session it belongs to, outlives the link; it is never closed
+// nor registered again, and serves once the session resumed.
+func TestReverseOutlivesLink(t *testing.T) {
+	testutil.LeakCheck(t)
+	svc := echoOn(t, "127.0.0.1:0")
+	listen := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "127.0.0.1")))
+	slog, slogs := testutil.ObservedLogger(t)
+	addr, srv, _ := startServer(t, ServerConfig{Options: resumeOptions(slog), Rules: mustRules(t, nil, nil, []string{listen})})
+	prox := startProxy(t, addr, nil)
+	clog, _ := testutil.ObservedLogger(t)
+	_, cli, _ := startClient(t, ClientConfig{Options: resumeOptions(clog), Server: prox.addr(), RedialMin: 50 * time.Millisecond, RedialMax: 200 * time.Millisecond,
+		Reverse: []Reverse{{Listen: listen, Target: svc.addr()}}})
+	eventually(t, 10*time.Second, "the reverse listener", func() bool { return dialEcho(listen) == nil })
+
+	prox.sever()
+	eventually(t, 10*time.Second, "the session resumed", func() bool { return resumed(cli.ctr) == 1 && resumed(srv.ctr) == 1 })
+	if err := dialEcho(listen); err != nil {
+		t.Fatalf("the reverse listener after the session resumed: %v", err)
+	}
+	if n := slogs.FilterMessage("reverse forward closed").Len(); n != 0 {
+		t.Errorf("the listener closed %d times; the session, and its listener, outlive the link", n)
+	}
+	if n := slogs.FilterMessage("reverse forward listening").Len(); n != 1 {
+		t.Errorf("the listener was opened %d times, want once", n)
 	}
 }
 

@@ -1,6 +1,7 @@
 package tunnel
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -227,9 +228,10 @@ func TestTargetResetPropagates(t *testing.T) {
 	}
 }
 
-// TestLinkDeathAbortsStreams: when the link dies, the open streams end
-// with an error at both ends (the application and the target), never a
-// clean EOF; the client redials and new streams work.
+// TestLinkDeathAbortsStreams: with resume_window 0, when the link dies,
+// the open streams end with an error at both ends (the application and
+// the target), never a clean EOF; the client redials and new streams
+// work. TestLinkDeathPausesStreams is its twin with resumption.
 func TestLinkDeathAbortsStreams(t *testing.T) {
 	testutil.LeakCheck(t)
 	targetErr := make(chan error, 8)
@@ -240,9 +242,9 @@ func TestLinkDeathAbortsStreams(t *testing.T) {
 	})
 	echoT := startTarget(t, testutil.Echo)
 	log, logs := testutil.ObservedLogger(t)
-	saddr, _, _ := startServer(t, ServerConfig{Options: testOptions(log), Services: map[string]string{"hold": tg.addr(), "echo": echoT.addr()}})
+	saddr, _, _ := startServer(t, ServerConfig{Options: plainOptions(log), Services: map[string]string{"hold": tg.addr(), "echo": echoT.addr()}})
 	px := startProxy(t, saddr, nil)
-	addrs, cli, _ := startClient(t, ClientConfig{Options: testOptions(log), Server: px.addr(), RedialMin: 20 * time.Millisecond, RedialMax: 100 * time.Millisecond}, "hold", "echo")
+	addrs, cli, _ := startClient(t, ClientConfig{Options: plainOptions(log), Server: px.addr(), RedialMin: 20 * time.Millisecond, RedialMax: 100 * time.Millisecond}, "hold", "echo")
 
 	const n = 4
 	var conns []net.Conn
@@ -414,5 +416,73 @@ func TestNewServerRejects(t *testing.T) {
 		if _, err := NewServer(cfg); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: got %v, want ErrConfig", name, err)
 		}
+	}
+}
+
+// TestLinkDeathPausesStreams is TestLinkDeathAbortsStreams' twin with
+// sessions that outlive links (resume_window 1m, the default): the link
+// dies while open streams carry data both ways; each carries on on the
+// client's next link with no byte lost or repeated (each echoes its own
+// 4 MiB back whole), no application or target sees an end, and no stream
+// is counted aborted.
+func TestLinkDeathPausesStreams(t *testing.T) {
+	testutil.LeakCheck(t)
+	echoT := startTarget(t, testutil.Echo)
+	log, _ := testutil.ObservedLogger(t)
+	saddr, srv, _ := startServer(t, ServerConfig{Options: resumeOptions(log), Services: map[string]string{"echo": echoT.addr()}})
+	px := startProxy(t, saddr, nil)
+	addrs, cli, _ := startClient(t, ClientConfig{Options: resumeOptions(log), Server: px.addr(), RedialMin: 20 * time.Millisecond, RedialMax: 100 * time.Millisecond}, "echo")
+
+	const n, size = 4, 4 << 20
+	var first, wg sync.WaitGroup // first: each stream read its first quarter back
+	cut := make(chan struct{})
+	errs := make(chan error, 2*n)
+	first.Add(n)
+	for i := range n {
+		c, err := net.Dial("tcp", addrs["echo"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(2 * time.Minute))
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			if _, err := io.Copy(c, io.LimitReader(testutil.Stream(uint64(i)), size)); err != nil {
+				errs <- fmt.Errorf("stream %d: write: %w", i, err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			want := make([]byte, size)
+			_, _ = io.ReadFull(testutil.Stream(uint64(i)), want)
+			got := make([]byte, size)
+			_, err := io.ReadFull(c, got[:size/4])
+			first.Done()
+			if err == nil {
+				<-cut // the rest comes across the cut
+				_, err = io.ReadFull(c, got[size/4:])
+			}
+			switch {
+			case err != nil:
+				errs <- fmt.Errorf("stream %d: read: %w", i, err)
+			case !bytes.Equal(got, want):
+				errs <- fmt.Errorf("stream %d: %s", i, mismatch(got, want))
+			}
+		}()
+	}
+	first.Wait()
+	px.sever()
+	close(cut)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	eventually(t, 10*time.Second, "the session resumed at both ends, on a new link", func() bool {
+		return resumed(cli.ctr) >= 1 && resumed(srv.ctr) >= 1 && px.count() >= 2
+	})
+	if n := cli.ctr.streams[streamAborted].Load(); n != 0 {
+		t.Errorf("%d streams aborted", n)
 	}
 }
