@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/offload-dev/offload/measure/bench"
 )
 
 // iperf3 as the load generator (-load iperf3), a second one beside
@@ -50,6 +52,7 @@ func startIperfSink(ctx context.Context) (*proc, string, error) {
 type iperfResult struct {
 	sent    int64
 	seconds float64
+	client  bench.CPUTime // the client process's
 }
 
 func (r iperfResult) MBps() float64 { return float64(r.sent) / r.seconds / 1e6 }
@@ -61,11 +64,15 @@ func (r iperfResult) MBps() float64 { return float64(r.sent) / r.seconds / 1e6 }
 func iperfRun(ctx context.Context, addr string, streams int, bytes int64) (iperfResult, error) {
 	deadline := time.Now().Add(time.Minute)
 	for {
-		out, err := exec.CommandContext(ctx, "iperf3", "-c", "127.0.0.1", "-p", port(addr), "-n", strconv.FormatInt(bytes, 10),
-			"-P", strconv.Itoa(streams), "-J").Output()
+		cmd := exec.CommandContext(ctx, "iperf3", "-c", "127.0.0.1", "-p", port(addr), "-n", strconv.FormatInt(bytes, 10),
+			"-P", strconv.Itoa(streams), "-J")
+		out, err := cmd.Output()
 		res, perr := parseIperf(out)
 		switch {
 		case perr == nil:
+			if ps := cmd.ProcessState; ps != nil {
+				res.client = bench.CPUTime{User: ps.UserTime(), System: ps.SystemTime()}
+			}
 			return res, nil
 		case strings.Contains(perr.Error(), "server is busy") && time.Now().Before(deadline) && ctx.Err() == nil:
 			time.Sleep(250 * time.Millisecond)

@@ -93,6 +93,7 @@ type options struct {
 	floorTime  time.Duration // per part of the crypto floor
 	profileDir string
 	tools      []string // the tools to run, by name; all if empty
+	iperfSink  *proc    // the iperf3 server, with -load iperf3
 }
 
 func main() {
@@ -271,6 +272,10 @@ type result struct {
 	// in the order of Runs.
 	CPU     cpuPerGB   `json:"cpu_s_per_gb"`
 	RunsCPU []cpuPerGB `json:"runs_cpu_s_per_gb"`
+	// LoadCPU is the load generator's and the sink's CPU per 10^9
+	// payload bytes in the run CPU is from: this process's with -load
+	// bench, iperf3's client and server with -load iperf3.
+	LoadCPU cpuPerGB `json:"load_cpu_s_per_gb"`
 }
 
 // cpuPerGB is CPU seconds per 10^9 bytes, split as the kernel accounts it.
@@ -373,6 +378,7 @@ func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
 			return nil, err
 		}
 		defer stop(p)
+		o.iperfSink = p
 		sink, ready = addr, iperfReady
 		fmt.Fprintf(log, "compare: load generator iperf3, server on %s\n", addr)
 	}
@@ -576,19 +582,26 @@ func speedRounds(ctx context.Context, rep *report, tools []string, o options,
 		return err
 	}
 	for _, c := range sess.Cells {
-		var cpus []cpuPerGB
+		var cpus, loads []cpuPerGB
 		for _, r := range c.Runs {
 			cpus = append(cpus, r.Result.cpu)
+			loads = append(loads, r.Result.load)
 		}
-		rep.Results = append(rep.Results, summarize(c.Name, c.Streams, c.Rates(), cpus))
+		res := summarize(c.Name, c.Streams, c.Rates(), cpus)
+		if i := slices.IndexFunc(cpus, func(x cpuPerGB) bool { return x == res.CPU }); i >= 0 {
+			res.LoadCPU = loads[i]
+		}
+		rep.Results = append(rep.Results, res)
 	}
 	return nil
 }
 
-// speedRun is one run of a tool: its MB/s and CPU per 10^9 bytes.
+// speedRun is one run of a tool: its MB/s and CPU per 10^9 bytes, and
+// the load generator's and sink's CPU per 10^9 bytes.
 type speedRun struct {
 	mbps float64
 	cpu  cpuPerGB
+	load cpuPerGB
 }
 
 // Rate and Failure make a run a method.Result; a run that failed
@@ -604,9 +617,11 @@ func runSpeed(ctx context.Context, t *tunnelUnderTest, n int, turn method.Turn, 
 	if o.load == loadIperf {
 		return runIperf(ctx, t, n, o, log)
 	}
+	self0 := selfCPU()
 	cpu0, cerr0 := t.cpu()
 	res, err := bench.Run(ctx, bench.Load{Addr: t.addr, Streams: n, Bytes: o.bytes, Digest: o.digest, Seed: uint64(turn.N)})
 	cpu1, cerr1 := t.cpu()
+	self1 := selfCPU()
 	if err == nil {
 		err = errors.Join(cerr0, cerr1)
 	}
@@ -619,17 +634,20 @@ func runSpeed(ctx context.Context, t *tunnelUnderTest, n int, turn method.Turn, 
 		return speedRun{}, fmt.Errorf("%s, %d streams: %d bytes, verified %v; want %d verified", t.name, n, res.Bytes, res.Verified, o.bytes)
 	}
 	c := perGB(bench.CPUTime{User: cpu1.User - cpu0.User, System: cpu1.System - cpu0.System}, res.Bytes)
-	fmt.Fprintf(log, "%.1f MB/s, %.2f CPU s/GB (user %.2f, sys %.2f; %s ok)\n", res.MBps(), c.Total(), c.User, c.Sys, o.digest)
-	return speedRun{mbps: res.MBps(), cpu: c}, nil
+	l := perGB(bench.CPUTime{User: self1.User - self0.User, System: self1.System - self0.System}, res.Bytes)
+	fmt.Fprintf(log, "%.1f MB/s, %.2f CPU s/GB (user %.2f, sys %.2f; %s ok; load and sink %.2f)\n", res.MBps(), c.Total(), c.User, c.Sys, o.digest, l.Total())
+	return speedRun{mbps: res.MBps(), cpu: c, load: l}, nil
 }
 
 // runIperf is runSpeed with iperf3's client as the load.
 func runIperf(ctx context.Context, t *tunnelUnderTest, n int, o options, log io.Writer) (speedRun, error) {
+	srv0, serr0 := bench.TreeCPU([]int{o.iperfSink.Cmd.Process.Pid})
 	cpu0, cerr0 := t.cpu()
 	res, err := iperfRun(ctx, t.addr, n, o.bytes)
 	cpu1, cerr1 := t.cpu()
+	srv1, serr1 := bench.TreeCPU([]int{o.iperfSink.Cmd.Process.Pid})
 	if err == nil {
-		err = errors.Join(cerr0, cerr1)
+		err = errors.Join(cerr0, cerr1, serr0, serr1)
 	}
 	if err == nil && res.sent < o.bytes {
 		err = fmt.Errorf("iperf3 sent %d bytes, want %d", res.sent, o.bytes)
@@ -639,8 +657,9 @@ func runIperf(ctx context.Context, t *tunnelUnderTest, n int, o options, log io.
 		return speedRun{}, fmt.Errorf("%s, %d streams: %w", t.name, n, err)
 	}
 	c := perGB(bench.CPUTime{User: cpu1.User - cpu0.User, System: cpu1.System - cpu0.System}, res.sent)
-	fmt.Fprintf(log, "%.1f MB/s, %.2f CPU s/GB (user %.2f, sys %.2f; iperf3, unchecked)\n", res.MBps(), c.Total(), c.User, c.Sys)
-	return speedRun{mbps: res.MBps(), cpu: c}, nil
+	l := perGB(bench.CPUTime{User: srv1.User - srv0.User + res.client.User, System: srv1.System - srv0.System + res.client.System}, res.sent)
+	fmt.Fprintf(log, "%.1f MB/s, %.2f CPU s/GB (user %.2f, sys %.2f; iperf3, unchecked; its client and server %.2f)\n", res.MBps(), c.Total(), c.User, c.Sys, l.Total())
+	return speedRun{mbps: res.MBps(), cpu: c, load: l}, nil
 }
 
 // summarize is one tool's result at one stream count from its runs: the
@@ -658,6 +677,17 @@ func summarize(tool string, streams int, mbps []float64, cpu []cpuPerGB) result 
 		r.CPU = cpu[method.MedianIndex(totals)]
 	}
 	return r
+}
+
+// selfCPU is this process's CPU time: the load generator's and the
+// sink's (measure/bench runs both here), and nothing of the tools, which
+// are other processes.
+func selfCPU() bench.CPUTime {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return bench.CPUTime{}
+	}
+	return bench.CPUTime{User: time.Duration(ru.Utime.Nano()), System: time.Duration(ru.Stime.Nano())}
 }
 
 // cpu is the CPU time of the tool's processes and their children.

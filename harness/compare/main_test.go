@@ -40,7 +40,7 @@ func TestSpeedRounds(t *testing.T) {
 	o := options{streams: []int{1, 8}, repeat: 3}
 	rates := map[string][]float64{"a": {10, 30, 20}, "b": {5, 6, 7}, "c": {1, 1, 1}}
 	err := speedRounds(context.Background(), rep, []string{"a", "b", "c"}, o, func(_ context.Context, tool string, n int, turn method.Turn) (speedRun, error) {
-		return speedRun{mbps: rates[tool][turn.N] * float64(n), cpu: cpuPerGB{User: float64(turn.N)}}, nil
+		return speedRun{mbps: rates[tool][turn.N] * float64(n), cpu: cpuPerGB{User: float64(turn.N)}, load: cpuPerGB{Sys: 10 + float64(turn.N)}}, nil
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -52,8 +52,8 @@ func TestSpeedRounds(t *testing.T) {
 	if want := strings.Fields("1:abc 1:cba 1:bca 8:abc 8:cba 8:bca"); !slices.Equal(orders, want) {
 		t.Errorf("rounds %v, want %v", orders, want)
 	}
-	if r, ok := rep.result("a", 8); !ok || r.MBps != 160 || !slices.Equal(r.Runs, []float64{80, 240, 160}) || r.CPU.User != 1 {
-		t.Errorf("a at 8 streams: %+v, want the median 160 MB/s and the median CPU total (the second run's)", r)
+	if r, ok := rep.result("a", 8); !ok || r.MBps != 160 || !slices.Equal(r.Runs, []float64{80, 240, 160}) || r.CPU.User != 1 || r.LoadCPU.Sys != 11 {
+		t.Errorf("a at 8 streams: %+v, want the median 160 MB/s and the median CPU total (the second run's), with that run's load CPU", r)
 	}
 	if len(rep.Results) != 6 {
 		t.Errorf("%d results, want 6", len(rep.Results))
@@ -378,12 +378,19 @@ func TestLimits(t *testing.T) {
 	rep := fullReport()
 	rep.Floors[0].Suite, rep.Floors[0].Cipher, rep.Floors[0].MAC = "aes-256-ctr-hmac-sha256", 0.5, 2
 	rep.SSLFloor = &sslFloor{Cipher: 0.25, MAC: 1.75}
+	rep.CPUs = 2
+	for i := range rep.Results {
+		rep.Results[i].LoadCPU = cpuPerGB{User: 1}
+	}
 	got := strings.Join(limits(rep), "\n")
 	for _, s := range []string{
 		"1 stream(s): relay floor 3.00x (1 round) ssh -L's MB/s (600 vs 200), 1.00 CPU s/GB; 1.0x ssh is 200 MB/s: the floor reaches it",
 		"8 stream(s): relay floor 1.40x (1 round) ssh -L's MB/s (420 vs 300), 1.20 CPU s/GB; 1.5x ssh is 450 MB/s: the floor does NOT reach it",
 		"8 stream(s): offload 0.95x (1 round) the relay floor's MB/s, 3.33x (1 round) its CPU s/GB (4.00 vs 1.20)",
 		"aes-256-ctr-hmac-sha256 2.50 s/GB (cipher 0.50, MAC 2.00) against OpenSSL's 2.00 (0.25, 1.75): 1.25x",
+		// (5 + 1) * 300 MB/s = 1.8 CPUs of 2; (4 + 1) * 400 = 2 CPUs; (1.2 + 1) * 420 = 0.92
+		"8 stream(s): the host's CPU busy with the tool and the load: ssh -L 90%, offload 100%, relay floor 46%; " +
+			"where the CPU limits, 1.5x ssh needs offload at <= 3.00 CPU s/GB ((ssh 5.00 + load 1.00) / 1.5 - load); the relay floor plus offload's crypto floor is 3.70",
 	} {
 		wantIn(t, "limits", got, s)
 	}

@@ -383,11 +383,28 @@ func limits(rep *report) []string {
 		}
 		out = append(out, fmt.Sprintf("%d stream(s): relay floor %s ssh -L's MB/s (%.0f vs %.0f), %.2f CPU s/GB; %.1fx ssh is %.0f MB/s: the floor %s",
 			n, x, fl.MBps, ssh.MBps, fl.CPU.Total(), want, want*ssh.MBps, verdict))
-		if off, ok := rep.result(toolOffload, n); ok {
-			c := ratio.Of(ratio.Pairs(cpuTotals(off.RunsCPU), cpuTotals(fl.RunsCPU)))
-			out = append(out, fmt.Sprintf("%d stream(s): offload %s the relay floor's MB/s, %s its CPU s/GB (%.2f vs %.2f)",
-				n, pairedMBps(off, fl), c, off.CPU.Total(), fl.CPU.Total()))
+		off, ok := rep.result(toolOffload, n)
+		if !ok {
+			continue
 		}
+		c := ratio.Of(ratio.Pairs(cpuTotals(off.RunsCPU), cpuTotals(fl.RunsCPU)))
+		out = append(out, fmt.Sprintf("%d stream(s): offload %s the relay floor's MB/s, %s its CPU s/GB (%.2f vs %.2f)",
+			n, pairedMBps(off, fl), c, off.CPU.Total(), fl.CPU.Total()))
+		load := ssh.LoadCPU.Total()
+		if load <= 0 || rep.CPUs <= 0 {
+			continue
+		}
+		// Where the host's CPU is what limits, MB/s goes as one over the
+		// CPU per byte of the tool and the load together.
+		busy := func(r result) float64 { return (r.CPU.Total() + r.LoadCPU.Total()) * r.MBps / 1e3 / float64(rep.CPUs) }
+		need := (ssh.CPU.Total()+load)/want - load
+		line := fmt.Sprintf("%d stream(s): the host's CPU busy with the tool and the load: ssh -L %.0f%%, offload %.0f%%, relay floor %.0f%%; "+
+			"where the CPU limits, %.1fx ssh needs offload at <= %.2f CPU s/GB ((ssh %.2f + load %.2f) / %.1f - load)",
+			n, 100*busy(ssh), 100*busy(off), 100*busy(fl), want, need, ssh.CPU.Total(), load, want)
+		if len(rep.Floors) > 0 {
+			line += fmt.Sprintf("; the relay floor plus offload's crypto floor is %.2f", fl.CPU.Total()+rep.Floors[0].CPU.Total())
+		}
+		out = append(out, line)
 	}
 	if f := rep.SSLFloor; f != nil && len(rep.Floors) > 0 && f.Total() > 0 {
 		of := rep.Floors[0]
