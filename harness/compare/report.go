@@ -402,7 +402,13 @@ func limits(rep *report) []string {
 			"where the CPU limits, %.1fx ssh needs offload at <= %.2f CPU s/GB ((ssh %.2f + load %.2f) / %.1f - load)",
 			n, 100*busy(ssh), 100*busy(off), 100*busy(fl), want, need, ssh.CPU.Total(), load, want)
 		if len(rep.Floors) > 0 {
-			line += fmt.Sprintf("; the relay floor plus offload's crypto floor is %.2f", fl.CPU.Total()+rep.Floors[0].CPU.Total())
+			// The least a tunnel with offload's crypto can cost per byte
+			// here, and so the most MB/s it gets with all of the host's
+			// CPUs on it and the load.
+			least := fl.CPU.Total() + rep.Floors[0].CPU.Total()
+			most := float64(rep.CPUs) * 1e3 / (least + load)
+			line += fmt.Sprintf("; the relay floor plus offload's crypto floor is %.2f, so with every CPU busy a tunnel with offload's crypto gets at most %.0f MB/s (%.2fx ssh)",
+				least, most, most/ssh.MBps)
 		}
 		out = append(out, line)
 	}
