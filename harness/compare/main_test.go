@@ -394,6 +394,18 @@ func TestLimits(t *testing.T) {
 	} {
 		wantIn(t, "limits", got, s)
 	}
+	// A -quick run prints none of it (nor the goals).
+	var w bytes.Buffer
+	rep.Quick = true
+	printReport(&w, rep)
+	if strings.Contains(w.String(), "what this host allows") {
+		t.Errorf("a -quick report has the host's limits:\n%s", w.String())
+	}
+	rep.Quick = false
+	w.Reset()
+	printReport(&w, rep)
+	wantIn(t, "report", w.String(), "what this host allows")
+
 	rep.Results = slices.DeleteFunc(rep.Results, func(r result) bool { return r.Tool == toolRelay })
 	rep.SSLFloor = nil
 	if l := limits(rep); len(l) != 0 {
