@@ -304,14 +304,7 @@ func TestResumeStalledPath(t *testing.T) {
 	if _, err := c.Write(msg); err != nil {
 		t.Fatal(err)
 	}
-	got := make([]byte, len(msg))
-	_ = c.SetReadDeadline(time.Now().Add(time.Minute))
-	if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, msg) {
-		t.Fatalf("echo after the path went silent: %q, %v", got, err)
-	}
-	if n := resumed(cli.ctr); n < 1 {
-		t.Fatalf("%d resumptions, want at least 1", n)
-	}
+	echoResumed(t, c, msg, cli)
 }
 
 // TestClientShutdownEndsSession: a client that shuts down says so; the

@@ -61,17 +61,24 @@ func TestResumeDialsOverlap(t *testing.T) {
 		return most >= 2
 	})
 	blackhole.Store(false)
-	got := make([]byte, len(msg))
-	_ = c.SetReadDeadline(time.Now().Add(time.Minute))
-	if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, msg) {
-		t.Fatalf("echo after the path came back: %q, %v", got, err)
-	}
-	if n := resumed(cli.ctr); n < 1 {
-		t.Fatalf("%d resumptions, want at least 1", n)
-	}
+	echoResumed(t, c, msg, cli)
 	mu.Lock()
 	defer mu.Unlock()
 	if most > 4 {
 		t.Fatalf("%d connects pending at once; a round has four", most)
+	}
+}
+
+// echoResumed reads msg's echo on c, sent across an outage, and checks
+// that cli resumed its session for it.
+func echoResumed(t *testing.T, c net.Conn, msg []byte, cli *Client) {
+	t.Helper()
+	got := make([]byte, len(msg))
+	_ = c.SetReadDeadline(time.Now().Add(time.Minute))
+	if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, msg) {
+		t.Fatalf("echo across the outage: %q, %v", got, err)
+	}
+	if n := resumed(cli.ctr); n < 1 {
+		t.Fatalf("%d resumptions, want at least 1", n)
 	}
 }
