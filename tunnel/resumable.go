@@ -81,12 +81,14 @@ func (p *prefixConn) Read(b []byte) (int, error) {
 	return p.Conn.Read(b)
 }
 
-// endingConn is the client's resumable session as its mux sees it. The
-// client's mux closes only when the client retires the session for good
-// (a new key, a server going away, shutdown) or the session already
-// ended; End tells the server, which then frees the session at once
-// instead of keeping it for resume_window. (A link that is already down
-// cannot carry the word: the server keeps that session for the window.)
+// endingConn is a resumable session as its mux sees it, at either end. A
+// mux closes only when its end retires the session for good (the client:
+// a new key, a server going away, shutdown; the server: shutdown, a
+// reload that removed the client or its key) or the session already
+// ended; End tells the peer, which ends the session at once instead of
+// keeping it for resume_window (a client then redials, or fails over, at
+// once). A link that is already down cannot carry the word: the peer
+// keeps that session for the window.
 type endingConn struct{ *resume.Conn }
 
 func (e endingConn) Close() error {

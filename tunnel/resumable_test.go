@@ -329,6 +329,32 @@ func TestClientShutdownEndsSession(t *testing.T) {
 	}
 }
 
+// TestServerShutdownEndsSession: a server that shuts down (after its
+// drain) ends its resumable sessions on purpose and says so (end): the
+// client ends its session at once and redials as after any lost link,
+// rather than take the server for a path that went away and wait
+// resume_window for it.
+func TestServerShutdownEndsSession(t *testing.T) {
+	log, logs := testutil.ObservedLogger(t)
+	echo := startTarget(t, func(c net.Conn) { _, _ = io.Copy(c, c) })
+	o := resumeOptions(log)
+	o.ResumeWindow = MaxResumeWindow
+	saddr, _, srun := startServer(t, ServerConfig{Options: o, Services: map[string]string{"echo": echo.addr()}})
+	addrs, cli, _ := startClient(t, ClientConfig{Options: o, Server: saddr, RedialMin: 20 * time.Millisecond, RedialMax: 100 * time.Millisecond}, "echo")
+	c := streamAcross(t, addrs["echo"])
+	srun.stop(t)
+	if err := readErr(c); !isAbortive(err) {
+		t.Errorf("a stream open when the server shut down ended with %v, want a reset", err)
+	}
+	waitLog(t, logs, "link failed; redialling")
+	if n := logs.FilterMessage("link lost; resuming the session").Len(); n != 0 {
+		t.Fatalf("the client waited for a server that shut down (%d lines)", n)
+	}
+	if w := cli.Status().Waiting; len(w) != 0 {
+		t.Fatalf("the client keeps a session the server ended: %+v", w)
+	}
+}
+
 // TestClientReloadEndsSession: a client that retires its session after a
 // key change (reload) tells the server (end), which frees that session as
 // soon as the old link has finished its streams, rather than keep it,
@@ -722,5 +748,41 @@ func TestResumeOfferHoldsALink(t *testing.T) {
 	}
 	if n := srv.ctr.handshakes[hsOK].Load(); n != 1+DefaultMaxLinksPerClient {
 		t.Errorf("%d handshakes counted ok, want %d", n, 1+DefaultMaxLinksPerClient)
+	}
+}
+
+// TestResumeMixedEnds: with resumption on at one end only (the other's
+// resume_window 0 sends no offer, as an older, version-2 peer does), the
+// link is a plain one: streams work, a cut resets them (the old meaning),
+// the client redials and new streams work; nothing waits or resumes.
+func TestResumeMixedEnds(t *testing.T) {
+	testutil.LeakCheck(t)
+	for _, tc := range []struct {
+		name           string
+		server, client time.Duration
+	}{{"plain server", 0, time.Minute}, {"plain client", time.Minute, 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			testutil.LeakCheck(t)
+			log, _ := testutil.ObservedLogger(t)
+			echo := startTarget(t, testutil.Echo)
+			so, co := testOptions(log), testOptions(log)
+			so.ResumeWindow, co.ResumeWindow = tc.server, tc.client
+			saddr, srv, _ := startServer(t, ServerConfig{Options: so, Services: map[string]string{"echo": echo.addr()}})
+			px := startCutProxy(t, saddr)
+			addrs, cli, _ := startClient(t, ClientConfig{Options: co, Server: px.addr(), RedialMin: 20 * time.Millisecond, RedialMax: 100 * time.Millisecond}, "echo")
+			c := streamAcross(t, addrs["echo"])
+			px.cut()
+			if err := readErr(c); !isAbortive(err) {
+				t.Errorf("a stream on the cut plain link ended with %v, want a reset", err)
+			}
+			eventually(t, 10*time.Second, "the next link", func() bool { return cli.ctr.redials.Load() >= 1 && cli.ctr.links.Load() == 1 })
+			streamAcross(t, addrs["echo"])
+			if n := resumed(cli.ctr) + resumed(srv.ctr) + cli.ctr.resumes[resumeRefused].Load() + srv.ctr.resumes[resumeRefused].Load(); n != 0 {
+				t.Errorf("%d resumptions tried between a resumable end and a plain one", n)
+			}
+			if w := srv.Status().Waiting; len(w) != 0 {
+				t.Errorf("the server keeps a session of a plain link: %+v", w)
+			}
+		})
 	}
 }

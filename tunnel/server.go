@@ -355,6 +355,7 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *slots.S
 		if ss != nil {
 			mcfg.KeepAliveInterval = 0 // the resume layer's acks probe the link
 			defer s.resumes.remove(ss, false)
+			muxConn = endingConn{ss.conn}
 		}
 	}
 	s.replace(replaced, nil, remote)
