@@ -65,6 +65,7 @@ func TestParseServerDefaults(t *testing.T) {
 	}
 	// Not in the literal above, so that its alignment stays as it was.
 	want.EngineCheckInterval = 5 * time.Minute
+	want.ResumeWindow = time.Minute
 	want.RekeyInterval = time.Hour
 	want.Control = control.DefaultPath(ControlName("dir/server.yaml"))
 	s.fields = nil
@@ -558,15 +559,16 @@ func TestLinkWait(t *testing.T) {
 	}
 }
 
-// TestResumeWindow: resume_window is read on either end, off by default,
-// and Check's range is reported at the file's line.
+// TestResumeWindow: resume_window is read on either end, a minute by
+// default, 0 turns it off, and Check's range is reported at the file's
+// line.
 func TestResumeWindow(t *testing.T) {
 	for _, tc := range []struct {
 		line string
 		want time.Duration
 		err  string
 	}{
-		{"", 0, ""},
+		{"", time.Minute, ""},
 		{"resume_window: 0\n", 0, ""},
 		{"resume_window: 1m\n", time.Minute, ""},
 		{"resume_window: 2h\n", 0, "resume_window: 2h0m0s: want 0 (off) to 1h0m0s"},

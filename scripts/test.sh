@@ -46,9 +46,11 @@
 #   outage      harness/outage -quick (root): the built server and client in two
 #               network namespaces joined by a veth; 100 echo streams and 32 MiB
 #               each way (sha256 checked) across a 3 s outage, a roam and 3 cuts
-#               of the path, resume_window 1m: fails on any reset or bad hash;
-#               and, root or not, the same with -proxy (loopback, a proxy
-#               resets the link: a 3 s outage and 3 cuts)
+#               of the path, both ends' defaults (resume_window 1m): fails on
+#               any reset or bad hash; and, root or not, the same with -proxy
+#               (loopback, a proxy resets the link: a 3 s outage and 3 cuts),
+#               and -proxy with resume_window 0 and one cut, which must fail
+#               (the check catches the resets)
 #   qemu-user   engine tests for mipsle and arm under qemu-user-static
 #   vm          the runs listed in vm_runs below, in Debian's kernel under qemu
 #   cryptodev   the cryptodev-linux module (/dev/crypto), built for each VM
@@ -533,13 +535,30 @@ s_compare() {
 }
 
 # s_outage is harness/outage's smoke (docs/tunnel.md, "Sessions that
-# outlive links"): with resume_window on both ends, any reset an
-# application sees or any transfer whose sha256 differs fails it (-check).
-# Without root only the -proxy run (a loopback proxy resets the link).
+# outlive links"): with both ends' defaults (resume_window 1m), any reset
+# an application sees or any transfer whose sha256 differs fails it
+# (-check). With resume_window 0 one cut must fail it: the check still
+# sees resets. Without root only the -proxy runs (a loopback proxy resets
+# the link).
 s_outage() {
-	go run ./harness/outage -quick -check -proxy -set 'resume_window: 1m' || return 1
+	go build -o "$work/outage-offload" ./cmd/offload || return 1
+	go run ./harness/outage -bin "$work/outage-offload" -quick -check -proxy || return 1
+	local out
+	if out=$(go run ./harness/outage -bin "$work/outage-offload" -quick -check -proxy -outages '' -cuts 1 -set 'resume_window: 0' 2>&1); then
+		printf '%s\n' "$out"
+		echo "outage: -check passed with resume_window 0, where a cut resets every stream: the check cannot fail"
+		return 1
+	fi
+	case $out in
+	*"applications saw a reset"*) echo "outage: with resume_window 0 the check caught the resets, as it must" ;;
+	*)
+		printf '%s\n' "$out"
+		echo "outage: the resume_window 0 run failed, but not on the resets it must see"
+		return 1
+		;;
+	esac
 	if [ "$(id -u)" = 0 ]; then
-		go run ./harness/outage -quick -check -set 'resume_window: 1m'
+		go run ./harness/outage -bin "$work/outage-offload" -quick -check
 	fi
 }
 

@@ -2,6 +2,7 @@ package tunnel
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -9,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/offload-dev/offload/tunnel/internal/netguard"
 
@@ -112,9 +115,24 @@ func TestLinkCutAfterDial(t *testing.T) {
 // TestLinkCutUnderLoad cuts the link at random moments while streams are
 // being opened, dialled and carrying data, with dials that take a random
 // while. No stream is ever closed cleanly by the application, so every
-// target connection, whenever it was dialled, must end with a reset.
+// target connection, whenever it was dialled, must end with a reset: on
+// plain links (resume_window 0), where the cut resets the streams, and on
+// resumable sessions (the default), where they carry on until the
+// application resets them.
 func TestLinkCutUnderLoad(t *testing.T) {
 	testutil.LeakCheck(t)
+	for _, window := range []time.Duration{0, time.Minute} {
+		t.Run(fmt.Sprintf("resume_window=%v", window), func(t *testing.T) { linkCutUnderLoad(t, window) })
+	}
+}
+
+func linkCutUnderLoad(t *testing.T, window time.Duration) {
+	testutil.LeakCheck(t)
+	o := func(log *zap.Logger) Options {
+		o := testOptions(log)
+		o.ResumeWindow = window
+		return o
+	}
 	const (
 		rounds  = 8
 		streams = 16
@@ -128,11 +146,11 @@ func TestLinkCutUnderLoad(t *testing.T) {
 		defer rmu.Unlock()
 		return time.Duration(rng.Int64N(int64(max)))
 	}
-	saddr, _ := serveWithDialControl(t, ServerConfig{Options: testOptions(log), Services: map[string]string{"rec": tg.addr()}}, func() {
+	saddr, _ := serveWithDialControl(t, ServerConfig{Options: o(log), Services: map[string]string{"rec": tg.addr()}}, func() {
 		time.Sleep(jitter(3 * time.Millisecond))
 	})
 	px := startProxy(t, saddr, nil)
-	addrs, cli, _ := startClient(t, ClientConfig{Options: testOptions(log), Server: px.addr(), RedialMin: 5 * time.Millisecond, RedialMax: 20 * time.Millisecond}, "rec")
+	addrs, cli, _ := startClient(t, ClientConfig{Options: o(log), Server: px.addr(), RedialMin: 5 * time.Millisecond, RedialMax: 20 * time.Millisecond}, "rec")
 
 	seen := 0
 	for round := range rounds {

@@ -69,8 +69,8 @@ type Options struct {
 	// resume it (docs/protocol.md section 4, tunnel/resume); its streams
 	// then see a pause, not a reset. 0 is off: a dropped link resets its
 	// streams, and links are version-2 links. At most MaxResumeWindow.
-	// Off by default for now (docs/tunnel.md, "Sessions that outlive
-	// links", says why); 1m rides out a PPPoE reconnect.
+	// On by default: a minute rides out a PPPoE reconnect or a modem
+	// reboot; what a session keeps meanwhile counts against LinkBuffer.
 	ResumeWindow time.Duration
 	// RekeyInterval (rekey_interval) is the longest this end sends under
 	// one epoch's keys, MinRekeyInterval to MaxRekeyInterval; the frame
@@ -149,6 +149,9 @@ func DefaultOptions() Options {
 		DrainTimeout:        10 * time.Second,
 		StatusInterval:      time.Minute,
 		EngineCheckInterval: 5 * time.Minute,
+		// Sessions outlive a dropped link (docs/protocol.md section 4):
+		// long enough for a PPPoE reconnect.
+		ResumeWindow: time.Minute,
 	}
 }
 

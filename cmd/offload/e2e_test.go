@@ -370,7 +370,11 @@ func TestE2E(t *testing.T) {
 				t.Errorf("offload status: %v, lacks %s:\n%s", err, re, out)
 			}
 		}
+		// Killed and restarted: the client's session, kept for
+		// resume_window (on by default), meets a server that knows no
+		// session; its streams end with an error that says so.
 		srv.Kill()
+		srv = startProc(parent, "server (restarted)", bin, "server", "-c", serverCfg)
 		for range streams {
 			select {
 			case r := <-results:
@@ -379,13 +383,18 @@ func TestE2E(t *testing.T) {
 				} else {
 					t.Logf("stream ended after %d bytes: %v", r.read, r.err)
 				}
-			case <-time.After(15 * time.Second):
-				t.Fatal("streams did not end after the server was killed")
+			case <-time.After(30 * time.Second):
+				t.Fatal("streams did not end after the server was killed and restarted")
 			}
 		}
+		waitFor(t, 15*time.Second, "the client to log why its session ended", func() error {
+			if !strings.Contains(cli.Out.String(), "unknown session (the server restarted") {
+				return errors.New("no 'unknown session' in the client's log")
+			}
+			return nil
+		})
 
-		// Restart; the client redials and new streams work.
-		srv = startProc(parent, "server (restarted)", bin, "server", "-c", serverCfg)
+		// The client redials and new streams work.
 		waitFor(t, 15*time.Second, "round trip after the restart", func() error { return testutil.EchoRoundTrip(echoAddr, 1<<20, 7) })
 		m, err := scrape(a.clientMetrics)
 		if err != nil {

@@ -18,7 +18,7 @@ type effective struct {
 	MaxFrame, YamuxWindow, MaxStreams, LinkBuffer  int
 	Keepalive, RekeyInterval, DialTimeout          time.Duration
 	HandshakeTimeout, DrainTimeout, StatusInterval time.Duration
-	EngineCheckInterval, LinkWait                  time.Duration
+	EngineCheckInterval, LinkWait, ResumeWindow    time.Duration
 	Verify                                         int
 }
 
@@ -34,7 +34,7 @@ func effectiveOf(t *testing.T, o tunnel.Options) effective {
 		Suite: o.Suite.String(), MaxFrame: o.MaxFrame, YamuxWindow: o.YamuxWindow, MaxStreams: o.MaxStreams, LinkBuffer: o.LinkBuffer,
 		Keepalive: o.Keepalive, RekeyInterval: o.RekeyInterval, DialTimeout: o.DialTimeout,
 		HandshakeTimeout: o.HandshakeTimeout, DrainTimeout: o.DrainTimeout, StatusInterval: o.StatusInterval,
-		EngineCheckInterval: o.EngineCheckInterval, LinkWait: o.LinkWait, Verify: o.Verify,
+		EngineCheckInterval: o.EngineCheckInterval, LinkWait: o.LinkWait, ResumeWindow: o.ResumeWindow, Verify: o.Verify,
 	}
 }
 
@@ -48,15 +48,17 @@ func TestConfigOptions(t *testing.T) {
 		Keepalive: 15 * time.Second, RekeyInterval: time.Hour, DialTimeout: 10 * time.Second,
 		HandshakeTimeout: 10 * time.Second, DrainTimeout: 10 * time.Second, StatusInterval: time.Minute,
 		// A server has no use for LinkWait; it keeps the default.
-		EngineCheckInterval: 5 * time.Minute, LinkWait: 2 * time.Second}
+		EngineCheckInterval: 5 * time.Minute, LinkWait: 2 * time.Second,
+		// Sessions outlive links by default, on routers too.
+		ResumeWindow: time.Minute}
 	router := defaults
 	router.YamuxWindow, router.MaxStreams = 256<<10, 64
 	zeros := defaults
-	zeros.Keepalive, zeros.DrainTimeout, zeros.LinkWait, zeros.EngineCheckInterval = 0, 0, 0, 0
+	zeros.Keepalive, zeros.DrainTimeout, zeros.LinkWait, zeros.EngineCheckInterval, zeros.ResumeWindow = 0, 0, 0, 0, 0
 	tuned := effective{Suite: "aes-128-cbc-hmac-sha256", MaxFrame: 16 << 10, YamuxWindow: 512 << 10, MaxStreams: 100, LinkBuffer: 1 << 20,
 		Keepalive: time.Second, RekeyInterval: 10 * time.Minute, DialTimeout: 3 * time.Second,
 		HandshakeTimeout: 4 * time.Second, DrainTimeout: 2 * time.Second, StatusInterval: time.Minute,
-		EngineCheckInterval: 30 * time.Second, LinkWait: 2 * time.Second, Verify: 100}
+		EngineCheckInterval: 30 * time.Second, LinkWait: 2 * time.Second, ResumeWindow: 5 * time.Minute, Verify: 100}
 	for file, want := range map[string]effective{
 		"../../examples/server.yaml":                        defaults,
 		"../../examples/server-clients.yaml":                defaults,

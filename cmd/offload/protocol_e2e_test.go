@@ -101,7 +101,6 @@ func TestE2EProtocolFromDocs(t *testing.T) {
 			for name, want := range map[string]float64{
 				`offload_handshakes_total{role="server",result="replay"}`: 1,
 				`offload_handshakes_total{role="server",result="ok"}`:     3,
-				`offload_auth_failures_total{role="server"}`:              2,
 				`offload_streams_total{role="server",result="ok"}`:        1,
 				// The link's three and oldkeys's one.
 				`offload_rekeys_total{role="server",dir="decrypt"}`: 4,
@@ -109,6 +108,15 @@ func TestE2EProtocolFromDocs(t *testing.T) {
 				if got, ok := metric(metrics, name); !ok || got != want {
 					t.Errorf("%s = %v (found %v), want %v", name, got, ok, want)
 				}
+			}
+			// Frames that failed their tag: the tampered one and the stale
+			// one, and maybe the oldkeys link's next frame: the reference
+			// client answers the server's resumption offer (a yamux ping,
+			// resume_window being on by default) under the nonce the stale
+			// frame took, and the record layer may open it before the link
+			// is closed.
+			if got, ok := metric(metrics, `offload_auth_failures_total{role="server"}`); !ok || got < 2 || got > 3 {
+				t.Errorf("offload_auth_failures_total{role=\"server\"} = %v (found %v), want 2, or 3 with the offer's answer", got, ok)
 			}
 			if code := stop(t, srv); code != 0 {
 				t.Errorf("server exit %d", code)

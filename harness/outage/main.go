@@ -38,10 +38,10 @@
 // Run it from the repository root (it builds ./cmd/offload unless -bin),
 // as root unless -proxy:
 //
-//	go run ./harness/outage -set 'resume_window: 1m'   # 256 MiB each way, 1,000 streams, 3s,10s,30s, roam, 20 cuts
-//	go run ./harness/outage                             # the same with the defaults (resume_window off)
-//	go run ./harness/outage -quick -check -set 'resume_window: 1m'   # CI's smoke
-//	go run ./harness/outage -proxy -set 'resume_window: 1m'         # no root: a proxy resets the link
+//	go run ./harness/outage                             # 256 MiB each way, 1,000 streams, 3s,10s,30s, roam, 20 cuts
+//	go run ./harness/outage -set 'resume_window: 0'     # the same with resumption off
+//	go run ./harness/outage -quick -check               # CI's smoke
+//	go run ./harness/outage -proxy                      # no root: a proxy resets the link
 //
 // A hash mismatch is always exit status 1; -check makes any reset one
 // too. Interrupted,

@@ -61,6 +61,7 @@ const FIELDS = {
 	'rekey_interval': [ _('Rekey interval'), '', 'value' ],
 	'max_streams': [ _('Max streams'), '', 'value' ],
 	'link_buffer': [ _('Link buffer'), '', 'value' ],
+	'resume_window': [ _('Resume window'), _('How long a session outlives a dropped link, e.g. 1m (the default: a PPPoE reconnect); 0: a dropped link resets its streams.'), 'value' ],
 	'max_procs': [ _('CPUs for Go code'), _('GOMAXPROCS of the end; 0: every CPU, 1 is cheaper per byte on a busy router.'), 'value' ],
 	'metrics': [ _('Metrics listener'), _('host:port for Prometheus (/metrics); optional.'), 'value' ],
 	'metrics_token_file': [ _('Metrics token file'), '', 'value' ],
