@@ -2,7 +2,9 @@ package mux
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
 )
@@ -39,6 +41,41 @@ func TestPingBucket(t *testing.T) {
 	}
 	if b.take(now) {
 		t.Fatalf("after an hour idle: more than a burst let through")
+	}
+}
+
+// TestPingBucketClockBack: a monotonic clock that goes back (an emulated
+// router's guest clock went back 25 s, docs/lab/router-anchor.md) neither
+// drains nor refills the bucket. Before, a step back of 25 s took 400
+// tokens, and the peer's next keepalive ping closed a healthy link as a
+// flood (the two-router anchor, 2026-12-07).
+func TestPingBucketClockBack(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	b := newPingBucket(t0)
+	now := t0.Add(15 * time.Second)
+	if !b.take(now) {
+		t.Fatal("the first keepalive ping refused")
+	}
+	back := now.Add(-25 * time.Second)
+	if !b.take(back) {
+		t.Fatalf("the keepalive's ping after the clock went back 25 s refused: %v", b.flood(back))
+	}
+	for i := range PingBurst - 2 {
+		if !b.take(back) {
+			t.Fatalf("ping %d of the burst's rest after the step back refused", i+3)
+		}
+	}
+	if b.take(back) {
+		t.Fatal("the clock's step back refilled the bucket")
+	}
+	msg := b.flood(back).Error()
+	for _, want := range []string{ErrPingFlood.Error(), "ping 65 of the session", "clock went back 25s"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("flood error %q does not say %q", msg, want)
+		}
+	}
+	if !b.take(back.Add(time.Second / PingRate)) {
+		t.Fatal("refilling from the clock's new reading: a ping one interval later refused")
 	}
 }
 
@@ -85,5 +122,7 @@ func TestPingFlood(t *testing.T) {
 	}
 	if !errors.Is(ours.Err(), ErrPingFlood) {
 		t.Errorf("session ended with %v, want ErrPingFlood", ours.Err())
+	} else if want := fmt.Sprintf("ping %d of the session", PingBurst+1); !strings.Contains(ours.Err().Error(), want) {
+		t.Errorf("flood error %q does not say %q", ours.Err(), want)
 	}
 }

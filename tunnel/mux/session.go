@@ -678,8 +678,8 @@ func readErr(err error) error {
 func (s *Session) handlePing(h header) error {
 	switch {
 	case h.flags&flagSYN != 0:
-		if !s.pingLimit.take(time.Now()) {
-			return fmt.Errorf("%w: more than %d at once or %d a second", ErrPingFlood, PingBurst, PingRate)
+		if now := time.Now(); !s.pingLimit.take(now) {
+			return s.pingLimit.flood(now)
 		}
 		_ = s.queue(header{typ: typePing, flags: flagACK, length: h.length})
 	case h.flags&flagACK != 0:
