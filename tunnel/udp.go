@@ -99,7 +99,7 @@ type udpFlow struct {
 	src    netip.AddrPort
 	queue  chan []byte  // framed datagrams (header included)
 	queued atomic.Int64 // bytes in queue
-	last   atomic.Int64
+	last   atomic.Int64 // monoNow of its last datagram
 	done   chan struct{}
 	ended  sync.Once // closes done: the flow's goroutines and the forward's shutdown both end it
 }
@@ -153,7 +153,7 @@ func (c *Client) udpLoop(ctx context.Context, r *udpRun, wg *sync.WaitGroup) {
 				continue
 			}
 			fl = &udpFlow{src: src, queue: make(chan []byte, udpQueue), done: make(chan struct{})}
-			fl.last.Store(time.Now().UnixNano())
+			fl.last.Store(monoNow())
 			flows[src] = fl
 			c.ctr.active.Add(1)
 			c.streams.add()
@@ -230,7 +230,7 @@ func (c *Client) runFlow(ctx context.Context, f UDPForward, fl *udpFlow, idle ti
 		}
 		_ = st.SetReadDeadline(time.Time{})
 		err := stream.ReadDatagrams(st, func(d []byte) error {
-			fl.last.Store(time.Now().UnixNano())
+			fl.last.Store(monoNow())
 			c.udp.down.Add(1)
 			_, err := f.Conn.WriteToUDPAddrPort(d, fl.src)
 			return err
@@ -255,9 +255,9 @@ loop:
 				break loop
 			}
 			c.udp.up.Add(1)
-			fl.last.Store(time.Now().UnixNano())
+			fl.last.Store(monoNow())
 		case <-tick.C:
-			if time.Since(time.Unix(0, fl.last.Load())) >= idle {
+			if time.Duration(monoNow()-fl.last.Load()) >= idle {
 				break loop
 			}
 		case <-fl.done:
@@ -387,3 +387,11 @@ func (s *Server) serveUDP(ctx context.Context, st *mux.Stream, name string, l *l
 	}
 	s.stream(l, streamOK)
 }
+
+// monoStart anchors the flows' idle clocks to the monotonic clock: a wall
+// clock step (NTP setting a router's clock after boot, often by years)
+// must not end every flow at once.
+var monoStart = time.Now()
+
+// monoNow is the time since monoStart on the monotonic clock.
+func monoNow() int64 { return int64(time.Since(monoStart)) }

@@ -565,10 +565,15 @@ type rateLimit struct {
 }
 
 func (r *rateLimit) allow() bool {
-	now := time.Now().UnixNano()
+	now := int64(time.Since(limitStart)) + 1 // never 0, which is "none yet"
 	last := r.last.Load()
 	if last != 0 && now-last < int64(r.every) {
 		return false
 	}
 	return r.last.CompareAndSwap(last, now)
 }
+
+// limitStart anchors rate limits to the monotonic clock: a wall clock
+// stepped back (a guest's clock corrected, a router's first NTP answer)
+// would otherwise hold every log line back for the length of the step.
+var limitStart = time.Now()

@@ -123,7 +123,8 @@ type Conn struct {
 	since   time.Time
 	lastErr error
 
-	heard  atomic.Int64 // unix nanos of the last frame read
+	epoch  time.Time    // New's clock reading: heard counts from it
+	heard  atomic.Int64 // nanoseconds from epoch to the last frame read
 	probed atomic.Bool  // the peer probed: the next ack goes out at once
 	kick   chan struct{}
 	done   chan struct{}
@@ -135,6 +136,15 @@ type Conn struct {
 	rhdr  [9]byte
 }
 
+// hear notes that a frame arrived. It counts on the monotonic clock: a
+// router's wall clock steps when NTP first sets it after boot (often by
+// years) and whenever a guest's clock is corrected, and a step forward
+// counted as silence would fail a healthy link as ErrSilent.
+func (c *Conn) hear() { c.heard.Store(int64(time.Since(c.epoch))) }
+
+// heardAt is when the last frame arrived, with its monotonic reading.
+func (c *Conn) heardAt() time.Time { return c.epoch.Add(time.Duration(c.heard.Load())) }
+
 // New returns a Conn on its first link.
 func New(link net.Conn, cfg Config) (*Conn, error) {
 	if cfg.Bound < MinBound || cfg.PeerBound < MinBound {
@@ -145,7 +155,8 @@ func New(link net.Conn, cfg Config) (*Conn, error) {
 	}
 	c := &Conn{cfg: cfg, link: link, gen: 1, kick: make(chan struct{}, 1), done: make(chan struct{})}
 	c.cond.L = &c.mu
-	c.heard.Store(time.Now().UnixNano())
+	c.epoch = time.Now()
+	c.hear()
 	c.loop.Add(1)
 	go c.ackLoop()
 	if cfg.Probe > 0 {
@@ -243,7 +254,7 @@ func (c *Conn) Attach(link net.Conn, peerReceived uint64) error {
 	}
 	c.trimLocked(peerReceived)
 	c.link, c.wire = link, peerReceived
-	c.heard.Store(time.Now().UnixNano())
+	c.hear()
 	c.cond.Broadcast()
 	c.mu.Unlock()
 	c.flushLocked()
@@ -386,7 +397,7 @@ func (c *Conn) readHeader(link net.Conn, gen uint64) error {
 	if _, err := io.ReadFull(link, h[:1]); err != nil {
 		return err
 	}
-	c.heard.Store(time.Now().UnixNano())
+	c.hear()
 	switch h[0] {
 	case typeData:
 		if _, err := io.ReadFull(link, h[1:5]); err != nil {
@@ -450,7 +461,7 @@ func (c *Conn) ackLoop() {
 			c.mu.Lock()
 			link, gen := c.link, c.gen
 			c.mu.Unlock()
-			if link != nil && time.Since(time.Unix(0, c.heard.Load())) > c.cfg.Timeout {
+			if link != nil && time.Since(c.heardAt()) > c.cfg.Timeout {
 				c.fail(gen, fmt.Errorf("%w for %v", ErrSilent, c.cfg.Timeout))
 				continue
 			}
@@ -497,7 +508,7 @@ func (c *Conn) watchLoop() {
 			c.mu.Lock()
 			attached, gen, moved, unacked := c.link != nil, c.gen, c.sent+c.recv, c.sent > c.acked
 			c.mu.Unlock()
-			probe, stall := w.step(now, time.Unix(0, c.heard.Load()), attached, gen, moved, unacked)
+			probe, stall := w.step(now, c.heardAt(), attached, gen, moved, unacked)
 			if probe && probing.CompareAndSwap(false, true) {
 				go func() {
 					c.sendFrame([]byte{typeProbe})

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -325,6 +326,22 @@ func TestSilentLinkDetaches(t *testing.T) {
 	}
 	if a.Err() != nil || a.State().Attached {
 		t.Fatalf("session ended (%v) or still attached", a.Err())
+	}
+}
+
+// TestHeardOnTheMonotonicClock: silence is judged on the monotonic clock,
+// so a wall clock stepped forward (a router's first NTP answer after boot)
+// is not taken for a silent peer. time.Time carries a monotonic reading
+// only when it came from time.Now (its String shows "m="); a heard time
+// rebuilt from Unix nanoseconds has none, and time.Since would measure
+// the step.
+func TestHeardOnTheMonotonicClock(t *testing.T) {
+	la, lb := tcpPair(t)
+	defer lb.Close()
+	a, _ := New(la, Config{Bound: MinBound, PeerBound: MinBound, Keepalive: time.Hour, Timeout: time.Hour})
+	defer a.Close()
+	if at := a.heardAt(); !strings.Contains(at.String(), " m=") {
+		t.Fatalf("heard at %v: no monotonic reading", at)
 	}
 }
 

@@ -27,7 +27,7 @@ type RateLimit struct {
 // Allow reports whether to log now, and how many events were suppressed
 // since the last one logged.
 func (r *RateLimit) Allow() (bool, uint64) {
-	now := time.Now().UnixNano()
+	now := int64(time.Since(limitStart)) + 1 // never 0, which is "none yet"
 	last := r.last.Load()
 	if (last != 0 && now-last < int64(r.Every)) || !r.last.CompareAndSwap(last, now) {
 		r.suppressed.Add(1)
@@ -35,3 +35,8 @@ func (r *RateLimit) Allow() (bool, uint64) {
 	}
 	return true, r.suppressed.Swap(0)
 }
+
+// limitStart anchors rate limits to the monotonic clock: a wall clock
+// stepped back (a guest's clock corrected, a router's first NTP answer)
+// would otherwise hold every log line back for the length of the step.
+var limitStart = time.Now()
