@@ -95,6 +95,13 @@ func startServerTuned(t *testing.T, ln net.Listener, cfg ServerConfig, tune func
 // their local addresses by service.
 func startClient(t *testing.T, cfg ClientConfig, services ...string) (map[string]string, *Client, *running) {
 	t.Helper()
+	return startClientTuned(t, cfg, nil, services...)
+}
+
+// startClientTuned is startClient with tune, if not nil, run on the
+// client before it runs (a field set after Run began would race).
+func startClientTuned(t *testing.T, cfg ClientConfig, tune func(*Client), services ...string) (map[string]string, *Client, *running) {
+	t.Helper()
 	addrs := map[string]string{}
 	for _, s := range services {
 		ln := testutil.Listen(t)
@@ -104,6 +111,9 @@ func startClient(t *testing.T, cfg ClientConfig, services ...string) (map[string
 	cli, err := NewClient(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if tune != nil {
+		tune(cli)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{cancel: cancel, done: make(chan error, 1)}

@@ -72,15 +72,17 @@ func startSocksDial(t *testing.T, listenAddr string, rules *Rules, users map[str
 	slog, slogs := testutil.ObservedLogger(t)
 	sopt := testOptions(slog)
 	sopt.DialTimeout = dialTimeout
-	addr, srv, _ := startServer(t, ServerConfig{Options: sopt, Rules: rules})
 	// Every refusal logged, so that the test can count them.
-	srv.refuseLog.Every = 0
+	addr, srv, _ := startServerTuned(t, testutil.Listen(t), ServerConfig{Options: sopt, Rules: rules}, func(s *Server) { s.refuseLog.Every = 0 })
 	clog, clogs := testutil.ObservedLogger(t)
 	copt := testOptions(clog)
 	copt.DialTimeout = dialTimeout
 	ln := listenOn(t, listenAddr)
-	_, cli, _ := startClient(t, ClientConfig{Options: copt, Server: addr, Socks: &Socks{Listener: ln, Users: users}})
-	cli.refuseLog.Every = 0
+	_, cli, _ := startClientTuned(t, ClientConfig{Options: copt, Server: addr, Socks: &Socks{Listener: ln, Users: users}}, func(c *Client) { c.refuseLog.Every = 0 })
+	// The link first: a test's connections (200 curls at once) must not
+	// starve the first handshake of CPU and find no link (seen under -race
+	// beside a busy core: the handshake timed out, 71 curls refused).
+	eventually(t, 30*time.Second, "the SOCKS client's link", func() bool { return cli.ctr.links.Load() == 1 })
 	return socksEnv{socks: ln.Addr().String(), cli: cli, srv: srv, clientLogs: clogs, serverLogs: slogs}
 }
 
