@@ -508,10 +508,15 @@ func TestResumeServerRestarted(t *testing.T) {
 	px := startCutProxy(t, saddr)
 	addrs, _, _ := startClient(t, ClientConfig{Options: resumeOptions(log), Server: px.addr(), RedialMin: time.Millisecond, RedialMax: 5 * time.Millisecond}, "echo")
 	c := streamAcross(t, addrs["echo"])
+	// The path goes first, so that the stopping server's end cannot reach
+	// the client (as when it crashes): the client keeps the session and
+	// takes it to the restarted server, which knows none.
+	px.setDown(true)
+	px.cut()
 	first.stop(t)
 	saddr2, _, _ := startServer(t, cfg)
 	px.setTarget(saddr2)
-	px.cut()
+	px.setDown(false)
 	waitLogField(t, logs, "session not resumed: its streams end", "reason", refuseUnknown)
 	_ = c.SetReadDeadline(time.Now().Add(time.Minute))
 	if _, err := c.Read(make([]byte, 1)); !isAbortive(err) {
