@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,7 +30,10 @@ import (
 
 func runBenchCmd(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	var stdout, stderr bytes.Buffer
+	// Synchronised: the tunnel's goroutines log to stderr while bench
+	// prints its progress there (a resumable session's server logs a link
+	// lost at the end of a run from its own goroutine).
+	var stdout, stderr testutil.SyncBuffer
 	code := run(append([]string{"bench"}, args...), &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
 }
