@@ -297,6 +297,67 @@ func (c *Conn) Write(p []byte) (int, error) {
 	return total, nil
 }
 
+// Filler writes bytes into room it is lent and returns how many it wrote
+// at the start of it (the mux's Filler, record.Filler's shape).
+type Filler = interface {
+	Fill(b []byte) int
+}
+
+// minFill is the least room WriteInPlace lends from the last chunk's tail
+// when the caller could use more: a smaller tail is left unused for a new
+// chunk, so a bulk stream's frames are not cut into slivers (a socket read
+// and a frame each) at every chunk's end. It wastes at most this much of
+// a chunk.
+const minFill = 4 << 10
+
+// WriteInPlace appends what fill writes straight into the kept buffer, so
+// the session above (the mux's Stream.Fill, a socket read) puts its bytes
+// where they are kept without a buffer of its own and a copy out of it
+// (Write): a byte is copied once from the socket and once more into the
+// link's frame, where Write took two copies. fill gets room for need to
+// most bytes (less where the bound or a chunk ends), is called once,
+// without the locks, and must not block; WriteInPlace then sends what it
+// wrote as Write does. It returns what was added, and an error only if
+// fill was not called (CloseWithError, or need is not 1..MinBound).
+func (c *Conn) WriteInPlace(need, most int, fill Filler) (int, error) {
+	if need < 1 || need > MinBound || most < need {
+		return 0, fmt.Errorf("resume: WriteInPlace of %d..%d bytes: want 1 ≤ need ≤ most, need ≤ %d", need, most, MinBound)
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.mu.Lock()
+	for c.err == nil && c.cfg.Bound-int(c.sent-c.acked) < need {
+		c.cond.Wait()
+	}
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return 0, err
+	}
+	// The room is past every kept byte of the last chunk, which stays
+	// while it has room (drop) and is only appended to under wmu, so fill
+	// writes it without mu while flushes and acks go on.
+	room := c.kept.room(min(need, chunkSize), min(most, minFill, chunkSize))
+	room = room[:min(len(room), most, c.cfg.Bound-int(c.sent-c.acked))]
+	c.mu.Unlock()
+	n := max(0, min(fill.Fill(room), len(room)))
+	if n == 0 {
+		return 0, nil
+	}
+	c.mu.Lock()
+	if c.err != nil { // closed while filling: nothing is kept any more
+		c.mu.Unlock()
+		return n, nil
+	}
+	c.kept.commit(n)
+	c.sent += uint64(n)
+	c.mu.Unlock()
+	c.lmu.Lock()
+	c.flushLocked()
+	c.lmu.Unlock()
+	return n, nil
+}
+
 // flushLocked (lmu held) puts the kept bytes not yet on the link on it.
 func (c *Conn) flushLocked() {
 	c.mu.Lock()
@@ -636,6 +697,25 @@ func (k *chunks) add(p []byte) {
 	}
 }
 
+// room returns the last chunk's free space if it has at least want bytes
+// (or need, if that is all a chunk has), else a new chunk's; commit keeps
+// the first n bytes of it.
+func (k *chunks) room(need, want int) []byte {
+	if n := len(k.bufs); n > 0 {
+		last := k.bufs[n-1]
+		if free := cap(last) - len(last); free >= need && free >= want {
+			return last[len(last):cap(last)]
+		}
+	}
+	k.bufs = append(k.bufs, chunkPool.Get().(*[chunkSize]byte)[:0:chunkSize])
+	return k.bufs[len(k.bufs)-1][:chunkSize]
+}
+
+func (k *chunks) commit(n int) {
+	last := &k.bufs[len(k.bufs)-1]
+	*last = (*last)[:len(*last)+n]
+}
+
 func (k *chunks) drop(n int) {
 	for n > 0 && len(k.bufs) > 0 {
 		avail := len(k.bufs[0]) - k.off
@@ -643,9 +723,15 @@ func (k *chunks) drop(n int) {
 			k.off += n
 			return
 		}
+		if len(k.bufs) == 1 && len(k.bufs[0]) < cap(k.bufs[0]) {
+			// The last chunk, with room: it stays the one written
+			// next (WriteInPlace may be filling its room right now).
+			k.off = len(k.bufs[0])
+			return
+		}
 		n -= avail
-		if len(k.bufs[0]) == chunkSize { // full, so one of the pool's
-			k.free = append(k.free, (*[chunkSize]byte)(k.bufs[0]))
+		if cap(k.bufs[0]) == chunkSize { // one of the pool's
+			k.free = append(k.free, (*[chunkSize]byte)(k.bufs[0][:chunkSize]))
 		}
 		k.bufs[0] = nil
 		k.bufs = k.bufs[1:]

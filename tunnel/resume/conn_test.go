@@ -177,6 +177,53 @@ func drain(r io.Reader, n int, at func(int), sum chan<- [32]byte, extra chan<- [
 // times, each cut triggered by the receiver's progress (no timing): both
 // directions arrive whole, no byte lost or repeated (sha256).
 func TestCutsKeepEveryByte(t *testing.T) {
+	testCutsKeepEveryByte(t, func(c *Conn) io.Writer { return c })
+}
+
+// TestInPlaceCutsKeepEveryByte is TestCutsKeepEveryByte with the bytes
+// written in place (WriteInPlace, as the mux's Stream.Fill does), in
+// fills of varied sizes, some of nothing, mixed with Writes: chunks end
+// part-filled and the last one is filled while acks and flushes run.
+func TestInPlaceCutsKeepEveryByte(t *testing.T) {
+	testCutsKeepEveryByte(t, func(c *Conn) io.Writer { return &inPlace{c: c} })
+}
+
+// inPlace writes through WriteInPlace: each fill copies up to a size that
+// varies (0 now and then, which adds nothing), and every fifth write goes
+// through Write.
+type inPlace struct {
+	c     *Conn
+	p     []byte
+	size  int
+	calls int
+}
+
+func (w *inPlace) Fill(b []byte) int {
+	w.size = w.size*5%9000 + 1
+	if w.size%11 == 0 {
+		return 0
+	}
+	return copy(b, w.p[:min(len(w.p), w.size)])
+}
+
+func (w *inPlace) Write(p []byte) (int, error) {
+	if w.calls++; w.calls%5 == 0 {
+		return w.c.Write(p)
+	}
+	total := 0
+	for len(p) > 0 {
+		w.p = p
+		n, err := w.c.WriteInPlace(1, len(p), w)
+		total += n
+		if err != nil {
+			return total, err
+		}
+		p = p[n:]
+	}
+	return total, nil
+}
+
+func testCutsKeepEveryByte(t *testing.T, writer func(*Conn) io.Writer) {
 	const size, cuts = 8 << 20, 20
 	s := newSession(t, 256<<10)
 	progress := make(chan int, 1024)
@@ -186,8 +233,8 @@ func TestCutsKeepEveryByte(t *testing.T) {
 	gotAB, gotBA := make(chan [32]byte, 2), make(chan [32]byte, 2)
 	extraAB, extraBA := make(chan []byte, 64), make(chan []byte, 64)
 	wg.Add(2)
-	go func() { defer wg.Done(); sumAB, errs[0] = pump(s.a, size, 'a') }()
-	go func() { defer wg.Done(); sumBA, errs[1] = pump(s.b, size, 'b') }()
+	go func() { defer wg.Done(); sumAB, errs[0] = pump(writer(s.a), size, 'a') }()
+	go func() { defer wg.Done(); sumBA, errs[1] = pump(writer(s.b), size, 'b') }()
 	next := size / (cuts + 1)
 	go drain(s.b, size, func(k int) {
 		if k >= next {
@@ -262,12 +309,22 @@ func TestCutWhileDetachedWrites(t *testing.T) {
 // TestBoundRespected: a peer that does not read never lets a writer keep
 // more than Bound bytes; Write blocks there until the peer reads.
 func TestBoundRespected(t *testing.T) {
+	testBoundRespected(t, func(c *Conn) io.Writer { return c })
+}
+
+// TestInPlaceBoundRespected: WriteInPlace lends no room past Bound and
+// waits at it until the peer reads.
+func TestInPlaceBoundRespected(t *testing.T) {
+	testBoundRespected(t, func(c *Conn) io.Writer { return &inPlace{c: c} })
+}
+
+func testBoundRespected(t *testing.T, writer func(*Conn) io.Writer) {
 	const bound = 128 << 10
 	s := newSession(t, bound)
 	go io.Copy(io.Discard, s.a) // acks arrive through Read, as yamux's reader calls it
 	done := make(chan error, 1)
 	go func() {
-		_, err := s.a.Write(make([]byte, 3*bound))
+		_, err := writer(s.a).Write(make([]byte, 3*bound))
 		done <- err
 	}()
 	waitFor(t, func() bool { return s.a.State().Sent == bound })
@@ -426,6 +483,32 @@ func TestChunksSlice(t *testing.T) {
 		if !bytes.Equal(got, data[1000+r[0]:1000+r[1]]) {
 			t.Fatalf("slice %v wrong", r)
 		}
+	}
+}
+
+// TestChunksRecycled: chunks an ack frees go back to the pool whether or
+// not they were full, and the last chunk, partly filled and wholly
+// acknowledged, stays to be written on.
+func TestChunksRecycled(t *testing.T) {
+	var k chunks
+	k.add(make([]byte, 1000))
+	k.room(100, 1<<20) // more than the tail: a new chunk, the first left part-filled
+	k.commit(500)
+	k.drop(1200)
+	if len(k.free) != 1 || len(k.bufs) != 1 || k.off != 200 {
+		t.Fatalf("after an ack past a part-filled chunk: %d freed, %d kept, off %d; want 1, 1, 200", len(k.free), len(k.bufs), k.off)
+	}
+	k.drop(300)
+	if len(k.free) != 1 || len(k.bufs) != 1 || k.off != 500 {
+		t.Fatalf("after acking all: %d freed, %d kept, off %d; want the last chunk kept at 500", len(k.free), len(k.bufs), k.off)
+	}
+	room := k.room(1, 1)
+	if len(room) != chunkSize-500 {
+		t.Fatalf("room %d after the kept chunk's 500 bytes, want %d", len(room), chunkSize-500)
+	}
+	k.commit(10)
+	if s := k.slice(0, 10); len(s) != 1 || len(s[0]) != 10 {
+		t.Fatalf("slice of the 10 committed bytes: %d parts", len(s))
 	}
 }
 
