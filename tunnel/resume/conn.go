@@ -6,6 +6,7 @@
 // docs/protocol.md, "Session resumption", is the design.
 //
 //	Write ──copy──> kept (unacked bytes, ≤ Bound) ──DATA──> link ──> peer's Read
+//	WriteInPlace ──fill──┘ (the mux's socket read, straight into a chunk)
 //	Read  <──DATA── link <── peer's kept                      ACK(received) ──> peer trims kept
 //
 // Wire format, inside one link once both ends agreed to it (hello.go):
