@@ -18,7 +18,7 @@
 //
 // Counts are cumulative over the session (every link it had), so a resend
 // needs no frame boundaries: a new link starts at the byte the receiver
-// named. The receiver acknowledges when a quarter of the sender's bound
+// named. The receiver acknowledges when 1/ackShare of the sender's bound
 // (PeerBound) is unacknowledged and every Keepalive; the ack doubles as
 // the liveness probe, so the session above runs without keepalives of its
 // own (they would cut it during an outage). An end with Config.Probe (the
@@ -53,6 +53,14 @@ const (
 	// ackEvery: an end receiving data acks at least this often (of the
 	// frames' arrival), so a peer's watch hears a slow but healthy link.
 	ackEvery = 200 * time.Millisecond
+	// ackShare: the receiver acks each 1/ackShare of the sender's bound.
+	// At a quarter (2 MiB at the default link_buffer), a bulk sender
+	// held up to its whole bound and, under the default 20 MiB
+	// memory_limit, spent a fifth of its CPU in the garbage collector and
+	// more in chunk allocations: 1.5-2x a plain link's CPU per byte on
+	// x86. At a sixteenth (a 9-byte ack per 512 KiB) the collector takes
+	// 2 % and the cost is about a plain link's (docs/lab/sessions.md).
+	ackShare = 16
 )
 
 var (
@@ -78,11 +86,11 @@ type Config struct {
 	// Bound is the most bytes written and not yet acknowledged that the
 	// Conn keeps; Write blocks while they are at Bound. At least MinBound.
 	Bound int
-	// PeerBound is the peer's Bound: this end acknowledges when a quarter
-	// of it is unacknowledged. At least MinBound.
+	// PeerBound is the peer's Bound: this end acknowledges when
+	// 1/ackShare of it is unacknowledged. At least MinBound.
 	PeerBound int
 	// Keepalive is how often an idle end sends an ack; 0 sends none but
-	// the quarter-bound ones (and checks no silence).
+	// the share-of-bound ones (and checks no silence).
 	Keepalive time.Duration
 	// Timeout: a link on which nothing arrived for this long is dead
 	// (ErrSilent). 0: Keepalive + 10 s. Used only with Keepalive.
@@ -436,7 +444,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 			}
 			c.rleft -= n
 			c.recv += uint64(n)
-			due := c.recv-c.ackSent >= uint64(c.cfg.PeerBound/4) || c.heard.Load()-c.ackAt >= int64(ackEvery)
+			due := c.recv-c.ackSent >= uint64(c.cfg.PeerBound/ackShare) || c.heard.Load()-c.ackAt >= int64(ackEvery)
 			c.mu.Unlock()
 			if due {
 				select {

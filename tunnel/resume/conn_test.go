@@ -343,8 +343,8 @@ func testBoundRespected(t *testing.T, writer func(*Conn) io.Writer) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	// The reader acks at a quarter of the bound: at most that is kept
-	// now that all was read.
+	// The reader acks at a share of the bound (1/ackShare, less than a
+	// quarter): at most a quarter is kept now that all was read.
 	waitFor(t, func() bool { return s.a.State().Kept <= bound/4 })
 	if k := s.a.State().Kept; k > bound {
 		t.Fatalf("kept %d past the bound %d", k, bound)

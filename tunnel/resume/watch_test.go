@@ -105,7 +105,7 @@ func TestSilentPeerStalls(t *testing.T) {
 }
 
 // TestProbeAnswered: a probe is answered with an ack at once, without
-// waiting for Keepalive or a quarter of the bound.
+// waiting for Keepalive or a share of the bound.
 func TestProbeAnswered(t *testing.T) {
 	la, lb := tcpPair(t)
 	defer lb.Close()
