@@ -291,12 +291,7 @@ func TestResumeManyStreams(t *testing.T) {
 // Keepalives are off, so nothing else would ever give the old link up
 // (the test fails without the watch).
 func TestResumeStalledPath(t *testing.T) {
-	log, _ := testutil.ObservedLogger(t)
-	echo := startTarget(t, func(c net.Conn) { _, _ = io.Copy(c, c) })
-	o := resumeOptions(log)
-	o.Keepalive = 0
-	saddr, _, _ := startServer(t, ServerConfig{Options: o, Services: map[string]string{"echo": echo.addr()}})
-	px := startCutProxy(t, saddr)
+	o, px := echoBehindCutProxy(t)
 	addrs, cli, _ := startClient(t, ClientConfig{Options: o, Server: px.addr()}, "echo")
 	c := streamAcross(t, addrs["echo"])
 	px.freeze()

@@ -20,12 +20,7 @@ import (
 // at once; once connects get through, the session resumes and the stream
 // carries on. With a connect a second, no two were ever pending at once.
 func TestResumeDialsOverlap(t *testing.T) {
-	log, _ := testutil.ObservedLogger(t)
-	echo := startTarget(t, func(c net.Conn) { _, _ = io.Copy(c, c) })
-	o := resumeOptions(log)
-	o.Keepalive = 0
-	saddr, _, _ := startServer(t, ServerConfig{Options: o, Services: map[string]string{"echo": echo.addr()}})
-	px := startCutProxy(t, saddr)
+	o, px := echoBehindCutProxy(t)
 	var (
 		blackhole atomic.Bool
 		mu        sync.Mutex
@@ -67,6 +62,19 @@ func TestResumeDialsOverlap(t *testing.T) {
 	if most > 4 {
 		t.Fatalf("%d connects pending at once; a round has four", most)
 	}
+}
+
+// echoBehindCutProxy starts a resumable server with an "echo" service
+// behind a cut proxy, with keepalives off so that only the client's stall
+// watch can give a silent link up; it returns the options for the client.
+func echoBehindCutProxy(t *testing.T) (Options, *cutProxy) {
+	log, _ := testutil.ObservedLogger(t)
+	echo := startTarget(t, func(c net.Conn) { _, _ = io.Copy(c, c) })
+	o := resumeOptions(log)
+	o.Keepalive = 0
+	saddr, _, _ := startServer(t, ServerConfig{Options: o, Services: map[string]string{"echo": echo.addr()}})
+	px := startCutProxy(t, saddr)
+	return o, px
 }
 
 // echoResumed reads msg's echo on c, sent across an outage, and checks
