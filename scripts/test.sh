@@ -168,10 +168,14 @@ cryptodev_runs() {
 	# and say why (the test, and offload engines' note and refusal);
 	# without aesni_intel cryptodev:hw must reach the device (its
 	# interrupts move under speed -irq) and carry a tunnel bench.
+	# One guest CPU: with two, 7.2 oopsed at boot in 2 of 8 runs here and
+	# once in CI ("Oops: int3" at a 5-byte nop in the timer code: the int3
+	# of a live code patch, hit after the patch was over, which we take
+	# for TCG's cross-vCPU code modification); with one, 16 of 16 passed.
 	local apt72
 	if apt72=$(bash scripts/apt-suite.sh sid); then
 		ko=$(APT_CONFIG=$apt72 cryptodev_ko amd64)
-		APT_CONFIG=$apt72 vm cryptodev-amd64-7.2 -arch amd64 -virtio-crypto -ko "$ko" -test ./engine -run 'KernelVirtioInterrupts|KernelCryptodev$' -bin ./cmd/offload -timeout 6m \
+		APT_CONFIG=$apt72 vm cryptodev-amd64-7.2 -arch amd64 -smp 1 -virtio-crypto -ko "$ko" -test ./engine -run 'KernelVirtioInterrupts|KernelCryptodev$' -bin ./cmd/offload -timeout 6m \
 			-cmd 'test -c /dev/crypto' \
 			-cmd 'offload engines >/tmp/e; cat /tmp/e; grep -q "afalg on this kernel reaches only CPU implementations" /tmp/e && grep -q "AF_ALG refuses the driver: virtio_crypto_aes_cbc" /tmp/e' \
 			-cmd 'offload speed -engine all -elapsed -seconds 1 -bytes 16384' \
@@ -354,7 +358,7 @@ vm_anchor() {
 vm_why() {
 	[ -f "$work/vm-$1.log" ] || return 0
 	echo "--- vm $1: what failed (from its output)"
-	grep -aE -- '--- FAIL|^FAIL|FAILED|panic:|fatal error|step=[^ ]+ rc=[1-9]|timed out|no summary|^vm: .*(fail|error)' \
+	grep -aE -- '--- FAIL|^FAIL|FAILED|panic:|fatal error|Oops:|RIP:|Kernel panic|step=[^ ]+ rc=[1-9]|timed out|no summary|^vm: .*(fail|error)' \
 		"$work/vm-$1.log" | tail -40 || echo "(no line says; the whole output is above)"
 }
 vm_selftest() {
