@@ -37,7 +37,7 @@ func TestResumeKeptWithinBound(t *testing.T) {
 	start := make(chan struct{}) // closed once the path is down
 	var mu sync.Mutex
 	sunk := map[int][]byte{} // sink: what each stream delivered, by its first byte
-	var opened atomic.Int32 // target connections that read their stream's id
+	var opened atomic.Int32  // target connections that read their stream's id
 	sink := startTarget(t, func(c net.Conn) {
 		var id [1]byte
 		if _, err := io.ReadFull(c, id[:]); err != nil {
