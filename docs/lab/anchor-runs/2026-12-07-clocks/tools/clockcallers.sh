@@ -8,7 +8,7 @@
 # number of calls and the callers (three frames), most frequent first.
 # Needs root and perf.  Example: clockcallers.sh ./offload 32 nt runtime.nanotime1
 B=$(realpath "$1"); MIB=$2; EV=$3_$(echo "$B" | md5sum | head -c 8); FN=$4
-perf probe -l 2>/dev/null | grep -q "  clk:$EV " || perf probe -x "$B" -a "clk:$EV=$FN" >/dev/null 2>&1
+perf probe -x "$B" -a "clk:$EV=$FN" >/dev/null 2>&1
 D=$(mktemp -d); cd "$D" || exit 1
 "$B" keygen -o offload.key >/dev/null 2>&1
 printf 'listen: 127.0.0.1:7410\nkey_file: offload.key\nmax_procs: 1\nservices:\n  sink: 127.0.0.1:7411\n' > server.yaml
@@ -29,4 +29,4 @@ for f in srv cli; do
     NF >= 2 { depth++; if (depth >= 2 && depth <= 4) { s = $2; sub(/\+0x.*/, "", s); chain = chain (chain == "" ? "" : " < ") s } }
     END { if (chain != "") print chain }' | sed 's|github.com/offload-dev/offload/||g' | sort | uniq -c | sort -rn | head -"${TOP:-12}"
 done
-rm -rf "$D"
+rm -rf "$D"; perf probe -q -d "clk:$EV"

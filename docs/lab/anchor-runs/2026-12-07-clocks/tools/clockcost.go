@@ -7,6 +7,7 @@
 //
 //	GOOS=linux GOARCH=mipsle GOMIPS=softfloat go build -o clockcost clockcost.go
 //	clockcost cost [-n 200000]
+//	clockcost handoff [-n 200000]                  # goroutine hand-offs, on one P and between locked threads
 //	clockcost sink -listen 127.0.0.1:7411 &        # the target: reads and discards
 //	clockcost send -to 127.0.0.1:7413 -mib 16      # the load: MiB of zeros, then waits for the close
 //
@@ -21,6 +22,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"syscall"
 	"time"
 )
@@ -63,6 +65,52 @@ func main() {
 		loop := float64(c3-c2) / float64(*n)
 		fmt.Printf("per call, CPU time: time.Since %.2f µs, time.Now %.2f µs (loop alone %.3f µs; %d calls each; %d %d)\n",
 			(float64(c1-c0)/float64(*n)-loop)/1e3, (float64(c2-c1)/float64(*n)-loop)/1e3, loop/1e3, *n, sink%2, w%2)
+	case "handoff":
+		// A round trip over two unbuffered channels is two hand-offs: on
+		// one P each is a scheduling round (park, ready, run); with both
+		// goroutines locked to their threads each also wakes a thread
+		// (futex) and switches to it.
+		// A pending timer makes every scheduling round read the clock
+		// (the runtime's timers check), as the tunnel's keepalive and
+		// stall-watch timers do.
+		for _, m := range []struct {
+			name          string
+			timer, locked bool
+		}{{"one P, no timer", false, false}, {"one P, a timer pending", true, false}, {"threads locked, a timer pending", true, true}} {
+			var t *time.Timer
+			if m.timer {
+				t = time.AfterFunc(time.Hour, func() {})
+			}
+			ping, pong := make(chan int), make(chan int)
+			go func() {
+				if m.locked {
+					runtime.LockOSThread()
+				}
+				for v := range ping {
+					pong <- v
+				}
+				close(pong)
+			}()
+			if m.locked {
+				runtime.LockOSThread()
+			}
+			c0 := cpu()
+			for i := range *n {
+				ping <- i
+				<-pong
+			}
+			c1 := cpu()
+			close(ping)
+			<-pong
+			if m.locked {
+				runtime.UnlockOSThread()
+			}
+			if t != nil {
+				t.Stop()
+			}
+			fmt.Printf("per hand-off, CPU time: %.2f µs (%s; GOMAXPROCS %d; %d round trips)\n",
+				float64(c1-c0)/float64(2**n)/1e3, m.name, runtime.GOMAXPROCS(0), *n)
+		}
 	case "sink":
 		l, err := net.Listen("tcp", *listen)
 		if err != nil {
