@@ -1,6 +1,9 @@
 package record
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Frame buffers come from pools of fixed-size arrays (wireguard-go's
 // device/pools.go): a small class for the short frames of an idle link and
@@ -72,7 +75,27 @@ type frame struct {
 
 	// Opened plaintext is buf[off:end].
 	off, end int
+
+	// refs counts who holds an opened frame once Read took it: Read's
+	// own reference while it delivers from it, plus one per piece lent
+	// (ReadLent) not yet released. The last one recycles the frame.
+	refs atomic.Int32
 }
+
+// unref drops a reference to a frame Read took; the last one recycles it.
+func (f *frame) unref() {
+	if f.refs.Add(-1) == 0 {
+		putFrame(f)
+	}
+}
+
+// Release gives back a piece of plaintext ReadLent lent: the frame's
+// buffer goes back to its pool once Read and every piece are done with it.
+func (f *frame) Release() { f.unref() }
+
+// Size is the memory a lent piece keeps from being recycled: the frame's
+// whole buffer.
+func (f *frame) Size() int { return cap(f.buf) }
 
 type mark uint8
 

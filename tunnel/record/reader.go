@@ -308,43 +308,107 @@ func (c *Conn) Read(p []byte) (int, error) {
 	r := &c.r
 	r.rmu.Lock()
 	defer r.rmu.Unlock()
-	if isClosed(c.localClosed) {
-		return 0, ErrClosed
-	}
-	if r.err != nil {
-		return 0, r.err
-	}
-	if r.deadline.expired() {
-		return 0, errTimeout
-	}
-	if len(p) == 0 {
-		return 0, nil
+	if err := r.check(); err != nil || len(p) == 0 {
+		return 0, err
 	}
 	n := 0
 	for n < len(p) {
-		if r.cur == nil {
-			f, err := r.next(n == 0)
-			if err != nil {
-				if n > 0 {
-					return n, nil // the error stays sticky for the next Read
-				}
-				return 0, err
+		f, err := r.head(n == 0)
+		if err != nil {
+			if n > 0 {
+				return n, nil // the error stays sticky for the next Read
 			}
-			if f == nil {
-				break
-			}
-			r.cur = f
+			return 0, err
 		}
-		k := copy(p[n:], r.cur.buf[r.cur.off:r.cur.end])
+		if f == nil {
+			break
+		}
+		k := copy(p[n:], f.buf[f.off:f.end])
 		n += k
-		c.traffic.received(k)
-		r.cur.off += k
-		if r.cur.off == r.cur.end {
-			putFrame(r.cur)
-			r.cur = nil
-		}
+		r.take(k)
 	}
 	return n, nil
+}
+
+// Lease keeps a piece ReadLent lent from being recycled until Release;
+// Size is the memory it keeps (the frame's whole buffer). An alias of the
+// literal type, so that tunnel/resume and tunnel/mux name the same type
+// without importing this package (as Filler).
+type Lease = interface {
+	Release()
+	Size() int
+}
+
+// ReadLent is Read without the copy: it returns up to most bytes of the
+// next opened plaintext as a slice of the frame's own buffer, with the
+// Lease that keeps them; the caller must not write to them and releases
+// the lease once it is done with them. A piece never spans two frames, and
+// the frames lent are the ones Read would deliver, in the same order, with
+// the same errors: only a frame whose tag verified is ever lent. The
+// buffer goes back to its pool once Read has moved past the frame and
+// every piece lent from it is released, so a lease the caller keeps costs
+// memory (Size), not correctness. Read and ReadLent may be mixed (the mux
+// reads its frame headers with Read); neither may be called concurrently.
+func (c *Conn) ReadLent(most int) ([]byte, Lease, error) {
+	r := &c.r
+	r.rmu.Lock()
+	defer r.rmu.Unlock()
+	if err := r.check(); err != nil || most <= 0 {
+		return nil, nil, err
+	}
+	f, err := r.head(true)
+	if err != nil {
+		return nil, nil, err
+	}
+	b := f.buf[f.off:min(f.end, f.off+most)]
+	if f.ep != nil {
+		// Opened: a lent piece must not keep its epoch's keys from being
+		// wiped at the next rekey.
+		f.ep.release()
+		f.ep = nil
+	}
+	f.refs.Add(1)
+	r.take(len(b))
+	return b[:len(b):len(b)], f, nil
+}
+
+// check is why Read or ReadLent returns at once, if it does.
+func (r *reader) check() error {
+	switch {
+	case isClosed(r.c.localClosed):
+		return ErrClosed
+	case r.err != nil:
+		return r.err
+	case r.deadline.expired():
+		return errTimeout
+	}
+	return nil
+}
+
+// head returns the frame being delivered, taking the next opened one if
+// there is none (waiting for it if block; without, nil, nil while none is
+// ready). rmu held.
+func (r *reader) head(block bool) (*frame, error) {
+	if r.cur == nil {
+		f, err := r.next(block)
+		if f == nil {
+			return nil, err
+		}
+		f.refs.Store(1) // Read's own, until it moves past the frame
+		r.cur = f
+	}
+	return r.cur, nil
+}
+
+// take accounts k bytes delivered from the head frame and lets go of it
+// once they reach its end. rmu held.
+func (r *reader) take(k int) {
+	r.c.traffic.received(k)
+	r.cur.off += k
+	if r.cur.off == r.cur.end {
+		r.cur.unref()
+		r.cur = nil
+	}
 }
 
 // next returns the next opened frame. Without block it returns nil, nil if
@@ -413,7 +477,7 @@ func (r *reader) drain() {
 	r.rmu.Lock()
 	defer r.rmu.Unlock()
 	if r.cur != nil {
-		putFrame(r.cur)
+		r.cur.unref() // pieces lent from it keep it until released
 		r.cur = nil
 	}
 	if r.pending != nil {
