@@ -8,6 +8,8 @@
 //	Write ──copy──> kept (unacked bytes, ≤ Bound) ──DATA──> link ──> peer's Read
 //	WriteInPlace ──fill──┘ (the mux's socket read, straight into a chunk)
 //	Read  <──DATA── link <── peer's kept                      ACK(received) ──> peer trims kept
+//	ReadLent <──┘ (a piece of the link's opened frame, lent, not copied:
+//	               record.Conn.ReadLent; the DATA headers are read with Read)
 //
 // Wire format, inside one link once both ends agreed to it (hello.go):
 //
@@ -412,6 +414,47 @@ func (c *Conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	n, _, _, err := c.read(p, len(p), false)
+	return n, err
+}
+
+// Lease keeps a piece ReadLent lent until Release; Size is the memory it
+// keeps. The same type as record.Lease, which the links lend.
+type Lease = interface {
+	Release()
+	Size() int
+}
+
+// lender is a link that lends its opened frames instead of copying them
+// out (record.Conn.ReadLent).
+type lender interface {
+	ReadLent(most int) ([]byte, Lease, error)
+}
+
+// ReadLent is Read without a copy where the link lends (a record.Conn):
+// up to most of the peer's next bytes, a piece of a DATA frame's body as
+// the link lent it, and its Lease, which the caller releases once done
+// with the bytes. The piece is counted as received as Read's bytes are,
+// so it must be consumed, not given back. On a link that does not lend
+// the bytes are read into a buffer of their own (a lease that holds
+// nothing).
+func (c *Conn) ReadLent(most int) ([]byte, Lease, error) {
+	if most <= 0 {
+		return nil, nil, nil
+	}
+	_, b, l, err := c.read(nil, most, true)
+	return b, l, err
+}
+
+// heapLease is the lease of a piece read into a buffer of its own.
+type heapLease struct{}
+
+func (heapLease) Release()  {}
+func (heapLease) Size() int { return 0 }
+
+// read is Read (into p) or ReadLent (lend: a piece of up to most bytes
+// the link lent).
+func (c *Conn) read(p []byte, most int, lend bool) (int, []byte, Lease, error) {
 	for {
 		c.mu.Lock()
 		for c.err == nil && c.link == nil {
@@ -420,7 +463,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 		if c.err != nil {
 			err := c.err
 			c.mu.Unlock()
-			return 0, err
+			return 0, nil, nil, err
 		}
 		link, gen := c.link, c.gen
 		c.mu.Unlock()
@@ -433,13 +476,33 @@ func (c *Conn) Read(p []byte) (int, error) {
 			}
 			continue
 		}
-		n, err := link.Read(p[:min(len(p), c.rleft)])
+		want := min(most, c.rleft)
+		var (
+			n     int
+			err   error
+			b     []byte
+			lease Lease
+		)
+		switch l, ok := link.(lender); {
+		case !lend:
+			n, err = link.Read(p[:want])
+		case ok:
+			b, lease, err = l.ReadLent(want)
+			n = len(b)
+		default:
+			b = make([]byte, min(want, 16<<10))
+			n, err = link.Read(b)
+			b, lease = b[:n], heapLease{}
+		}
 		if n > 0 {
 			c.mu.Lock()
 			if c.gen != gen {
 				// Detached meanwhile: Received was reported without
 				// these bytes, so the peer sends them again.
 				c.mu.Unlock()
+				if lease != nil {
+					lease.Release()
+				}
 				continue
 			}
 			c.rleft -= n
@@ -452,7 +515,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 				default:
 				}
 			}
-			return n, nil
+			return n, b, lease, nil
 		}
 		if err == nil {
 			err = io.ErrNoProgress
