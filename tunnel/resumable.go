@@ -81,6 +81,23 @@ func (p *prefixConn) Read(b []byte) (int, error) {
 	return p.Conn.Read(b)
 }
 
+// ReadLent is record.Conn.ReadLent after the prefix, which it lends as it
+// is (its memory is the prefixConn's own: the lease keeps nothing).
+func (p *prefixConn) ReadLent(most int) ([]byte, record.Lease, error) {
+	if len(p.prefix) > 0 && most > 0 {
+		b := p.prefix[:min(most, len(p.prefix))]
+		p.prefix = p.prefix[len(b):]
+		return b, ownLease{}, nil
+	}
+	return p.Conn.ReadLent(most)
+}
+
+// ownLease is the lease of bytes that need no giving back.
+type ownLease struct{}
+
+func (ownLease) Release()  {}
+func (ownLease) Size() int { return 0 }
+
 // endingConn is a resumable session as its mux sees it, at either end. A
 // mux closes only when its end retires the session for good (the client:
 // a new key, a server going away, shutdown; the server: shutdown, a

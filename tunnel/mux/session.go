@@ -157,6 +157,7 @@ const maxCtrlQueue = 1 << 20
 type Session struct {
 	conn   io.ReadWriteCloser
 	place  placeWriter // conn, if it can be written in place; else nil
+	lend   lender      // conn, if it lends what it reads; else nil
 	cfg    Config
 	client bool
 	log    *zap.Logger
@@ -180,9 +181,10 @@ type Session struct {
 	ctrlSpar []byte
 	ctrlCh   chan struct{}
 
-	recvd atomic.Uint64 // frames read from the peer: keepalive's sign of life
-	held  atomic.Int64  // segment bytes held by all streams
-	extra atomic.Int64  // exposure beyond the streams' initial windows
+	recvd  atomic.Uint64 // frames read from the peer: keepalive's sign of life
+	held   atomic.Int64  // segment bytes held by all streams
+	pinned atomic.Int64  // lent buffers' memory beyond their pieces' bytes (segment.go)
+	extra  atomic.Int64  // exposure beyond the streams' initial windows
 
 	strayLog, lateLog, refuseLog, overrunLog netguard.RateLimit
 
@@ -226,6 +228,7 @@ func newSession(conn io.ReadWriteCloser, cfg *Config, client bool) (*Session, er
 		pingLimit: newPingBucket(time.Now()),
 	}
 	s.place, _ = conn.(placeWriter)
+	s.lend, _ = conn.(lender)
 	for _, r := range []*netguard.RateLimit{&s.strayLog, &s.lateLog, &s.refuseLog, &s.overrunLog} {
 		r.Every = 10 * time.Second
 	}
@@ -316,8 +319,9 @@ func (s *Session) NumStreams() int {
 	return len(s.streams)
 }
 
-// Buffered is the memory the streams' receive buffers hold now, in bytes.
-func (s *Session) Buffered() int64 { return s.held.Load() }
+// Buffered is the memory the streams' receive buffers hold now, in bytes:
+// their segments and the whole of every buffer lent to them.
+func (s *Session) Buffered() int64 { return s.held.Load() + s.pinned.Load() }
 
 // GoAway tells the peer this end takes no new streams; the streams open
 // go on.

@@ -122,16 +122,10 @@ func (st *Stream) receive(n uint32) error {
 		r -= min(r, z)
 	}
 	if s.held.Load()+int64(need) > int64(s.cfg.ReceiveBudget) {
-		st.resetLocked(errOverrun)
-		st.mu.Unlock()
-		st.sendReset()
-		s.cfg.Counters.Overruns.Add(1)
-		if ok, k := s.overrunLog.Allow(); ok {
-			s.log.Warn("reset a stream whose data overran the receive budget", zap.Uint32("stream", st.id),
-				zap.Int64("buffered", s.held.Load()), zap.Int("budget", s.cfg.ReceiveBudget),
-				zap.String("raise", s.cfg.ReceiveBudgetName), zap.Uint64("overruns_not_logged", k))
-		}
-		return s.discard(n)
+		return st.overrunLocked(n)
+	}
+	if s.lend != nil {
+		return st.receiveLent(rem)
 	}
 	s.held.Add(int64(need))
 	st.held += need
@@ -167,6 +161,92 @@ func (st *Stream) receive(n uint32) error {
 	st.mu.Unlock()
 	notify(st.readCh)
 	return nil
+}
+
+// overrunLocked resets the stream whose data would take the session past
+// its receive budget and discards the rest of the body, rem bytes; mu held
+// on entry, not on return.
+func (st *Stream) overrunLocked(rem uint32) error {
+	s := st.sess
+	st.resetLocked(errOverrun)
+	st.mu.Unlock()
+	st.sendReset()
+	s.cfg.Counters.Overruns.Add(1)
+	if ok, k := s.overrunLog.Allow(); ok {
+		s.log.Warn("reset a stream whose data overran the receive budget", zap.Uint32("stream", st.id),
+			zap.Int64("buffered", s.held.Load()), zap.Int("budget", s.cfg.ReceiveBudget),
+			zap.String("raise", s.cfg.ReceiveBudgetName), zap.Uint64("overruns_not_logged", k))
+	}
+	return s.discard(rem)
+}
+
+// receiveLent takes a Data body of rem bytes from a connection that lends
+// its frames (segment.go): piece by piece as the connection lends them,
+// each kept as it is or copied (keepLocked). mu held on entry, not on
+// return.
+func (st *Stream) receiveLent(rem int) error {
+	s := st.sess
+	for rem > 0 {
+		st.mu.Unlock()
+		b, lease, err := s.lend.ReadLent(rem)
+		st.mu.Lock()
+		if err != nil {
+			st.dropSegsLocked()
+			st.mu.Unlock()
+			return err
+		}
+		rem -= len(b)
+		if st.discarding() {
+			lease.Release()
+			st.dropSegsLocked()
+			st.mu.Unlock()
+			return s.discard(uint32(rem))
+		}
+		if !st.keepLocked(b, lease) {
+			return st.overrunLocked(uint32(rem))
+		}
+	}
+	st.mu.Unlock()
+	notify(st.readCh)
+	return nil
+}
+
+// keepLocked appends a lent piece to the stream's segments: by reference
+// if it is big enough to pin its buffer (lendable), else copied into the
+// tail segment or new ones, and its lease released at once. It reports
+// false if a segment the copy needs would take the session past its
+// budget (the caller resets the stream).
+func (st *Stream) keepLocked(b []byte, lease Lease) bool {
+	s := st.sess
+	if slack, ok := s.lendable(len(b), lease.Size()); ok {
+		s.held.Add(int64(len(b)))
+		s.pinned.Add(int64(slack))
+		st.held += len(b) + slack
+		st.segs = append(st.segs, &segment{buf: b, w: len(b), lease: lease, slack: slack})
+		st.buffered += len(b)
+		return true
+	}
+	defer lease.Release()
+	for len(b) > 0 {
+		var t *segment
+		if k := len(st.segs); k > 0 && st.segs[k-1].w < len(st.segs[k-1].buf) {
+			t = st.segs[k-1]
+		} else {
+			z := segmentSize(len(b))
+			if s.held.Load()+int64(z) > int64(s.cfg.ReceiveBudget) {
+				return false
+			}
+			s.held.Add(int64(z))
+			st.held += z
+			t = newSegment(len(b))
+			st.segs = append(st.segs, t)
+		}
+		k := copy(t.buf[t.w:], b)
+		t.w += k
+		st.buffered += k
+		b = b[k:]
+	}
+	return true
 }
 
 func (st *Stream) acknowledged(h header) {
@@ -286,9 +366,7 @@ func (st *Stream) dropSegsLocked() {
 			kept = append(kept, g)
 			continue
 		}
-		st.held -= len(g.buf)
-		st.sess.held.Add(-int64(len(g.buf)))
-		g.release()
+		st.freeSeg(g)
 	}
 	clear(st.segs[len(kept):])
 	st.segs = kept
@@ -308,6 +386,14 @@ func (st *Stream) dropSegsLocked() {
 	st.updateExtLocked()
 }
 
+// freeSeg gives back a segment and the memory it counted. mu held.
+func (st *Stream) freeSeg(g *segment) {
+	st.held -= len(g.buf) + g.slack
+	st.sess.held.Add(-int64(len(g.buf)))
+	st.sess.pinned.Add(-int64(g.slack))
+	g.release()
+}
+
 // consumedLocked accounts k bytes read from the head segment, frees the
 // segments read to the end, and returns the credit to grant.
 func (st *Stream) consumedLocked(k int) uint32 {
@@ -319,9 +405,7 @@ func (st *Stream) consumedLocked(k int) uint32 {
 		if g.r < g.w || (len(st.segs) == 1 && st.filling) {
 			break
 		}
-		st.held -= len(g.buf)
-		st.sess.held.Add(-int64(len(g.buf)))
-		g.release()
+		st.freeSeg(g)
 		st.segs[0] = nil
 		st.segs = st.segs[1:]
 	}
