@@ -6,11 +6,14 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/offload-dev/offload/internal/testutil"
 )
 
 // FuzzFrames feeds a server session arbitrary bytes as its peer's frames
 // (seeded with well-formed ones): it must never panic, never hold more than
-// its budget, and end cleanly when the input does. decodeHeader must give
+// its budget, and end cleanly when the input does, on a connection that
+// copies what it reads and on one that lends it (fuzzSession). decodeHeader must give
 // back the header encode wrote.
 func FuzzFrames(f *testing.F) {
 	var seed []byte
@@ -40,29 +43,51 @@ func FuzzFrames(f *testing.F) {
 				}
 			}
 		}
-		a, b := net.Pipe()
-		const budget = 64 << 10
-		s, err := Server(b, &Config{ReceiveBudget: budget, AcceptBacklog: 4, MaxStreams: 8})
-		if err != nil {
-			t.Fatal(err)
+		for _, lend := range []bool{false, true} {
+			fuzzSession(t, in, lend)
 		}
-		go func() { _, _ = io.Copy(io.Discard, a) }()
-		go func() {
-			for {
-				st, err := s.AcceptStream()
-				if err != nil {
-					return
-				}
-				_ = st.SetReadDeadline(time.Now().Add(time.Second))
-				_, _ = io.Copy(io.Discard, st)
-			}
-		}()
-		_, _ = a.Write(in)
-		if got := s.Buffered(); got > budget {
-			t.Fatalf("%d bytes buffered, budget %d", got, budget)
-		}
-		_ = a.Close()
-		<-s.CloseChan()
-		_ = s.Close()
 	})
+}
+
+// fuzzSession feeds in to a server session, on a connection that lends
+// what it reads (testutil.LendConn, in frames of 16 KiB + 64, so that
+// bodies are lent and copied both) if lend, and checks its bounds: the
+// budget (held), a quarter of it more for lent buffers (Buffered), and
+// every lease back once the session is closed.
+func fuzzSession(t *testing.T, in []byte, lend bool) {
+	a, b := net.Pipe()
+	var conn net.Conn = b
+	lc := &testutil.LendConn{Conn: b, Size: 16<<10 + 64}
+	if lend {
+		conn = lc
+	}
+	const budget = 64 << 10
+	s, err := Server(conn, &Config{ReceiveBudget: budget, AcceptBacklog: 4, MaxStreams: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, a) }()
+	go func() {
+		for {
+			st, err := s.AcceptStream()
+			if err != nil {
+				return
+			}
+			_ = st.SetReadDeadline(time.Now().Add(time.Second))
+			_, _ = io.Copy(io.Discard, st)
+		}
+	}()
+	_, _ = a.Write(in)
+	if got := s.held.Load(); got > budget {
+		t.Fatalf("%d bytes held, budget %d", got, budget)
+	}
+	if got := s.Buffered(); got > budget+budget/4 {
+		t.Fatalf("%d bytes buffered, budget %d (and a quarter more lent)", got, budget)
+	}
+	_ = a.Close()
+	<-s.CloseChan()
+	_ = s.Close()
+	if n := lc.Outstanding(); n != 0 {
+		t.Fatalf("%d leases kept after the session closed", n)
+	}
 }
