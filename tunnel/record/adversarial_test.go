@@ -161,6 +161,13 @@ func captured(t *testing.T, s suite.Suite, ka, kb Keys, msgs [][]byte) [][]byte 
 // unless closeAfter, and returns what Read delivered and its final error.
 func receive(t *testing.T, s suite.Suite, kb Keys, wire []byte, closeAfter bool) (*Conn, []byte, error) {
 	t.Helper()
+	return receiveWith(t, s, kb, wire, closeAfter, false)
+}
+
+// receiveWith is receive, reading with ReadLent (each piece copied out
+// and released at once) if lend.
+func receiveWith(t *testing.T, s suite.Suite, kb Keys, wire []byte, closeAfter, lend bool) (*Conn, []byte, error) {
+	t.Helper()
 	m2, c2 := net.Pipe()
 	b, err := New(c2, kb, s, Options{})
 	if err != nil {
@@ -184,6 +191,17 @@ func receive(t *testing.T, s suite.Suite, kb Keys, wire []byte, closeAfter bool)
 	var got []byte
 	buf := make([]byte, 700)
 	for {
+		if lend {
+			p, l, err := b.ReadLent(len(buf))
+			got = append(got, p...)
+			if l != nil {
+				l.Release()
+			}
+			if err != nil {
+				return b, got, err
+			}
+			continue
+		}
 		n, err := b.Read(buf)
 		got = append(got, buf[:n]...)
 		if err != nil {
@@ -252,43 +270,49 @@ func TestTampering(t *testing.T) {
 			cs = append(cs, tc{"CBC length not a multiple of 16", func(f [][]byte) []byte { return cat(f[0], f[1], header(33)) }, false, 2, ErrBadLength})
 		}
 		for _, c := range cs {
-			t.Run(s.Cipher.String()+"/"+c.name, func(t *testing.T) {
-				ka, kb := keyPair(t, s)
-				msgs := testMessages(t, 5)
-				frames := captured(t, s, ka, kb, msgs)
-				start := time.Now()
-				b, got, err := receive(t, s, kb, c.mutate(frames), c.closeAfter)
-				if want := bytes.Join(msgs[:c.good], nil); !bytes.Equal(got, want) {
-					t.Fatalf("delivered %d bytes, want exactly the %d bytes of the %d good frames", len(got), len(want), c.good)
+			for _, lend := range []bool{false, true} {
+				name := s.Cipher.String() + "/" + c.name
+				if lend {
+					name += "/lent" // ReadLent lends what Read would deliver, no more
 				}
-				if c.want == nil {
-					if err != io.EOF {
-						t.Fatalf("got %v, want io.EOF", err)
+				t.Run(name, func(t *testing.T) {
+					ka, kb := keyPair(t, s)
+					msgs := testMessages(t, 5)
+					frames := captured(t, s, ka, kb, msgs)
+					start := time.Now()
+					b, got, err := receiveWith(t, s, kb, c.mutate(frames), c.closeAfter, lend)
+					if want := bytes.Join(msgs[:c.good], nil); !bytes.Equal(got, want) {
+						t.Fatalf("delivered %d bytes, want exactly the %d bytes of the %d good frames", len(got), len(want), c.good)
 					}
-					return
-				}
-				if !errors.Is(err, c.want) {
-					t.Fatalf("got %v, want %v", err, c.want)
-				}
-				if errors.Is(err, os.ErrDeadlineExceeded) || time.Since(start) > 3*time.Second {
-					t.Fatalf("reader waited for bytes it should not need (%v)", time.Since(start))
-				}
-				// The link is closed: writes fail too, and reads stay failed.
-				// (Err is the first failure detected, which may be a later
-				// frame's: parallel workers and the reader race to it.)
-				if b.Err() == nil {
-					t.Error("link still up after a failure")
-				}
-				if _, err := b.Write([]byte("x")); err == nil {
-					t.Error("Write succeeded on a failed link")
-				}
-				if n, err := b.Read(make([]byte, 10)); n != 0 || !errors.Is(err, c.want) {
-					t.Errorf("second Read: %d, %v", n, err)
-				}
-				if c.want == ErrAuth && b.Stats().AuthFailures.Load() == 0 {
-					t.Error("auth failure not counted")
-				}
-			})
+					if c.want == nil {
+						if err != io.EOF {
+							t.Fatalf("got %v, want io.EOF", err)
+						}
+						return
+					}
+					if !errors.Is(err, c.want) {
+						t.Fatalf("got %v, want %v", err, c.want)
+					}
+					if errors.Is(err, os.ErrDeadlineExceeded) || time.Since(start) > 3*time.Second {
+						t.Fatalf("reader waited for bytes it should not need (%v)", time.Since(start))
+					}
+					// The link is closed: writes fail too, and reads stay failed.
+					// (Err is the first failure detected, which may be a later
+					// frame's: parallel workers and the reader race to it.)
+					if b.Err() == nil {
+						t.Error("link still up after a failure")
+					}
+					if _, err := b.Write([]byte("x")); err == nil {
+						t.Error("Write succeeded on a failed link")
+					}
+					if n, err := b.Read(make([]byte, 10)); n != 0 || !errors.Is(err, c.want) {
+						t.Errorf("second Read: %d, %v", n, err)
+					}
+					if c.want == ErrAuth && b.Stats().AuthFailures.Load() == 0 {
+						t.Error("auth failure not counted")
+					}
+				})
+			}
 		}
 	}
 }
