@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/offload-dev/offload/internal/testutil"
 )
 
 // tcpPair is a connected pair of loopback TCP connections.
@@ -46,19 +48,30 @@ func tcpPair(t *testing.T) (net.Conn, net.Conn) {
 type session struct {
 	a, b       *Conn
 	aDet, bDet chan error
-	la, lb     net.Conn
+	la, lb     net.Conn // the links as the cuts close them
+	wrap       func(net.Conn) net.Conn
 }
 
 func newSession(t *testing.T, bound int) *session {
 	t.Helper()
-	s := &session{aDet: make(chan error, 64), bDet: make(chan error, 64)}
+	return newWrappedSession(t, bound, nil)
+}
+
+// newWrappedSession is newSession with each link as wrap makes it (nil:
+// as it is) on its way to the Conns.
+func newWrappedSession(t *testing.T, bound int, wrap func(net.Conn) net.Conn) *session {
+	t.Helper()
+	if wrap == nil {
+		wrap = func(c net.Conn) net.Conn { return c }
+	}
+	s := &session{aDet: make(chan error, 64), bDet: make(chan error, 64), wrap: wrap}
 	s.la, s.lb = tcpPair(t)
 	var err error
-	s.a, err = New(s.la, Config{Bound: bound, PeerBound: bound, OnDetach: func(e error) { s.aDet <- e }})
+	s.a, err = New(wrap(s.la), Config{Bound: bound, PeerBound: bound, OnDetach: func(e error) { s.aDet <- e }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.b, err = New(s.lb, Config{Bound: bound, PeerBound: bound, OnDetach: func(e error) { s.bDet <- e }})
+	s.b, err = New(wrap(s.lb), Config{Bound: bound, PeerBound: bound, OnDetach: func(e error) { s.bDet <- e }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,10 +121,10 @@ func (s *session) reattach(t *testing.T) {
 	t.Helper()
 	s.la, s.lb = tcpPair(t)
 	ra, rb := s.a.Received(), s.b.Received()
-	if err := s.a.Attach(s.la, rb); err != nil {
+	if err := s.a.Attach(s.wrap(s.la), rb); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.b.Attach(s.lb, ra); err != nil {
+	if err := s.b.Attach(s.wrap(s.lb), ra); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -177,7 +190,50 @@ func drain(r io.Reader, n int, at func(int), sum chan<- [32]byte, extra chan<- [
 // times, each cut triggered by the receiver's progress (no timing): both
 // directions arrive whole, no byte lost or repeated (sha256).
 func TestCutsKeepEveryByte(t *testing.T) {
-	testCutsKeepEveryByte(t, func(c *Conn) io.Writer { return c })
+	testCutsKeepEveryByte(t, newSession(t, 256<<10), func(c *Conn) io.Writer { return c }, nil)
+}
+
+// TestLentCutsKeepEveryByte is TestCutsKeepEveryByte on links that lend
+// what they read (testutil.LendConn, as record.Conn does), read with
+// ReadLent: the pieces that arrive make up the stream whole across the
+// cuts (a piece of a link detached meanwhile is released and comes again
+// on the next), and every lease comes back.
+func TestLentCutsKeepEveryByte(t *testing.T) {
+	var mu sync.Mutex
+	var links []*testutil.LendConn
+	s := newWrappedSession(t, 256<<10, func(c net.Conn) net.Conn {
+		l := &testutil.LendConn{Conn: c}
+		mu.Lock()
+		links = append(links, l)
+		mu.Unlock()
+		return l
+	})
+	testCutsKeepEveryByte(t, s, func(c *Conn) io.Writer { return c }, func(c *Conn) io.Reader { return lentReader{c} })
+	s.a.Close()
+	s.b.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	var lent int64
+	for _, l := range links {
+		lent += l.LentBytes.Load()
+		waitFor(t, func() bool { return l.Outstanding() == 0 })
+	}
+	if lent < 2*8<<20 {
+		t.Errorf("%d bytes lent, want at least the 16 MiB sent: the links' lending was not used", lent)
+	}
+}
+
+// lentReader reads through ReadLent, copying each piece out and releasing
+// it at once.
+type lentReader struct{ c *Conn }
+
+func (r lentReader) Read(p []byte) (int, error) {
+	b, l, err := r.c.ReadLent(len(p))
+	n := copy(p, b)
+	if l != nil {
+		l.Release()
+	}
+	return n, err
 }
 
 // TestInPlaceCutsKeepEveryByte is TestCutsKeepEveryByte with the bytes
@@ -185,7 +241,7 @@ func TestCutsKeepEveryByte(t *testing.T) {
 // fills of varied sizes, some of nothing, mixed with Writes: chunks end
 // part-filled and the last one is filled while acks and flushes run.
 func TestInPlaceCutsKeepEveryByte(t *testing.T) {
-	testCutsKeepEveryByte(t, func(c *Conn) io.Writer { return &inPlace{c: c} })
+	testCutsKeepEveryByte(t, newSession(t, 256<<10), func(c *Conn) io.Writer { return &inPlace{c: c} }, nil)
 }
 
 // inPlace writes through WriteInPlace: each fill copies up to a size that
@@ -223,9 +279,13 @@ func (w *inPlace) Write(p []byte) (int, error) {
 	return total, nil
 }
 
-func testCutsKeepEveryByte(t *testing.T, writer func(*Conn) io.Writer) {
+// testCutsKeepEveryByte runs the transfer on s, written through writer
+// and read through reader (nil: Read).
+func testCutsKeepEveryByte(t *testing.T, s *session, writer func(*Conn) io.Writer, reader func(*Conn) io.Reader) {
 	const size, cuts = 8 << 20, 20
-	s := newSession(t, 256<<10)
+	if reader == nil {
+		reader = func(c *Conn) io.Reader { return c }
+	}
 	progress := make(chan int, 1024)
 	var wg sync.WaitGroup
 	var sumAB, sumBA [32]byte
@@ -236,13 +296,13 @@ func testCutsKeepEveryByte(t *testing.T, writer func(*Conn) io.Writer) {
 	go func() { defer wg.Done(); sumAB, errs[0] = pump(writer(s.a), size, 'a') }()
 	go func() { defer wg.Done(); sumBA, errs[1] = pump(writer(s.b), size, 'b') }()
 	next := size / (cuts + 1)
-	go drain(s.b, size, func(k int) {
+	go drain(reader(s.b), size, func(k int) {
 		if k >= next {
 			next += size / (cuts + 1)
 			progress <- k
 		}
 	}, gotAB, extraAB)
-	go drain(s.a, size, nil, gotBA, extraBA)
+	go drain(reader(s.a), size, nil, gotBA, extraBA)
 	for i := range cuts {
 		select {
 		case <-progress:
