@@ -18,6 +18,14 @@ import (
    recvLoop (one per session) reads frame headers from conn; a Data body
    goes straight from conn into the receiving stream's segments (segment.go)
    and the stream's reader is woken: the one hand-off per received frame.
+   On a conn that lends what it reads (record.Conn.ReadLent, through
+   resume.Conn's), the body's big pieces become segments as they are, the
+   opened frame's own buffer, which the stream's WriteTo/CopyTo writes to
+   the target and gives back once read; small ones are copied:
+
+     record frame, opened ──ReadLent──> lent segment ──WriteTo──> target
+     (no copy of ours from the decryption to the target's socket)
+     small piece ──copy──> pooled segment ──WriteTo / Read──> target
    It never writes to conn: what it answers (ping echoes, RSTs, GoAway) it
    queues for ctrlLoop, so a peer that stops reading can not stop this end
    from reading.
@@ -40,7 +48,9 @@ import (
    ctrlMu and never blocks.
 
    Receive budget (Config.ReceiveBudget, offload's link_buffer): held is the
-   segment memory all streams hold. A Data frame that would take held past
+   segment memory all streams hold (a lent segment's bytes; what its
+   buffer keeps beyond them is pinned, within a quarter of the budget:
+   segment.go). A Data frame that would take held past
    the budget resets its stream (RST, Counters.Overruns, a log line that
    names the setting) and its body is discarded. Credit: a stream grants
    its peer window only as its consumer reads. Up to InitialWindow of

@@ -19,12 +19,19 @@ import (
 //	         len, epoch (flag), │             with the frame's epoch keys;
 //	         read body into the │             f.done
 //	         frame; seq++       └──> queue ──> Read (in seq order): waits for
-//	                                          the head frame's done, copies out
+//	                                          the head frame's done, copies out;
+//	                                          or ReadLent: lends a piece of the
+//	                                          frame itself (refs; the last
+//	                                          Release recycles it)
 //
 // Short frames are read ahead several at a time; long ones (bulk) have
 // their body read straight into the frame's buffer, with the next header
 // in the same readv on a TCP link (linkReader), so a bulk byte is copied
-// once, by Read, and a bulk frame costs one read where the link keeps up.
+// once, by Read, or not at all by a caller that takes it lent (ReadLent:
+// the mux keeps big pieces as they are, tunnel/mux segment.go), and a bulk
+// frame costs one read where the link keeps up. Only an opened frame is
+// lent (next returns no other), so a tampered, replayed or truncated frame
+// reaches nobody by either way.
 //
 // The reader goroutine checks the length against MaxFrame (and, for CBC,
 // that it is a positive multiple of 16) before it takes a buffer or reads a
@@ -40,8 +47,8 @@ import (
 //
 //	conn ──> reader goroutine: read header, check ──> queue ──> Read (in seq
 //	         len, epoch; read body into the frame;              order), copies
-//	         verify tag, decrypt in place (worker);             out
-//	         f.done; seq++
+//	         verify tag, decrypt in place (worker);             out, or
+//	         f.done; seq++                                      ReadLent lends
 //
 // One hand-off per frame (the reader to Read) instead of two. The reader's
 // state (linkReader, seq) lives in the reader, so a stalled open is redone

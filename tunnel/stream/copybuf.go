@@ -9,7 +9,9 @@ import (
 // where up can not read into the link's frame (copyUpInPlace: a local
 // connection that is not a bare TCP socket, or a stream not over the
 // record layer): down writes the stream's receive segments to the local
-// connection itself (splice.go, tunnel/mux CopyTo). An idle stream holds none: up waits
+// connection itself (splice.go, tunnel/mux CopyTo), on the record layer
+// the opened frames themselves, lent (tunnel/mux segment.go), so a bulk
+// byte is not copied in user space on its way down. An idle stream holds none: up waits
 // for data without one and gives its buffer back after a short read, so
 // only a stream with bytes moving holds one. A stream that fills its small
 // buffer on every read is moving bulk data, and takes a big one
