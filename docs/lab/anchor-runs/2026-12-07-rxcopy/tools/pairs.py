@@ -6,10 +6,18 @@ usage: pairs.py SPANS.jsonl...   (each file one boot; boot/round keys are per fi
 
 Prints, per path, the per-pair ratio new/base of MB per qemu CPU second for
 router A (encrypt), router B (decrypt) and the busier of the two (median, and
-in how many pairs the new build was cheaper), and the pooled figures."""
+in how many pairs the new build was cheaper), and the pooled figures. A pair
+with a run in another regime (a router's guest clock over 15 % off the host's,
+as harness/anchor marks them) is left out."""
 import json, statistics as st, sys
 
 pairs = {"afalg-64k": [], "ctr-sw-64k": []}
+
+
+def off(run):
+    return any(abs(x["guest_s"] / x["clock_s"] - 1) > 0.15 for x in run["router"])
+
+
 tot = {}
 for f in sys.argv[1:]:
     by = {}
@@ -20,6 +28,9 @@ for f in sys.argv[1:]:
         if n not in pairs or (b, rd, n + "-base") not in by:
             continue
         base = by[(b, rd, n + "-base")]
+        if off(r) or off(base):
+            print("left out, another regime: %s boot %d round %d %s" % (f, b, rd, n))
+            continue
         eff = lambda x, i: x["bytes"] / 1e6 / x["router"][i]["qemu_s"]
         busy = lambda x: x["bytes"] / 1e6 / max(x["router"][0]["qemu_s"], x["router"][1]["qemu_s"])
         pairs[n].append((eff(r, 0) / eff(base, 0), eff(r, 1) / eff(base, 1), busy(r) / busy(base)))
