@@ -187,6 +187,18 @@ func source(n int64, seed uint64) func(net.Conn) {
 	}
 }
 
+// dialT connects to addr over TCP, failing the test if it cannot; the
+// connection is closed when the test ends.
+func dialT(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // eventuallyFloor is the least time eventually waits for an event.
 const eventuallyFloor = 30 * time.Second
 

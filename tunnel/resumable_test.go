@@ -449,11 +449,7 @@ func waitLogField(t *testing.T, logs *observer.ObservedLogs, msg, key, want stri
 // and returns it.
 func streamAcross(t *testing.T, addr string) net.Conn {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := dialT(t, addr)
 	if _, err := c.Write([]byte("ping")); err != nil {
 		t.Fatal(err)
 	}

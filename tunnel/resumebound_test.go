@@ -161,13 +161,3 @@ func pattern(id byte, n int) []byte {
 	}
 	return b
 }
-
-func dialT(t *testing.T, addr string) net.Conn {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}

@@ -30,11 +30,7 @@ func clientOf(t *testing.T, log *zap.Logger, saddr string, psk []byte, services 
 // stays open for more.
 func openEcho(t *testing.T, addr string) net.Conn {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := dialT(t, addr)
 	if err := echoOnce(c, []byte("hello")); err != nil {
 		t.Fatalf("echo through %s: %v", addr, err)
 	}
