@@ -151,6 +151,22 @@ func resumeOptions(log *zap.Logger) Options {
 // resumed is how many sessions an end resumed.
 func resumed(c *counters) uint64 { return c.resumes[resumeOK].Load() }
 
+// waitResumed waits until each of ctrs has counted at least n
+// resumptions. An end counts a resumption just after it has attached the
+// new link, so the session's bytes can cross before the count moves: a
+// test that has seen its bytes must still wait for the count.
+func waitResumed(t *testing.T, n uint64, ctrs ...*counters) {
+	t.Helper()
+	eventually(t, time.Minute, fmt.Sprintf("at least %d resumptions at each end", n), func() bool {
+		for _, c := range ctrs {
+			if resumed(c) < n {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // TestResumeTransferAcrossCuts: a 64 MiB download and a 32 MiB upload
 // cross a path that is cut 20 times, mid-transfer, each cut triggered by
 // the download's progress; the client comes back from another source
@@ -232,9 +248,7 @@ func TestResumeTransferAcrossCuts(t *testing.T) {
 	if a, b := <-upSum, <-sums; a == ([32]byte{}) || a != b {
 		t.Fatal("upload: the target's sha256 differs from what was sent")
 	}
-	if n := resumed(cli.ctr); n < cuts || resumed(srv.ctr) < cuts {
-		t.Fatalf("resumed %d (client) / %d (server) times, want %d", n, resumed(srv.ctr), cuts)
-	}
+	waitResumed(t, cuts, cli.ctr, srv.ctr)
 	px.mu.Lock()
 	carried := px.carried
 	px.mu.Unlock()

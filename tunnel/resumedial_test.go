@@ -86,7 +86,5 @@ func echoResumed(t *testing.T, c net.Conn, msg []byte, cli *Client) {
 	if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, msg) {
 		t.Fatalf("echo across the outage: %q, %v", got, err)
 	}
-	if n := resumed(cli.ctr); n < 1 {
-		t.Fatalf("%d resumptions, want at least 1", n)
-	}
+	waitResumed(t, 1, cli.ctr)
 }
