@@ -51,7 +51,8 @@
 #               (loopback, a proxy resets the link: a 3 s outage and 3 cuts),
 #               and -proxy with resume_window 0 and one cut, which must fail
 #               (the check catches the resets)
-#   qemu-user   engine tests for mipsle and arm under qemu-user-static
+#   qemu-user   engine tests for mipsle, mips (big-endian) and arm under
+#               qemu-user-static
 #   vm          the runs listed in vm_runs below, in Debian's kernel under qemu
 #   cryptodev   the cryptodev-linux module (/dev/crypto), built for each VM
 #               kernel by scripts/cryptodev-ko.sh from the fixture tarball,
@@ -289,7 +290,7 @@ s_cross() {
 # and runs them under qemu-user-static, from the package folder (testdata).
 s_qemu_user() {
 	local target goarch extra emu pkg dir bin
-	for target in "mipsle GOMIPS=softfloat qemu-mipsel-static" "arm GOARM=7 qemu-arm-static"; do
+	for target in "mipsle GOMIPS=softfloat qemu-mipsel-static" "mips GOMIPS=softfloat qemu-mips-static" "arm GOARM=7 qemu-arm-static"; do
 		read -r goarch extra emu <<<"$target"
 		for pkg in "${qemu_user_pkgs[@]}"; do
 			bin="$work/$(basename "$pkg").$goarch.test"
@@ -599,13 +600,13 @@ else
 	skip compare "needs root with socat, spiped and sshd (scripts/deps.sh installs them as root)"
 fi
 stage outage "applications across an outage, a roam and cuts of the path (harness/outage -quick; without root -proxy only)" s_outage
-if have qemu-mipsel-static && have qemu-arm-static; then
-	stage qemu-user "engine tests on mipsle and arm under qemu-user" s_qemu_user
+if have qemu-mipsel-static && have qemu-mips-static && have qemu-arm-static; then
+	stage qemu-user "engine tests on mipsle, mips and arm under qemu-user" s_qemu_user
 elif [ "${OFFLOAD_SKIP_VM:-}" = 1 ]; then
 	skip qemu-user "OFFLOAD_SKIP_VM=1 and qemu-user-static is not installed"
 else
 	current=qemu-user
-	fail "qemu-mipsel-static/qemu-arm-static not found (scripts/deps.sh installs qemu-user-static)"
+	fail "qemu-mipsel-static/qemu-mips-static/qemu-arm-static not found (scripts/deps.sh installs qemu-user-static)"
 fi
 if [ "${OFFLOAD_SKIP_VM:-}" = 1 ]; then
 	skip vm "OFFLOAD_SKIP_VM=1"

@@ -16,9 +16,12 @@ import (
 // multiplies and carries; this one keeps five 26-bit limbs
 // (poly1305-donna-32), so every product is one 32×32→64 multiply
 // (MULTU on MIPS, UMULL on ARM). Under qemu-user on mipsle it tags 16 KiB
-// 1.8x as fast (221 against 124 MB/s). The ChaCha20 block that makes each
-// frame's one-time key is computed here too, without the allocation a new
-// x/crypto chacha20 Cipher per frame would cost. The tags are identical to
+// 1.8x as fast (221 against 124 MB/s). On MIPS its blocks is assembly
+// (poly1305_32_mipsx.s: radix 2^32, MADDU), which tags 64 KiB 1.7x as
+// fast again under qemu-user (452 against 263 MB/s, medians of five
+// alternating runs; docs/lab/performance.md). The ChaCha20 block that
+// makes each frame's one-time key is computed here too, without the
+// allocation a new x/crypto chacha20 Cipher per frame would cost. The tags are identical to
 // x/crypto's (TestPoly32MatchesAEAD); 64-bit CPUs keep x/crypto's, which
 // has assembly there.
 type poly32MAC struct {
@@ -126,8 +129,13 @@ func (p *poly32) init(key *[32]byte) {
 }
 
 // blocks absorbs m, a multiple of 16 bytes; hibit is 1<<24 for full
-// blocks (the 2^128 term).
-func (p *poly32) blocks(m []byte, hibit uint32) {
+// blocks (the 2^128 term). MIPS has it in assembly
+// (poly1305_32_mipsx.s); elsewhere it is blocksGeneric.
+func (p *poly32) blocks(m []byte, hibit uint32) { polyBlocks(p, m, hibit) }
+
+// blocksGeneric is blocks in Go, the reference the assembly is tested
+// against (TestPoly32BlocksMatchGeneric).
+func blocksGeneric(p *poly32, m []byte, hibit uint32) {
 	r0, r1, r2, r3, r4 := p.r0, p.r1, p.r2, p.r3, p.r4
 	s1, s2, s3, s4 := p.s1, p.s2, p.s3, p.s4
 	h0, h1, h2, h3, h4 := p.h0, p.h1, p.h2, p.h3, p.h4
