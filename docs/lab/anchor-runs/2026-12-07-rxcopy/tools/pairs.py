@@ -11,7 +11,7 @@ with a run in another regime (a router's guest clock over 15 % off the host's,
 as harness/anchor marks them) is left out."""
 import json, statistics as st, sys
 
-pairs = {"afalg-64k": [], "ctr-sw-64k": []}
+pairs = {}  # every path measured beside its NAME-base twin
 
 
 def off(run):
@@ -25,7 +25,7 @@ for f in sys.argv[1:]:
         r = json.loads(line)
         by[(r["boot"], r["round"], r["name"])] = r
     for (b, rd, n), r in by.items():
-        if n not in pairs or (b, rd, n + "-base") not in by:
+        if n.endswith("-base") or (b, rd, n + "-base") not in by:
             continue
         base = by[(b, rd, n + "-base")]
         if off(r) or off(base):
@@ -33,13 +33,13 @@ for f in sys.argv[1:]:
             continue
         eff = lambda x, i: x["bytes"] / 1e6 / x["router"][i]["qemu_s"]
         busy = lambda x: x["bytes"] / 1e6 / max(x["router"][0]["qemu_s"], x["router"][1]["qemu_s"])
-        pairs[n].append((eff(r, 0) / eff(base, 0), eff(r, 1) / eff(base, 1), busy(r) / busy(base)))
+        pairs.setdefault(n, []).append((eff(r, 0) / eff(base, 0), eff(r, 1) / eff(base, 1), busy(r) / busy(base)))
         for k, x in (("new", r), ("base", base)):
             t = tot.setdefault((n, k), [0.0, 0.0, 0.0])
             t[0] += x["bytes"] / 1e6
             t[1] += x["router"][0]["qemu_s"]
             t[2] += x["router"][1]["qemu_s"]
-for n, v in pairs.items():
+for n, v in sorted(pairs.items()):
     if not v:
         continue
     q = lambda w: "median %.3f, new cheaper in %d of %d" % (st.median(w), sum(1 for x in w if x > 1), len(w))
