@@ -1031,14 +1031,14 @@ func (r *routersRig) measure(ctx context.Context, p wgcompare.Path, round int, p
 	case "offload":
 		// Every frame through the path's engine: A seals, B opens.
 		for i, dir := range []string{"encrypt", "decrypt"} {
-			if n := engineFrames(endsOut, sides[i].name, p.Eng, dir); n < payload/(64<<10) {
+			if n := engineFrames(endsOut, sides[i].name, p.Eng, dir); n < payload/max(p.FrameBytes(), 64<<10) {
 				return run, fmt.Errorf("%s %sed %d frames with %s for a %d-byte stream:%s", sides[i].name, strings.TrimSuffix(dir, "rypt"), n, p.Eng, payload, endsOut)
 			}
 		}
 	}
 	if p.Device {
 		for i := range run.Router {
-			if run.Router[i].IRQ < payload/(64<<10) {
+			if run.Router[i].IRQ < payload/max(p.FrameBytes(), 64<<10) {
 				return run, fmt.Errorf("router %s: the device's line raised %d interrupts for %d bytes: the device did not do the work", sides[i].name, run.Router[i].IRQ, payload)
 			}
 		}

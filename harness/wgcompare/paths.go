@@ -1,6 +1,7 @@
 package wgcompare
 
 import (
+	"strconv"
 	"strings"
 	"time"
 )
@@ -103,6 +104,12 @@ var Paths = []Path{
 	{Name: "cryptodev-64k-procs2", Label: "offload as cryptodev-64k, GOMAXPROCS=2", Kind: "offload",
 		Suite: "aes-256-cbc-poly1305", Eng: "cryptodev", Frame: "64KiB", Device: true,
 		Env: []string{"GOMAXPROCS=2"}, Extra: true},
+	// Four times the default frame: a quarter of the device requests and
+	// of every other per-frame cost, for a bigger buffer per frame in flight.
+	{Name: "afalg-256k", Label: "offload as afalg-64k, 256 KiB frames", Kind: "offload",
+		Suite: "aes-256-cbc-poly1305", Eng: "afalg:" + DeviceDriver, Frame: "256KiB", Device: true, Extra: true},
+	{Name: "cryptodev-256k", Label: "offload as cryptodev-64k, 256 KiB frames", Kind: "offload",
+		Suite: "aes-256-cbc-poly1305", Eng: "cryptodev", Frame: "256KiB", Device: true, Extra: true},
 	// The same paths on -baseline's build: a change against its base.
 	{Name: "afalg-64k-base", Label: "offload as afalg-64k, the baseline build (-baseline)", Kind: "offload",
 		Suite: "aes-256-cbc-poly1305", Eng: "afalg:" + DeviceDriver, Frame: "64KiB", Device: true, Extra: true, Bin: Baseline},
@@ -128,3 +135,13 @@ func PathByName(name string) (Path, bool) {
 
 // Cryptodev says whether p goes through /dev/crypto.
 func (p Path) Cryptodev() bool { return strings.HasPrefix(p.Eng, "cryptodev") }
+
+// FrameBytes is p's max_frame in bytes ("64KiB" → 65536), 0 when p sets
+// none: a run's frame count is checked against it.
+func (p Path) FrameBytes() int64 {
+	n, err := strconv.ParseInt(strings.TrimSuffix(p.Frame, "KiB"), 10, 64)
+	if err != nil || !strings.HasSuffix(p.Frame, "KiB") {
+		return 0
+	}
+	return n << 10
+}
