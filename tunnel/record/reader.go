@@ -298,6 +298,12 @@ func (l *linkReader) body(p []byte) error {
 // or read for the body.
 func (c *Conn) checkLen(n uint32) error {
 	if n > uint32(c.maxFrame) {
+		if n <= HardMaxFrame {
+			// A length a peer could send with a larger max_frame: the
+			// likelier cause than corruption, and one the user can fix.
+			return fmt.Errorf("%w: %d bytes, max_frame here is %d: the peer's max_frame may be larger (both ends must set the same), or the link corrupted the header",
+				ErrFrameTooLarge, n, c.maxFrame)
+		}
 		return fmt.Errorf("%w: %d bytes, max %d", ErrFrameTooLarge, n, c.maxFrame)
 	}
 	if n == 0 {

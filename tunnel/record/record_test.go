@@ -9,6 +9,7 @@ import (
 	"io"
 	mrand "math/rand/v2"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -561,5 +562,28 @@ func TestCloseDuringRead(t *testing.T) {
 			t.Fatalf("run %d: read %d bytes that are not a prefix of the stream: the first wrong one at %d", i, len(got), k)
 		}
 		_ = b.Close()
+	}
+}
+
+// TestMaxFrameMismatch: a peer whose max_frame is larger than ours fails the
+// link at its first longer frame with an error that says what to set, and
+// delivers nothing of that frame.
+func TestMaxFrameMismatch(t *testing.T) {
+	c1, c2 := tcpPair(t)
+	a, b := newPair(t, c1, c2, ctr256, Options{MaxFrame: 256 << 10}, Options{MaxFrame: 64 << 10})
+	go func() {
+		// One write well over 64 KiB: whatever the cutter makes of it, a
+		// frame of more than 64 KiB follows (it fails once b closes).
+		a.Write(make([]byte, 1<<20))
+	}()
+	got, err := io.Copy(io.Discard, b)
+	if !errors.Is(err, ErrFrameTooLarge) {
+		t.Fatalf("read %d bytes, then %v: want ErrFrameTooLarge", got, err)
+	}
+	if !strings.Contains(err.Error(), "max_frame here is 65536") || !strings.Contains(err.Error(), "both ends must set the same") {
+		t.Errorf("error %q does not say what to set", err)
+	}
+	if got >= 1<<20 {
+		t.Errorf("read all %d bytes through a reader that refuses their frames", got)
 	}
 }
