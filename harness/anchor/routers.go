@@ -1019,6 +1019,9 @@ func (r *routersRig) measure(ctx context.Context, p wgcompare.Path, round int, p
 	if d := c1[1].wanRx - c0[1].wanRx; d < payload {
 		return run, fmt.Errorf("router B's wire card received %d bytes for a %d-byte stream: the data took another way", d, payload)
 	}
+	// At least a frame, and a device request, per path frame (64 KiB where
+	// the path sets none or less).
+	minFrames := payload / max(p.FrameBytes(), 64<<10)
 	switch p.Kind {
 	case "wireguard":
 		if d := c1[0].wgTx - c0[0].wgTx; d < payload {
@@ -1031,14 +1034,14 @@ func (r *routersRig) measure(ctx context.Context, p wgcompare.Path, round int, p
 	case "offload":
 		// Every frame through the path's engine: A seals, B opens.
 		for i, dir := range []string{"encrypt", "decrypt"} {
-			if n := engineFrames(endsOut, sides[i].name, p.Eng, dir); n < payload/max(p.FrameBytes(), 64<<10) {
+			if n := engineFrames(endsOut, sides[i].name, p.Eng, dir); n < minFrames {
 				return run, fmt.Errorf("%s %sed %d frames with %s for a %d-byte stream:%s", sides[i].name, strings.TrimSuffix(dir, "rypt"), n, p.Eng, payload, endsOut)
 			}
 		}
 	}
 	if p.Device {
 		for i := range run.Router {
-			if run.Router[i].IRQ < payload/max(p.FrameBytes(), 64<<10) {
+			if run.Router[i].IRQ < minFrames {
 				return run, fmt.Errorf("router %s: the device's line raised %d interrupts for %d bytes: the device did not do the work", sides[i].name, run.Router[i].IRQ, payload)
 			}
 		}

@@ -1,9 +1,10 @@
 package wgcompare
 
 import (
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/offload-dev/offload/config"
 )
 
 // MarkerSettle is how long the guest idles after each span marker, so that
@@ -136,12 +137,12 @@ func PathByName(name string) (Path, bool) {
 // Cryptodev says whether p goes through /dev/crypto.
 func (p Path) Cryptodev() bool { return strings.HasPrefix(p.Eng, "cryptodev") }
 
-// FrameBytes is p's max_frame in bytes ("64KiB" → 65536), 0 when p sets
-// none: a run's frame count is checked against it.
+// FrameBytes is p's max_frame in bytes ("64KiB" → 65536) as the config
+// reads it, 0 when p sets none: a run's frame count is checked against it.
 func (p Path) FrameBytes() int64 {
-	n, err := strconv.ParseInt(strings.TrimSuffix(p.Frame, "KiB"), 10, 64)
-	if err != nil || !strings.HasSuffix(p.Frame, "KiB") {
+	n, err := config.ParseSize(p.Frame)
+	if err != nil {
 		return 0
 	}
-	return n << 10
+	return int64(n)
 }

@@ -8,7 +8,7 @@ func TestFrameBytes(t *testing.T) {
 	for _, c := range []struct {
 		frame string
 		want  int64
-	}{{"64KiB", 64 << 10}, {"256KiB", 256 << 10}, {"", 0}, {"1MiB", 0}, {"xKiB", 0}} {
+	}{{"64KiB", 64 << 10}, {"256KiB", 256 << 10}, {"", 0}, {"1MiB", 1 << 20}, {"xKiB", 0}} {
 		if got := (Path{Frame: c.frame}).FrameBytes(); got != c.want {
 			t.Errorf("FrameBytes(%q) = %d, want %d", c.frame, got, c.want)
 		}
