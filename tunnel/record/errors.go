@@ -17,8 +17,10 @@ var (
 	ErrAuth = errors.New("record: frame authentication failed")
 
 	// ErrFrameTooLarge means a frame header announced more than the
-	// configured maximum frame size. Nothing of the body was read. Peers
-	// must agree on MaxFrame; otherwise it is an attack or corruption.
+	// link's maximum frame size. Nothing of the body was read. A peer
+	// that said its MaxFrame in the handshake agreed to it, so this is an
+	// attack or corruption; one that did not (protocol version 2) may
+	// have a larger MaxFrame set.
 	ErrFrameTooLarge = errors.New("record: frame too large")
 
 	// ErrBadLength means a frame header announced a length the cipher can

@@ -298,9 +298,10 @@ func (l *linkReader) body(p []byte) error {
 // or read for the body.
 func (c *Conn) checkLen(n uint32) error {
 	if n > uint32(c.maxFrame) {
-		if n <= HardMaxFrame {
-			// A length a peer could send with a larger max_frame: the
-			// likelier cause than corruption, and one the user can fix.
+		if n <= HardMaxFrame && !c.peerFrameSaid {
+			// A length a version 2 peer with a larger max_frame sends:
+			// the likelier cause than corruption, and one the user can
+			// fix. A peer that said its max_frame agreed to ours.
 			return fmt.Errorf("%w: %d bytes, max_frame here is %d: the peer's max_frame may be larger (both ends must set the same), or the link corrupted the header",
 				ErrFrameTooLarge, n, c.maxFrame)
 		}

@@ -122,9 +122,11 @@ func (SoftwareOnly) Pick(int, engine.Direction) int { return 0 }
 
 // Options configure a Conn. The zero value is usable.
 type Options struct {
-	// MaxFrame is the largest ciphertext of a frame, in both directions;
-	// both ends must agree. 0 means DefaultMaxFrame; it must be a multiple
-	// of 16 between MinMaxFrame and HardMaxFrame.
+	// MaxFrame is the largest ciphertext of a frame, in both directions.
+	// The link's is the smaller of it and Keys.PeerMaxFrame; with a peer
+	// that did not say (0), both ends must set the same. 0 means
+	// DefaultMaxFrame; it must be a multiple of 16 between MinMaxFrame
+	// and HardMaxFrame.
 	MaxFrame int
 	// Workers is how many frames are sealed, and how many opened, at
 	// once. 0 means DefaultWorkers.
@@ -223,15 +225,18 @@ type Conn struct {
 	recv     chain // the reader goroutine's
 	opt      Options
 	maxFrame int
-	maxPlain int // plaintext per sealed frame
-	limit    uint64
-	stats    *Stats
-	traffic  *Traffic  // this link's bytes
-	epochs   epochs    // this link's rekeys
-	tracker  Tracker   // opt.Policy, if it is one; else nil
-	dog      *watchdog // opt.Stall's, with engines to watch; else nil
-	log      *zap.Logger
-	warn     rateLimit
+	// peerFrameSaid: the peer said its max_frame in the handshake, so
+	// maxFrame is what both ends agreed (Keys.PeerMaxFrame).
+	peerFrameSaid bool
+	maxPlain      int // plaintext per sealed frame
+	limit         uint64
+	stats         *Stats
+	traffic       *Traffic  // this link's bytes
+	epochs        epochs    // this link's rekeys
+	tracker       Tracker   // opt.Policy, if it is one; else nil
+	dog           *watchdog // opt.Stall's, with engines to watch; else nil
+	log           *zap.Logger
+	warn          rateLimit
 
 	errMu       sync.Mutex
 	err         error         // first link error; set once
@@ -265,6 +270,12 @@ func New(conn net.Conn, keys Keys, s suite.Suite, opt Options) (*Conn, error) {
 	}
 	if err := CheckMaxFrame(opt.MaxFrame); err != nil {
 		return nil, fmt.Errorf("record: MaxFrame: %w", err)
+	}
+	if p := keys.PeerMaxFrame; p != 0 {
+		if err := CheckMaxFrame(p); err != nil {
+			return nil, fmt.Errorf("record: the peer's MaxFrame: %w", err)
+		}
+		opt.MaxFrame = min(opt.MaxFrame, p)
 	}
 	if opt.Workers == 0 {
 		opt.Workers = DefaultWorkers
@@ -316,19 +327,20 @@ func New(conn net.Conn, keys Keys, s suite.Suite, opt Options) (*Conn, error) {
 		log = zap.NewNop()
 	}
 	c := &Conn{
-		conn:        conn,
-		suite:       s,
-		opt:         opt,
-		maxFrame:    opt.MaxFrame,
-		maxPlain:    opt.MaxFrame,
-		limit:       MaxFrames,
-		stats:       opt.Stats,
-		traffic:     opt.Traffic,
-		log:         log.Named("record"),
-		warn:        rateLimit{every: 10 * time.Second},
-		dead:        make(chan struct{}),
-		localClosed: make(chan struct{}),
-		quit:        make(chan struct{}),
+		conn:          conn,
+		suite:         s,
+		opt:           opt,
+		maxFrame:      opt.MaxFrame,
+		peerFrameSaid: keys.PeerMaxFrame != 0,
+		maxPlain:      opt.MaxFrame,
+		limit:         MaxFrames,
+		stats:         opt.Stats,
+		traffic:       opt.Traffic,
+		log:           log.Named("record"),
+		warn:          rateLimit{every: 10 * time.Second},
+		dead:          make(chan struct{}),
+		localClosed:   make(chan struct{}),
+		quit:          make(chan struct{}),
 	}
 	if s.Cipher.Mode == engine.CBC {
 		c.maxPlain = opt.MaxFrame - 1 // PKCS#7 adds 1..16 bytes
@@ -377,6 +389,10 @@ func (c *Conn) DataPath() DataPath {
 
 // Suite returns the suite the Conn was made for.
 func (c *Conn) Suite() suite.Suite { return c.suite }
+
+// MaxFrame returns the link's largest frame: Options.MaxFrame, or the
+// peer's if that is smaller.
+func (c *Conn) MaxFrame() int { return c.maxFrame }
 
 // Err returns the error that ended the link, or nil while it is up. It is
 // the first failure detected, which may belong to a later frame than the

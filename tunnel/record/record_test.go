@@ -587,3 +587,66 @@ func TestMaxFrameMismatch(t *testing.T) {
 		t.Errorf("read all %d bytes through a reader that refuses their frames", got)
 	}
 }
+
+// With the peers' max_frame from the handshake (Keys.PeerMaxFrame), both
+// ends of a link use the smaller one whatever each set: 1 MiB crosses a
+// 256 KiB writer to a 64 KiB reader intact, in frames of at most 64 KiB.
+func TestMaxFrameAgreed(t *testing.T) {
+	c1, c2 := tcpPair(t)
+	ka, kb := keyPair(t, ctr256)
+	ka.PeerMaxFrame, kb.PeerMaxFrame = 64<<10, 256<<10
+	a, err := New(c1, ka, ctr256, Options{MaxFrame: 256 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(c2, kb, ctr256, Options{MaxFrame: 64 << 10})
+	if err != nil {
+		a.Close()
+		t.Fatal(err)
+	}
+	defer a.Close()
+	defer b.Close()
+	if a.MaxFrame() != 64<<10 || b.MaxFrame() != 64<<10 {
+		t.Fatalf("MaxFrame: %d and %d, want 65536 at both ends", a.MaxFrame(), b.MaxFrame())
+	}
+	const total = 1 << 20
+	sent := make(chan [32]byte, 1)
+	go func() {
+		sum, _ := pump(a, total, 300<<10, 7)
+		sent <- sum
+	}()
+	h := sha256.New()
+	if _, err := io.CopyN(h, b, total); err != nil {
+		t.Fatalf("reading: %v", err)
+	}
+	if got, want := [32]byte(h.Sum(nil)), <-sent; got != want {
+		t.Fatal("the bytes read are not the bytes written")
+	}
+	// A peer that said its max_frame and still sends a larger frame is
+	// broken, not misconfigured: the error does not suggest a setting.
+	c3, c4 := tcpPair(t)
+	kc, kd := keyPair(t, ctr256)
+	kd.PeerMaxFrame = 256 << 10
+	c, err := New(c3, kc, ctr256, Options{MaxFrame: 256 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(c4, kd, ctr256, Options{MaxFrame: 64 << 10})
+	if err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	defer c.Close()
+	defer d.Close()
+	go c.Write(make([]byte, 1<<20))
+	_, err = io.Copy(io.Discard, d)
+	if !errors.Is(err, ErrFrameTooLarge) || strings.Contains(err.Error(), "both ends must set the same") {
+		t.Fatalf("%v: want ErrFrameTooLarge without a hint to set max_frame", err)
+	}
+	// A peer's max_frame that no end could set is refused.
+	ke, _ := keyPair(t, ctr256)
+	ke.PeerMaxFrame = 1000
+	if _, err := New(c3, ke, ctr256, Options{}); err == nil {
+		t.Fatal("New took a peer's max_frame of 1000 bytes")
+	}
+}
