@@ -80,6 +80,9 @@ type Client struct {
 	refuseLog netguard.RateLimit
 	failLog   redial.RepeatLog // linkLoop's "link failed; redialling"
 	running   atomic.Bool      // Run is serving: Healthy
+	// oldServer is the older protocol version connect last fell back
+	// to, so that it says so once, not at every link.
+	oldServer atomic.Uint32
 
 	psk  atomic.Pointer[[]byte] // the key of the next handshake; Reload replaces it
 	roll chan struct{}          // Reload changed the key: move new streams to a new link
@@ -313,7 +316,7 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.S
 		kept, attempt = false, 0
 		c.ctr.links.Store(1)
 		server := c.servers.Addr()
-		c.log.Info("link up", zap.String("server", server), zap.Stringer("suite", c.opt.Suite))
+		c.log.Info("link up", zap.String("server", server), zap.Stringer("suite", c.opt.Suite), zap.Int("max_frame", rc.MaxFrame()))
 		stat := c.ctr.live.LinkUp(rc, rc.RemoteAddr(), server, handshake.Fingerprint(psk))
 		if !resumed {
 			c.reverseUp(ctx, sess)
@@ -430,6 +433,23 @@ func (c *Client) connect(ctx context.Context, psk []byte, dial func(context.Cont
 	hc := c.opt.handshakeConfig()
 	hc.PSK = psk
 	keys, err := handshake.Client(ctx, conn, hc)
+	var ve *handshake.VersionError
+	if errors.As(err, &ve) && ve.Peer >= handshake.MinVersion && ve.Peer < ve.Ours {
+		// A server of an older version still serving: speak its version
+		// on a new connection (the first is closed after the alert).
+		// Every link tries ours first, so an upgraded server gets it.
+		_ = conn.Close()
+		c.ctr.handshakes[handshakeResult(err)].Add(1)
+		if c.oldServer.Swap(uint32(ve.Peer)) != uint32(ve.Peer) {
+			c.log.Info("the server speaks an older protocol version: redialling in it (both ends' max_frame must then be the same)",
+				zap.Uint8("server_version", ve.Peer), zap.Uint8("ours", ve.Ours))
+		}
+		if conn, err = dial(ctx); err != nil {
+			return nil, nil, false, fmt.Errorf("dial: %w", err)
+		}
+		hc.Version = ve.Peer
+		keys, err = handshake.Client(ctx, conn, hc)
+	}
 	if err != nil {
 		_ = conn.Close()
 		c.ctr.handshakes[handshakeResult(err)].Add(1)

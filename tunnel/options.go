@@ -45,8 +45,8 @@ type Options struct {
 	// a new one.
 	Stats *record.Stats
 	// MaxFrame (max_frame) is record.Options.MaxFrame, the largest
-	// ciphertext of a frame, both ways; both ends must agree
-	// (record.CheckMaxFrame).
+	// ciphertext of a frame, both ways (record.CheckMaxFrame); a link
+	// uses the smaller of the two ends' (the handshake says each).
 	MaxFrame int
 	// YamuxWindow (yamux_window) is the per-stream receive window
 	// (mux.Config.MaxStreamWindow), MinYamuxWindow to MaxYamuxWindow.

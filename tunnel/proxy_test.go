@@ -105,9 +105,10 @@ func (p *proxy) run() {
 }
 
 // serverHandshakeLen is the server's handshake answer: one message
-// (type:u8 | len:u16be) carrying a Noise message with an ephemeral key (32)
-// and a tag (16). The frame parser below checks it stays in sync.
-const serverHandshakeLen = 3 + 32 + 16
+// (type:u8 | len:u16be) carrying a Noise message with an ephemeral key
+// (32), the sealed max_frame (4) and a tag (16). The frame parser below
+// checks it stays in sync.
+const serverHandshakeLen = 3 + 32 + 4 + 16
 
 // tamperMode is what a tampering proxy does to frame number at.
 type tamperMode int
@@ -134,7 +135,7 @@ func frameTamperer(t *testing.T, mode tamperMode, at int, done chan<- struct{}) 
 		if _, err := io.ReadFull(src, hs); err != nil {
 			return err
 		}
-		if hs[0] != 1 || binary.BigEndian.Uint16(hs[1:3]) != 48 {
+		if hs[0] != 1 || int(binary.BigEndian.Uint16(hs[1:3])) != serverHandshakeLen-3 {
 			t.Errorf("proxy: server handshake message % x is not what the test expects", hs[:3])
 		}
 		if _, err := dst.Write(hs); err != nil {

@@ -23,7 +23,7 @@ import (
 )
 
 func (o *Options) handshakeConfig() handshake.Config {
-	return handshake.Config{Suite: o.Suite, PSK: o.PSK, Timeout: o.HandshakeTimeout, Logger: o.Logger}
+	return handshake.Config{Suite: o.Suite, PSK: o.PSK, Timeout: o.HandshakeTimeout, Logger: o.Logger, MaxFrame: o.MaxFrame}
 }
 
 func (o *Options) recordOptions(stats *record.Stats) record.Options {

@@ -38,7 +38,9 @@ func refPython() (string, string) {
 // proves the document is precise enough to reimplement the handshake and
 // rekey, and checks from outside that a replayed first flight gets no
 // answer and that a frame under the previous epoch's keys or with a
-// flipped bit closes the link with nothing delivered.
+// flipped bit closes the link with nothing delivered. It speaks protocol
+// version 3 (max_frame in the Noise payloads) and, as an older client
+// would, version 2, which the server still answers.
 func TestE2EProtocolFromDocs(t *testing.T) {
 	py, why := refPython()
 	if py == "" {
@@ -48,8 +50,11 @@ func TestE2EProtocolFromDocs(t *testing.T) {
 		t.Skipf("no python3 with the cryptography package (scripts/deps.sh installs python3-cryptography; under CI=true this fails): %s", why)
 	}
 	bin := buildOffload(t)
-	for _, suite := range []string{"aes-256-ctr-hmac-sha256", "aes-128-cbc-hmac-sha256"} {
-		t.Run(suite, func(t *testing.T) {
+	for _, run := range []struct{ suite, version string }{
+		{"aes-256-ctr-hmac-sha256", "3"}, {"aes-128-cbc-hmac-sha256", "3"}, {"aes-256-ctr-hmac-sha256", "2"},
+	} {
+		suite := run.suite
+		t.Run(suite+"/v"+run.version, func(t *testing.T) {
 			dir := t.TempDir()
 			keyFile := filepath.Join(dir, "offload.key")
 			keygen(t, bin, keyFile)
@@ -71,6 +76,7 @@ func TestE2EProtocolFromDocs(t *testing.T) {
 			waitFor(t, 15*time.Second, "the server's metrics", func() error { _, err := scrape(a.serverMetrics); return err })
 
 			cmd := exec.Command(py, filepath.Join("testdata", "refclient.py"), a.server, keyFile, suite, "echo", "1.2")
+			cmd.Env = append(os.Environ(), "OFFLOAD_REF_VERSION="+run.version)
 			timer := time.AfterFunc(2*time.Minute, func() { _ = cmd.Process.Kill() })
 			out, err := cmd.CombinedOutput()
 			timer.Stop()
@@ -78,7 +84,12 @@ func TestE2EProtocolFromDocs(t *testing.T) {
 			if err != nil {
 				t.Fatalf("refclient.py: %v", err)
 			}
-			for _, want := range []string{"link ok", "replay ok", "oldkeys ok", "tamper ok"} {
+			wants := []string{"link ok", "replay ok", "oldkeys ok", "tamper ok"}
+			if run.version == "3" {
+				// The server's config leaves max_frame at 64 KiB.
+				wants = append(wants, "version 3: server max_frame 65536, link max_frame 65536")
+			}
+			for _, want := range wants {
 				if !strings.Contains(string(out), want) {
 					t.Errorf("refclient.py did not say %q", want)
 				}

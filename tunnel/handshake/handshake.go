@@ -28,6 +28,13 @@
 // Both sides then derive K_enc, K_mac and S_iv per direction with HKDF-SHA256
 // from the final Noise cipher keys, salted with the handshake hash.
 //
+// Version 3 puts each end's max_frame (the largest record frame it
+// accepts) in its Noise payload, so a link's frames are the smaller of
+// the two ends' and a mismatch cannot break it (record.Keys.PeerMaxFrame).
+// A server still answers a version 2 client, and a client whose server
+// says it speaks version 2 redials speaking it (Config.Version): such a
+// link's ends must set the same max_frame, as before.
+//
 // A server with several clients holds a KeySet: it finds the key the first
 // message was made with by trying each (keyset.go; at most MaxKeys), and
 // ServerKey says which, so the tunnel knows the client without anything on
@@ -37,6 +44,7 @@ package handshake
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -52,8 +60,13 @@ import (
 
 // Version is the protocol version this package speaks. It covers the
 // handshake and the record layer. Version 2 added the client's key
-// confirmation.
-const Version = 2
+// confirmation; version 3, each end's max_frame in its Noise payload.
+const Version = 3
+
+// MinVersion is the oldest version this package still speaks: a server
+// answers a client of any version from MinVersion to Version, and a
+// client speaks Config.Version when it is set.
+const MinVersion = 2
 
 // PSKSize is the length of the pre-shared key.
 const PSKSize = 32
@@ -117,12 +130,35 @@ func (e *SuiteMismatchError) Error() string {
 // Unwrap returns ErrSuiteMismatch.
 func (e *SuiteMismatchError) Unwrap() error { return ErrSuiteMismatch }
 
+// VersionError says which protocol version the peer speaks. It wraps
+// ErrVersion.
+type VersionError struct {
+	PeerRole string // "server" or "client"
+	Peer     byte   // the version the peer said it speaks
+	Ours     byte   // the version we spoke
+}
+
+func (e *VersionError) Error() string {
+	return fmt.Sprintf("handshake failed: %s speaks protocol version %d, we speak %d", e.PeerRole, e.Peer, e.Ours)
+}
+
+// Unwrap returns ErrVersion.
+func (e *VersionError) Unwrap() error { return ErrVersion }
+
 // Config configures one handshake.
 type Config struct {
 	Suite   suite.Suite
 	PSK     []byte        // PSKSize bytes
 	Timeout time.Duration // whole handshake; 0 means DefaultTimeout
 	Logger  *zap.Logger   // nil means none
+
+	// MaxFrame is the largest record frame this end accepts (its
+	// max_frame; 0 means record.DefaultMaxFrame), which version 3 tells
+	// the peer. The keys' PeerMaxFrame is the peer's.
+	MaxFrame int
+	// Version, on the client, is the version it speaks: 0 means Version;
+	// MinVersion..Version for a server that said it speaks an older one.
+	Version byte
 
 	// Replay, on the server, remembers first messages to refuse replays
 	// early; nil means no cache (a replay then fails at the key
@@ -152,9 +188,32 @@ type Config struct {
 // socket buffer with them and tell a complete first flight from a partial
 // one before the handshake has read it.
 func FlightHeader(s suite.Suite) (prefix []byte, size int) {
-	b := appendHello(make([]byte, 0, helloMax+msgHeader), Version, s.String())
-	b = append(b, msgNoise, 0, noiseMsgLen)
-	return b, len(b) + noiseMsgLen
+	f := flightOf(Version, s)
+	return f.Prefix, f.Size
+}
+
+// Flight is the start of a first flight and its whole length.
+type Flight struct {
+	Prefix []byte
+	Size   int
+}
+
+// Flights returns the first flight of every version a server of suite s
+// answers (MinVersion to Version), newest first: FlightHeader's, and
+// those of older clients.
+func Flights(s suite.Suite) []Flight {
+	var fs []Flight
+	for v := byte(Version); v >= MinVersion; v-- {
+		fs = append(fs, flightOf(v, s))
+	}
+	return fs
+}
+
+func flightOf(v byte, s suite.Suite) Flight {
+	n := noiseLen(v)
+	b := appendHello(make([]byte, 0, helloMax+msgHeader), v, s.String())
+	b = append(b, msgNoise, 0, byte(n))
+	return Flight{Prefix: b, Size: len(b) + n}
 }
 
 // Client runs the initiator's side of the handshake on conn and returns the
@@ -214,6 +273,19 @@ func runState(ctx context.Context, conn net.Conn, cfgp *Config, initiator bool) 
 	if !cfg.Suite.Valid() {
 		return record.Keys{}, fmt.Errorf("handshake: %w: %v", record.ErrSuite, cfg.Suite)
 	}
+	if cfg.MaxFrame == 0 {
+		cfg.MaxFrame = record.DefaultMaxFrame
+	}
+	if err := record.CheckMaxFrame(cfg.MaxFrame); err != nil {
+		return record.Keys{}, fmt.Errorf("handshake: MaxFrame: %w", err)
+	}
+	version := cfg.Version // the server's is the client's, from its hello
+	if !initiator || version == 0 {
+		version = Version
+	}
+	if version < MinVersion || version > Version {
+		return record.Keys{}, fmt.Errorf("handshake: Version %d: this end speaks %d to %d", version, MinVersion, Version)
+	}
 	timeout := cfg.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
@@ -228,7 +300,7 @@ func runState(ctx context.Context, conn net.Conn, cfgp *Config, initiator bool) 
 	}
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(aLongTimeAgo) })
 
-	h := &state{conn: conn, cfg: cfg, log: log}
+	h := &state{conn: conn, cfg: cfg, log: log, version: version}
 	var keys record.Keys
 	var err error
 	if initiator {
@@ -288,10 +360,36 @@ var cipherSuite = noise.NewCipherSuite(noise.DH25519, noise.CipherChaChaPoly, no
 
 // state is one handshake in progress.
 type state struct {
-	conn net.Conn
-	cfg  Config
-	log  *zap.Logger
-	rd   msgReader
+	conn    net.Conn
+	cfg     Config
+	log     *zap.Logger
+	rd      msgReader
+	version byte // the client's: what it sent, or what the server read
+}
+
+// payload is this end's Noise payload: its max_frame from version 3 on.
+func (h *state) payload(buf *[payloadLen]byte) []byte {
+	if h.version < 3 {
+		return nil
+	}
+	binary.BigEndian.PutUint32(buf[:], uint32(h.cfg.MaxFrame))
+	return buf[:]
+}
+
+// peerMaxFrame reads the peer's Noise payload: its max_frame from
+// version 3 on (a value the record layer takes), 0 before.
+func (h *state) peerMaxFrame(p []byte) (int, error) {
+	if h.version < 3 {
+		return 0, nil
+	}
+	if len(p) != payloadLen {
+		return 0, fmt.Errorf("%w: a payload of %d bytes, want %d", ErrProtocol, len(p), payloadLen)
+	}
+	n := int(binary.BigEndian.Uint32(p))
+	if err := record.CheckMaxFrame(n); err != nil {
+		return 0, fmt.Errorf("%w: the peer's max_frame: %w", ErrProtocol, err)
+	}
+	return n, nil
 }
 
 func (h *state) noise(initiator bool) (*noise.HandshakeState, error) {
@@ -299,7 +397,7 @@ func (h *state) noise(initiator bool) (*noise.HandshakeState, error) {
 		CipherSuite:           cipherSuite,
 		Pattern:               noise.HandshakeNN,
 		Initiator:             initiator,
-		Prologue:              prologue(h.cfg.Suite),
+		Prologue:              prologue(h.version, h.cfg.Suite),
 		PresharedKey:          h.cfg.PSK,
 		PresharedKeyPlacement: 0,
 	})
@@ -314,10 +412,12 @@ func (h *state) client() (record.Keys, error) {
 	if err != nil {
 		return record.Keys{}, err
 	}
-	var out [helloMax + msgHeader + noiseMsgLen]byte
-	b := appendHello(out[:0], Version, h.cfg.Suite.String())
-	b = append(b, msgNoise, 0, noiseMsgLen)
-	b, _, _, err = hs.WriteMessage(b, nil)
+	n := noiseLen(h.version)
+	var out [helloMax + msgHeader + noiseMsgMax]byte
+	var pl [payloadLen]byte
+	b := appendHello(out[:0], h.version, h.cfg.Suite.String())
+	b = append(b, msgNoise, 0, byte(n))
+	b, _, _, err = hs.WriteMessage(b, h.payload(&pl))
 	if err != nil {
 		return record.Keys{}, fmt.Errorf("handshake: writing message 1: %w", err)
 	}
@@ -336,13 +436,17 @@ func (h *state) client() (record.Keys, error) {
 	default:
 		return record.Keys{}, fmt.Errorf("handshake failed: %w: unexpected message type %#x", ErrProtocol, typ)
 	}
-	if len(body) != noiseMsgLen {
-		return record.Keys{}, fmt.Errorf("handshake failed: %w: server message of %d bytes, want %d", ErrProtocol, len(body), noiseMsgLen)
+	if len(body) != n {
+		return record.Keys{}, fmt.Errorf("handshake failed: %w: server message of %d bytes, want %d", ErrProtocol, len(body), n)
 	}
-	var scratch [noiseMsgLen]byte
-	_, cs1, cs2, err := hs.ReadMessage(scratch[:0], body)
+	var scratch [noiseMsgMax]byte
+	p, cs1, cs2, err := hs.ReadMessage(scratch[:0], body)
 	if err != nil {
 		return record.Keys{}, fmt.Errorf("handshake failed: %w: server message: %w", ErrAuth, err)
+	}
+	peerFrame, err := h.peerMaxFrame(p)
+	if err != nil {
+		return record.Keys{}, fmt.Errorf("handshake failed: server message: %w", err)
 	}
 	hash := hs.ChannelBinding()
 	confirm, err := confirmation(cs1, hash, h.cfg.Suite)
@@ -360,7 +464,7 @@ func (h *state) client() (record.Keys, error) {
 	if err != nil {
 		return record.Keys{}, err
 	}
-	return record.Keys{Send: c2s, Recv: s2c}, nil
+	return record.Keys{Send: c2s, Recv: s2c, PeerMaxFrame: peerFrame}, nil
 }
 
 func (h *state) server() (record.Keys, error) {
@@ -379,24 +483,26 @@ func (h *state) server() (record.Keys, error) {
 	if h.cfg.FlightRead != nil {
 		h.cfg.FlightRead()
 	}
-	if v != Version {
+	if v < MinVersion || v > Version {
 		h.alert(alertVersion, string([]byte{Version}))
-		return record.Keys{}, fmt.Errorf("handshake failed: client speaks protocol version %d, we speak %d: %w", v, Version, ErrVersion)
+		return record.Keys{}, &VersionError{PeerRole: "client", Peer: v, Ours: Version}
 	}
+	h.version = v
+	n := noiseLen(v)
 	if ours := h.cfg.Suite.String(); peerSuite != ours {
 		h.alert(alertSuite, ours)
 		return record.Keys{}, &SuiteMismatchError{PeerRole: "client", PeerSuite: peerSuite, Ours: ours}
 	}
-	if typ != msgNoise || len(body) != noiseMsgLen {
+	if typ != msgNoise || len(body) != n {
 		h.alert(alertProtocol, "")
 		return record.Keys{}, fmt.Errorf("handshake failed: %w: client message type %#x of %d bytes, want type %#x of %d",
-			ErrProtocol, typ, len(body), msgNoise, noiseMsgLen)
+			ErrProtocol, typ, len(body), msgNoise, n)
 	}
 	if ks := h.cfg.Keys; ks != nil {
 		// Which client: the one key the message authenticates under. A
 		// message that fits none is tried against every key, so the
 		// alert and its timing say nothing about which keys exist.
-		i := ks.find(body)
+		i := ks.find(body, v)
 		if i < 0 {
 			h.alert(alertAuth, "")
 			return record.Keys{}, fmt.Errorf("handshake failed: %w (client holds none of our %d keys, or the hello was altered)", ErrAuth, ks.Len())
@@ -407,10 +513,16 @@ func (h *state) server() (record.Keys, error) {
 	if err != nil {
 		return record.Keys{}, err
 	}
-	var scratch [noiseMsgLen]byte
-	if _, _, _, err := hs.ReadMessage(scratch[:0], body); err != nil {
+	var scratch [noiseMsgMax]byte
+	p, _, _, err := hs.ReadMessage(scratch[:0], body)
+	if err != nil {
 		h.alert(alertAuth, "")
 		return record.Keys{}, fmt.Errorf("handshake failed: %w (client does not hold our PSK, or the hello was altered): %w", ErrAuth, err)
+	}
+	peerFrame, err := h.peerMaxFrame(p)
+	if err != nil {
+		h.alert(alertProtocol, "")
+		return record.Keys{}, fmt.Errorf("handshake failed: client message: %w", err)
 	}
 	// The message authenticated, but anyone who recorded it could have
 	// sent it: refuse one we have seen, silently (the replayer learns
@@ -424,9 +536,10 @@ func (h *state) server() (record.Keys, error) {
 			return record.Keys{}, fmt.Errorf("handshake failed: %w: %w", ErrBusy, err)
 		}
 	}
-	var out [msgHeader + noiseMsgLen]byte
-	b := append(out[:0], msgNoise, 0, noiseMsgLen)
-	b, cs1, cs2, err := hs.WriteMessage(b, nil)
+	var out [msgHeader + noiseMsgMax]byte
+	var pl [payloadLen]byte
+	b := append(out[:0], msgNoise, 0, byte(n))
+	b, cs1, cs2, err := hs.WriteMessage(b, h.payload(&pl))
 	if err != nil {
 		return record.Keys{}, fmt.Errorf("handshake: writing message 2: %w", err)
 	}
@@ -441,7 +554,7 @@ func (h *state) server() (record.Keys, error) {
 	if err != nil {
 		return record.Keys{}, err
 	}
-	return record.Keys{Send: s2c, Recv: c2s}, nil
+	return record.Keys{Send: s2c, Recv: c2s, PeerMaxFrame: peerFrame}, nil
 }
 
 // checkConfirmation reads the client's key confirmation and checks it
@@ -490,7 +603,7 @@ func (h *state) alertError(body []byte) error {
 		if len(detail) != 1 {
 			return fmt.Errorf("handshake failed: %w: malformed version alert", ErrProtocol)
 		}
-		return fmt.Errorf("handshake failed: server speaks protocol version %d, we speak %d: %w", detail[0], Version, ErrVersion)
+		return &VersionError{PeerRole: "server", Peer: detail[0], Ours: h.version}
 	case alertSuite:
 		if !validSuiteName(detail) {
 			return fmt.Errorf("handshake failed: %w: malformed suite alert", ErrProtocol)

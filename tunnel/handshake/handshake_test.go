@@ -301,7 +301,11 @@ func flight(t testing.TB, cfg Config) []byte {
 	go func() {
 		buf := make([]byte, 4096)
 		var got []byte
-		for len(got) < helloFixed+len(cfg.Suite.String())+msgHeader+noiseMsgLen {
+		v := cfg.Version
+		if v == 0 {
+			v = Version
+		}
+		for len(got) < helloFixed+len(cfg.Suite.String())+msgHeader+noiseLen(v) {
 			n, err := c2.Read(buf)
 			if err != nil {
 				break
@@ -335,6 +339,10 @@ func TestServerRejects(t *testing.T) {
 	wrongType[len(hello)] = 7
 	shortNoise := append(bytes.Clone(hello), msgNoise, 0, 10)
 	shortNoise = append(shortNoise, make([]byte, 10)...)
+	// A version 2 hello with a version 3 message: the server reads the
+	// length its version has, nothing else.
+	v2Long := bytes.Clone(good)
+	v2Long[len(magic)] = 2
 	longName := append([]byte(magic), Version, 200)
 	badName := append([]byte(magic), Version, 3, 'A', 0, '\n')
 
@@ -347,6 +355,7 @@ func TestServerRejects(t *testing.T) {
 		{"http", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), ErrProtocol, 0},
 		{"newer version", newer, ErrVersion, alertVersion},
 		{"version 1", v1, ErrVersion, alertVersion},
+		{"version 2 hello, version 3 message", v2Long, ErrProtocol, alertProtocol},
 		{"oversized length", oversized, ErrProtocol, 0},
 		{"wrong message type", wrongType, ErrProtocol, alertProtocol},
 		{"short noise message", shortNoise, ErrProtocol, alertProtocol},
@@ -438,7 +447,7 @@ func fakeServer(t *testing.T, reply []byte) error {
 }
 
 func TestClientRejects(t *testing.T) {
-	noiseHdr := []byte{msgNoise, 0, noiseMsgLen}
+	noiseHdr := []byte{msgNoise, 0, byte(noiseLen(Version))}
 	cases := []struct {
 		name  string
 		reply []byte
@@ -450,7 +459,7 @@ func TestClientRejects(t *testing.T) {
 		{"suite alert garbage", appendAlert(nil, alertSuite, "\x1b[31mred"), ErrProtocol, ""},
 		{"auth alert", appendAlert(nil, alertAuth, ""), ErrAuth, "authentication failed"},
 		{"unknown alert", appendAlert(nil, 99, ""), ErrProtocol, "unknown alert"},
-		{"garbage noise", append(noiseHdr, make([]byte, noiseMsgLen)...), ErrAuth, "authentication failed"},
+		{"garbage noise", append(noiseHdr, make([]byte, noiseLen(Version))...), ErrAuth, "authentication failed"},
 		{"truncated noise", append(noiseHdr, make([]byte, 20)...), ErrProtocol, ""},
 		{"oversized", []byte{msgNoise, 0xff, 0xff}, ErrProtocol, "exceeds the cap"},
 		{"nothing", nil, ErrProtocol, ""},

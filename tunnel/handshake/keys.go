@@ -15,6 +15,11 @@ import (
 const (
 	labelC2S = "c2s"
 	labelS2C = "s2c"
+
+	// labelVersion is the version in the labels below. Version 3 changed
+	// no derivation (its prologue, in the hash, already tells the two
+	// versions apart), so the labels still say 2 for both.
+	labelVersion = 2
 )
 
 // confirmation is the client's key confirmation:
@@ -33,7 +38,7 @@ func confirmation(cs1 *noise.CipherState, hash []byte, s suite.Suite) ([confirmL
 	}
 	k := cs1.UnsafeKey()
 	defer clear(k[:])
-	okm, err := hkdf.Key(sha256.New, k[:], hash, fmt.Sprintf("offload v%d client confirm %s", Version, s), confirmLen)
+	okm, err := hkdf.Key(sha256.New, k[:], hash, fmt.Sprintf("offload v%d client confirm %s", labelVersion, s), confirmLen)
 	if err != nil {
 		return out, fmt.Errorf("handshake: deriving the key confirmation: %w", err)
 	}
@@ -46,7 +51,7 @@ func confirmation(cs1 *noise.CipherState, hash []byte, s suite.Suite) ([confirmL
 // cs2 responder→initiator) into record keys per direction:
 //
 //	okm = HKDF-SHA256(secret = k_dir, salt = handshake hash,
-//	                  info = "offload v1 record keys " dir " " suite)
+//	                  info = "offload v2 record keys " dir " " suite)
 //	K_enc = okm[:keyLen], K_mac = okm[keyLen:keyLen+32], S_iv = okm[keyLen+32:]
 func deriveKeys(cs1, cs2 *noise.CipherState, hash []byte, s suite.Suite) (c2s, s2c record.DirKeys, err error) {
 	if cs1 == nil || cs2 == nil {
@@ -66,7 +71,7 @@ func deriveKeys(cs1, cs2 *noise.CipherState, hash []byte, s suite.Suite) (c2s, s
 
 func dirKeys(secret, hash []byte, dir string, s suite.Suite) (record.DirKeys, error) {
 	kl := s.Cipher.KeySize()
-	info := fmt.Sprintf("offload v%d record keys %s %s", Version, dir, s)
+	info := fmt.Sprintf("offload v%d record keys %s %s", labelVersion, dir, s)
 	okm, err := hkdf.Key(sha256.New, secret, hash, info, kl+record.MACKeySize+len(record.DirKeys{}.IV))
 	if err != nil {
 		return record.DirKeys{}, fmt.Errorf("handshake: deriving %s keys: %w", dir, err)

@@ -17,7 +17,7 @@ import (
 // key a first message was made with by trying each (KeySet.find), so this
 // bounds what one unauthenticated first flight can cost: at most MaxKeys
 // trials of 7 SHA-256 compressions of at most two blocks and one
-// ChaCha20-Poly1305 open of an empty payload, without Diffie-Hellman and
+// ChaCha20-Poly1305 open of a payload of at most 4 bytes, without Diffie-Hellman and
 // without a Noise state (about 90 bytes of garbage per trial, the boxed
 // AEAD; docs/protocol.md, "Which key").
 const MaxKeys = 64
@@ -32,9 +32,10 @@ var ErrKeySet = errors.New("handshake: bad server key set")
 const noiseName = "Noise_NNpsk0_25519_ChaChaPoly_SHA256"
 
 // KeySet is the pre-shared keys a server accepts, each with the part of
-// NNpsk0's first-message state that depends only on the suite and the key,
-// computed once: the chaining key and handshake hash after the prologue
-// and MixKeyAndHash(psk). Read-only once made; share it among handshakes.
+// NNpsk0's first-message state that depends only on the suite, the key and
+// the client's version, computed once: the chaining key and, per version,
+// the handshake hash after the prologue and MixKeyAndHash(psk). Read-only
+// once made; share it among handshakes.
 type KeySet struct {
 	suite suite.Suite
 	keys  []keyState
@@ -43,7 +44,9 @@ type KeySet struct {
 type keyState struct {
 	psk []byte
 	ck  [32]byte // chaining key after MixKeyAndHash(psk)
-	h   [32]byte // handshake hash after MixKeyAndHash(psk)
+	// h is the handshake hash after MixKeyAndHash(psk), per version from
+	// MinVersion (the prologue is the version's hello).
+	h [Version - MinVersion + 1][32]byte
 }
 
 // NewKeySet returns the set of psks for a server of suite s. The index of a
@@ -68,15 +71,16 @@ func NewKeySet(s suite.Suite, psks ...[]byte) (*KeySet, error) {
 		k := &ks.keys[i]
 		k.psk = append([]byte(nil), psk...)
 		// InitializeSymmetric(name), MixHash(prologue), then the psk token
-		// at position 0: MixKeyAndHash(psk).
-		k.h = sha256.Sum256([]byte(noiseName))
-		ck := k.h
-		k.h = mixHash(&k.h, prologue(s))
-		var tempH, tempK [32]byte
-		ck, tempH, tempK = noiseHKDF(&ck, psk, 3)
+		// at position 0: MixKeyAndHash(psk). The chaining key does not
+		// depend on the prologue, the hash does.
+		h0 := sha256.Sum256([]byte(noiseName))
+		ck, tempH, tempK := noiseHKDF(&h0, psk, 3)
 		clear(tempK[:]) // replaced by MixKey(e) before it encrypts anything
 		k.ck = ck
-		k.h = mixHash(&k.h, tempH[:])
+		for v := byte(MinVersion); v <= Version; v++ {
+			h := mixHash(&h0, prologue(v, s))
+			k.h[v-MinVersion] = mixHash(&h, tempH[:])
+		}
 	}
 	return ks, nil
 }
@@ -87,22 +91,23 @@ func (ks *KeySet) Len() int { return len(ks.keys) }
 // psk returns key i.
 func (ks *KeySet) psk(i int) []byte { return ks.keys[i].psk }
 
-// find returns the index of the key under which msg (a 48-byte first
-// Noise message: e, then the tag of the empty payload) authenticates, or
-// -1. Per key it continues NNpsk0 from the precomputed state: MixHash(e),
-// MixKey(e), and opens the payload's tag with ad = h. The winner is
-// checked again by the Noise library, so a bug here can refuse a client
-// but never admit one.
-func (ks *KeySet) find(msg []byte) int {
-	if len(msg) != noiseMsgLen {
+// find returns the index of the key under which msg (a first Noise
+// message of version v: e, then the sealed payload, empty before version
+// 3) authenticates, or -1. Per key it continues NNpsk0 from the
+// precomputed state: MixHash(e), MixKey(e), and opens the payload with
+// ad = h. The winner is checked again by the Noise library, so a bug here
+// can refuse a client but never admit one.
+func (ks *KeySet) find(msg []byte, v byte) int {
+	if v < MinVersion || v > Version || len(msg) != noiseLen(v) {
 		return -1
 	}
-	e, tag := msg[:32], msg[32:]
+	e, sealed := msg[:32], msg[32:]
+	var plain [payloadLen]byte
 	var nonce [chacha20poly1305.NonceSize]byte // Noise: 4 zero bytes, then n = 0 little-endian
 	binary.LittleEndian.PutUint64(nonce[4:], 0)
 	for i := range ks.keys {
 		k := &ks.keys[i]
-		h := mixHash(&k.h, e)
+		h := mixHash(&k.h[v-MinVersion], e)
 		ck, key, _ := noiseHKDF(&k.ck, e, 2)
 		clear(ck[:])
 		aead, err := chacha20poly1305.New(key[:])
@@ -110,7 +115,7 @@ func (ks *KeySet) find(msg []byte) int {
 		if err != nil {
 			continue
 		}
-		if _, err := aead.Open(nil, nonce[:], tag, h[:]); err == nil {
+		if _, err := aead.Open(plain[:0], nonce[:], sealed, h[:]); err == nil {
 			return i
 		}
 	}

@@ -70,26 +70,39 @@ func TestKeySetFindMatchesNoise(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, psk := range psks {
-		hs, err := noise.NewHandshakeState(noise.Config{
-			CipherSuite: cipherSuite, Pattern: noise.HandshakeNN, Initiator: true,
-			Prologue: prologue(ctr256), PresharedKey: psk, PresharedKeyPlacement: 0,
-		})
-		if err != nil {
-			t.Fatal(err)
+	for v := byte(MinVersion); v <= Version; v++ {
+		var payload []byte // version 3's: a max_frame
+		if v >= 3 {
+			payload = []byte{0, 1, 0, 0}
 		}
-		msg, _, _, err := hs.WriteMessage(nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := ks.find(msg); got != i {
-			t.Errorf("message under key %d: find says %d", i, got)
-		}
-		for _, at := range []int{0, 31, 32, 47} {
-			bad := bytes.Clone(msg)
-			bad[at] ^= 1
-			if got := ks.find(bad); got != -1 {
-				t.Errorf("message under key %d with byte %d flipped: find says %d, want -1", i, at, got)
+		for i, psk := range psks {
+			hs, err := noise.NewHandshakeState(noise.Config{
+				CipherSuite: cipherSuite, Pattern: noise.HandshakeNN, Initiator: true,
+				Prologue: prologue(v, ctr256), PresharedKey: psk, PresharedKeyPlacement: 0,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			msg, _, _, err := hs.WriteMessage(nil, payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := ks.find(msg, v); got != i {
+				t.Errorf("version %d message under key %d: find says %d", v, i, got)
+			}
+			for _, other := range []byte{MinVersion - 1, MinVersion, Version, Version + 1} {
+				if other != v {
+					if got := ks.find(msg, other); got != -1 {
+						t.Errorf("version %d message under key %d, found as version %d: find says %d, want -1", v, i, other, got)
+					}
+				}
+			}
+			for _, at := range []int{0, 31, 32, len(msg) - 1} {
+				bad := bytes.Clone(msg)
+				bad[at] ^= 1
+				if got := ks.find(bad, v); got != -1 {
+					t.Errorf("version %d message under key %d with byte %d flipped: find says %d, want -1", v, i, at, got)
+				}
 			}
 		}
 	}
@@ -99,7 +112,7 @@ func TestKeySetFindMatchesNoise(t *testing.T) {
 		t.Fatal(err)
 	}
 	fl := flight(t, Config{Suite: ctr256, PSK: psks[0]})
-	if got := other.find(fl[len(fl)-noiseMsgLen:]); got != -1 {
+	if got := other.find(fl[len(fl)-noiseLen(Version):], Version); got != -1 {
 		t.Errorf("a ctr256 message under a cbc128 key set: find says %d, want -1", got)
 	}
 }
@@ -138,8 +151,8 @@ func TestKeySetAllocationBound(t *testing.T) {
 	}
 	cfg := Config{Suite: ctr256, Keys: ks}
 	wrongKey := flight(t, Config{Suite: ctr256, PSK: newPSK(t)})
-	msg := wrongKey[len(wrongKey)-noiseMsgLen:]
-	if n := testing.AllocsPerRun(20, func() { ks.find(msg) }); n > 2*MaxKeys+1 {
+	msg := wrongKey[len(wrongKey)-noiseLen(Version):]
+	if n := testing.AllocsPerRun(20, func() { ks.find(msg, Version) }); n > 2*MaxKeys+1 {
 		t.Errorf("find over %d keys: %.0f allocations, want at most %d", MaxKeys, n, 2*MaxKeys+1)
 	}
 	const limit = 12 << 10 // TestServerAllocationBound's, for one key
@@ -172,10 +185,10 @@ func BenchmarkKeySetFind(b *testing.B) {
 		b.Fatal(err)
 	}
 	fl := flight(b, Config{Suite: ctr256, PSK: newPSK(b)})
-	msg := fl[len(fl)-noiseMsgLen:]
+	msg := fl[len(fl)-noiseLen(Version):]
 	b.ReportAllocs()
 	for b.Loop() {
-		if ks.find(msg) != -1 {
+		if ks.find(msg, Version) != -1 {
 			b.Fatal("found a key")
 		}
 	}

@@ -116,7 +116,7 @@ func TestReplayCannotConfirm(t *testing.T) {
 			if !errors.Is(err, ErrAuth) && !errors.Is(err, ErrProtocol) {
 				t.Fatalf("got %v, want ErrAuth or ErrProtocol", err)
 			}
-			if len(reply) != msgHeader+noiseMsgLen || reply[0] != msgNoise {
+			if len(reply) != msgHeader+noiseLen(Version) || reply[0] != msgNoise {
 				t.Fatalf("server reply %x, want its Noise message", reply)
 			}
 		})

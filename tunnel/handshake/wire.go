@@ -15,9 +15,12 @@ import (
 //	message = type:u8 | len:u16be | body[len]              both ways, len ≤ msgMax
 //	alert   = code:u8 | detail                             body of a msgAlert
 //	confirm = 32 bytes                                     body of a msgConfirm
+//	payload = max_frame:u32be                              each Noise payload, version 3
 //
-// Version 2 flow: hello | noise(msg1) →, ← noise(msg2) or alert,
-// confirm → (then record frames).
+// Flow: hello | noise(msg1) →, ← noise(msg2) or alert, confirm → (then
+// record frames). Version 3 carries each end's max_frame, the largest
+// frame it accepts, in its Noise payload (encrypted and authenticated);
+// version 2's payloads are empty.
 const (
 	magic        = "OFLD"
 	helloFixed   = len(magic) + 2
@@ -37,9 +40,14 @@ const (
 	// confirmLen is the length of the key confirmation (HKDF-SHA256 output).
 	confirmLen = 32
 
-	// noiseMsgLen is the length of both Noise messages with an empty
-	// payload: an ephemeral key (32) and the AEAD tag of the payload (16).
+	// noiseMsgLen is the length of both Noise messages of version 2,
+	// whose payload is empty: an ephemeral key (32) and the AEAD tag of
+	// the payload (16).
 	noiseMsgLen = 32 + 16
+	// payloadLen is version 3's payload: max_frame, u32be.
+	payloadLen = 4
+	// noiseMsgMax is the longest Noise message of any version.
+	noiseMsgMax = noiseMsgLen + payloadLen
 
 	alertMax = 1 + suiteNameMax
 )
@@ -53,11 +61,20 @@ const (
 	alertBusy     byte = 5 // detail: empty; the server is at its link limit
 )
 
+// noiseLen is the length of both Noise messages of version v.
+func noiseLen(v byte) int {
+	if v >= 3 {
+		return noiseMsgLen + payloadLen
+	}
+	return noiseMsgLen
+}
+
 // prologue is the hello as this side would send it: both sides compute it
-// from their own configuration, so a hello altered in transit makes the
-// prologues, and then the first AEAD tag, differ.
-func prologue(s suite.Suite) []byte {
-	return appendHello(make([]byte, 0, helloMax), Version, s.String())
+// from their own configuration (and the version the client chose), so a
+// hello altered in transit makes the prologues, and then the first AEAD
+// tag, differ.
+func prologue(v byte, s suite.Suite) []byte {
+	return appendHello(make([]byte, 0, helloMax), v, s.String())
 }
 
 func appendHello(b []byte, version byte, suiteName string) []byte {

@@ -54,8 +54,8 @@ type Table struct {
 	mu        sync.Mutex
 	max       int
 	perSource int
-	prefix    []byte // the start of a genuine first flight (handshake.FlightHeader)
-	flightLen int    // its whole length
+	flights   []handshake.Flight // genuine first flights, one per version the server answers
+	flightLen int                // the longest's whole length
 	pending   netguard.SlotList[*Slot]
 	failed    failedRing // sources whose first flight failed the key trial
 	waiting   []*Slot    // fresh sources' connections waiting for a slot, oldest first
@@ -101,11 +101,14 @@ type Slot struct {
 	ready chan struct{}
 }
 
-// New returns a table of max slots, at most perSource per source
-// address, for first flights of suite s.
-func New(max, perSource int, s suite.Suite) *Table {
-	prefix, n := handshake.FlightHeader(s)
-	return &Table{max: max, perSource: perSource, prefix: prefix, flightLen: n}
+// New returns a table of slots, at most perSource per source address,
+// for first flights of suite s (of every version the server answers).
+func New(slots, perSource int, s suite.Suite) *Table {
+	t := &Table{max: slots, perSource: perSource, flights: handshake.Flights(s)}
+	for _, f := range t.flights {
+		t.flightLen = max(t.flightLen, f.Size)
+	}
+	return t
 }
 
 // Max is the cap on connections holding a slot; PerSource, the cap per
@@ -200,8 +203,10 @@ func (s *Table) complete(sl *Slot) bool {
 	if need := s.flightLen - len(got); need > 0 && need <= len(buf)-len(got) {
 		got = got[:len(got)+netguard.Peek(sl.Conn, buf[len(got):len(got)+need])]
 	}
-	if len(got) >= s.flightLen && bytes.HasPrefix(got, s.prefix) {
-		sl.complete = true
+	for _, f := range s.flights {
+		if len(got) >= f.Size && bytes.HasPrefix(got, f.Prefix) {
+			sl.complete = true
+		}
 	}
 	return sl.complete
 }

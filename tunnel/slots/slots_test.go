@@ -201,3 +201,24 @@ func TestSlotsWaitForFreedSlot(t *testing.T) {
 		t.Fatalf("%d pending, %d waiting after release", s.Len(), s.Waiters())
 	}
 }
+
+// A complete first flight of every version the server answers counts as
+// complete: a version 2 client's, waiting in its socket buffer, is not
+// taken for a newer connection from its source.
+func TestSlotsEveryVersionsFlight(t *testing.T) {
+	ln := testutil.Listen(t)
+	defer ln.Close()
+	flights := handshake.Flights(suite.Default)
+	if len(flights) != int(handshake.Version-handshake.MinVersion+1) {
+		t.Fatalf("%d flights, want one per version from %d to %d", len(flights), handshake.MinVersion, handshake.Version)
+	}
+	for i, f := range flights {
+		s := New(4, 1, suite.Default)
+		flight := append(append([]byte(nil), f.Prefix...), make([]byte, f.Size-len(f.Prefix))...)
+		a := s.Acquire(accepted(t, ln, "127.0.0.2", flight))
+		if b := s.Acquire(accepted(t, ln, "127.0.0.2", nil)); b != nil || a.Evicted {
+			t.Errorf("flight %d (version %d): a complete flight was taken for a new connection", i, f.Prefix[4])
+		}
+		s.Release(a)
+	}
+}

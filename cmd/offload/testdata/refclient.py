@@ -12,6 +12,8 @@ usage: refclient.py ADDR KEYFILE SUITE SERVICE [PAUSE]
 SUITE is aes-{128,256}-{ctr,cbc}-hmac-sha256. SERVICE must echo. PAUSE
 (seconds, default 0) is waited between the pieces of the link check, so
 that a server with a short rekey_interval rekeys what it sends back.
+OFFLOAD_REF_VERSION in the environment is the protocol version to speak:
+3 (the default; each end's max_frame in its Noise payload) or 2.
 
 Checks, each against the running server; any failure exits 1 naming it:
   link      handshake, confirm, a stream to SERVICE whose data is sent in
@@ -101,7 +103,10 @@ def raw(pub):
 
 # --- offload: hello, messages, confirmation, keys (protocol.md §1) --------
 
-VERSION = 2
+# The protocol version to speak: 3 (each end's max_frame in its Noise
+# payload), or 2 (empty payloads), which servers still answer.
+VERSION = int(os.environ.get("OFFLOAD_REF_VERSION", "3"))
+MAX_FRAME = 65536  # what this client accepts; it sends no longer frame
 MSG_NOISE, MSG_ALERT, MSG_CONFIRM = 1, 2, 3
 
 
@@ -137,7 +142,8 @@ def handshake(sock, psk, suite):
     epub = raw(e.public_key())
     sym.mix_hash(epub)
     sym.mix_key(epub)  # psk handshakes: "e" also calls MixKey
-    msg1 = epub + sym.encrypt_and_hash(b"")
+    payload = struct.pack(">I", MAX_FRAME) if VERSION >= 3 else b""
+    msg1 = epub + sym.encrypt_and_hash(payload)
     flight = hello + bytes([MSG_NOISE]) + struct.pack(">H", len(msg1)) + msg1
     sock.sendall(flight)
 
@@ -145,13 +151,18 @@ def handshake(sock, psk, suite):
     body = recv_exact(sock, n)
     if typ == MSG_ALERT:
         raise RuntimeError("server alert %d %r" % (body[0], body[1:]))
-    if typ != MSG_NOISE or n != 48:
+    if typ != MSG_NOISE or n != 32 + len(payload) + 16:
         raise RuntimeError("server message type %d of %d bytes" % (typ, n))
     re = body[:32]
     sym.mix_hash(re)
     sym.mix_key(re)
     sym.mix_key(e.exchange(X25519PublicKey.from_public_bytes(re)))  # ee
-    sym.decrypt_and_hash(body[32:])
+    server_frame = sym.decrypt_and_hash(body[32:])
+    if VERSION >= 3:
+        (server_frame,) = struct.unpack(">I", server_frame)
+        if server_frame % 16 or not 1024 <= server_frame <= 1 << 20:
+            raise RuntimeError("server max_frame %d" % server_frame)
+        print("version 3: server max_frame %d, link max_frame %d" % (server_frame, min(server_frame, MAX_FRAME)))
     k_c2s, k_s2c = sym.split()
     h = sym.h
 
