@@ -640,12 +640,14 @@ func TestAttackResumeFlood(t *testing.T) {
 	}
 	perClient := int64(DefaultMaxLinksPerClient)
 	eventually(t, 30*time.Second, "the flood's links within max_links_per_client", func() bool { return srv.ctr.links.Load() <= perClient })
-	srv.resumes.mu.Lock()
-	held := len(srv.resumes.byID)
-	srv.resumes.mu.Unlock()
-	if int64(held) > perClient {
-		t.Fatalf("the server holds %d sessions of one client after the flood, want at most %d", held, perClient)
-	}
+	// A session ends when its link's goroutines have: after the link
+	// count, not with it (held was 3 once, beside a busy build).
+	eventually(t, 30*time.Second, "the flood's sessions within max_links_per_client", func() bool {
+		srv.resumes.mu.Lock()
+		held := len(srv.resumes.byID)
+		srv.resumes.mu.Unlock()
+		return int64(held) <= perClient
+	})
 	addrs, _, _ := startClient(t, ClientConfig{Options: o, Server: saddr}, "echo")
 	streamAcross(t, addrs["echo"])
 }
