@@ -316,7 +316,7 @@ func (c *Client) linkLoop(ctx context.Context, wg *sync.WaitGroup) (old []*mux.S
 		kept, attempt = false, 0
 		c.ctr.links.Store(1)
 		server := c.servers.Addr()
-		c.log.Info("link up", zap.String("server", server), zap.Stringer("suite", c.opt.Suite), zap.Int("max_frame", rc.MaxFrame()))
+		c.log.Info("link up", zap.String("server", server), zap.Stringer("suite", c.opt.Suite), zap.Int("send_frame", rc.SendFrame()))
 		stat := c.ctr.live.LinkUp(rc, rc.RemoteAddr(), server, handshake.Fingerprint(psk))
 		if !resumed {
 			c.reverseUp(ctx, sess)
@@ -441,7 +441,7 @@ func (c *Client) connect(ctx context.Context, psk []byte, dial func(context.Cont
 		_ = conn.Close()
 		c.ctr.handshakes[handshakeResult(err)].Add(1)
 		if c.oldServer.Swap(uint32(ve.Peer)) != uint32(ve.Peer) {
-			c.log.Info("the server speaks an older protocol version: redialling in it (both ends' max_frame must then be the same)",
+			c.log.Info("the server speaks an older protocol version: redialling in it (frames to it are at most 64 KiB; its max_frame must be at least that)",
 				zap.Uint8("server_version", ve.Peer), zap.Uint8("ours", ve.Ours))
 		}
 		if conn, err = dial(ctx); err != nil {

@@ -13,20 +13,20 @@ import (
 	"github.com/offload-dev/offload/tunnel/handshake"
 )
 
-// linkFrames returns the max_frame field of every "link up" line in logs.
+// linkFrames returns the send_frame field of every "link up" line in logs.
 func linkFrames(logs *observer.ObservedLogs) []int64 {
 	var got []int64
 	for _, e := range logs.FilterMessage("link up").All() {
-		if v, ok := e.ContextMap()["max_frame"].(int64); ok {
+		if v, ok := e.ContextMap()["send_frame"].(int64); ok {
 			got = append(got, v)
 		}
 	}
 	return got
 }
 
-// Ends that set different max_frame make a link of the smaller one (the
-// handshake tells each the other's): bulk data crosses it both ways.
-// Before version 3 the 256 KiB client's first long frame failed the link.
+// Ends that set different max_frame send frames of the smaller one (the
+// handshake tells each the other's): bulk data crosses the link both
+// ways. Before version 3 the 256 KiB client's first long frame failed it.
 func TestMaxFrameNegotiated(t *testing.T) {
 	testutil.LeakCheck(t)
 	echoT := startTarget(t, testutil.Echo)
@@ -41,7 +41,7 @@ func TestMaxFrameNegotiated(t *testing.T) {
 	}
 	eventually(t, 5*time.Second, "the server's link up", func() bool { return len(linkFrames(slogs)) == 1 })
 	if s, c := linkFrames(slogs), linkFrames(clogs); len(c) != 1 || s[0] != 64<<10 || c[0] != 64<<10 {
-		t.Errorf("link up: server max_frame %v, client %v; want 65536 at both", s, c)
+		t.Errorf("link up: server send_frame %v, client %v; want 65536 at both", s, c)
 	}
 }
 
@@ -102,8 +102,9 @@ func (p *oldServerProxy) run(t *testing.T) {
 }
 
 // A client whose server says it speaks version 2 redials speaking it, at
-// once, and says so in its log once; the link then works with both ends'
-// own max_frame (the same here, as version 2 needs).
+// once, and says so in its log once. To a version 2 peer each end sends
+// frames of at most 64 KiB, so a 256 KiB client and a 64 KiB server (a
+// pair version 2 could not serve) carry bulk both ways.
 func TestOldServerFallback(t *testing.T) {
 	testutil.LeakCheck(t)
 	echoT := startTarget(t, testutil.Echo)
@@ -115,10 +116,14 @@ func TestOldServerFallback(t *testing.T) {
 	go px.run(t)
 	t.Cleanup(func() { px.ln.Close(); px.wg.Wait() })
 	opt := testOptions(clog)
+	opt.MaxFrame = 256 << 10
 	// A long redial wait: the link must come up without one.
 	addrs, cli, _ := startClient(t, ClientConfig{Options: opt, Server: px.ln.Addr().String(), RedialMin: time.Hour, RedialMax: time.Hour}, "echo")
-	if err := testutil.EchoRoundTrip(addrs["echo"], 1<<20, 2); err != nil {
+	if err := testutil.EchoRoundTrip(addrs["echo"], 4<<20, 2); err != nil {
 		t.Fatal(err)
+	}
+	if c := linkFrames(clogs); len(c) != 1 || c[0] != 64<<10 {
+		t.Errorf("link up: client send_frame %v, want 65536 (to a version 2 server)", c)
 	}
 	px.mu.Lock()
 	versions := string(px.versions)

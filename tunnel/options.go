@@ -45,8 +45,8 @@ type Options struct {
 	// a new one.
 	Stats *record.Stats
 	// MaxFrame (max_frame) is record.Options.MaxFrame, the largest
-	// ciphertext of a frame, both ways (record.CheckMaxFrame); a link
-	// uses the smaller of the two ends' (the handshake says each).
+	// ciphertext of a frame this end accepts (record.CheckMaxFrame); it
+	// sends none longer than the peer's, which the handshake says.
 	MaxFrame int
 	// YamuxWindow (yamux_window) is the per-stream receive window
 	// (mux.Config.MaxStreamWindow), MinYamuxWindow to MaxYamuxWindow.

@@ -376,7 +376,7 @@ func (s *Server) serveConn(ctx, hard context.Context, conn net.Conn, sl *slots.S
 	l.stat = s.ctr.live.LinkUp(rc, remote, l.client, l.keyFP)
 	defer s.ctr.live.LinkDown(l.stat)
 	log := l.log
-	log.Info("link up", zap.Int("max_frame", rc.MaxFrame()))
+	log.Info("link up", zap.Int("send_frame", rc.SendFrame()))
 	start := time.Now()
 
 	// units caps the streams this link serves at MaxStreams: the streams

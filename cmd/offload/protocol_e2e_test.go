@@ -87,7 +87,7 @@ func TestE2EProtocolFromDocs(t *testing.T) {
 			wants := []string{"link ok", "replay ok", "oldkeys ok", "tamper ok"}
 			if run.version == "3" {
 				// The server's config leaves max_frame at 64 KiB.
-				wants = append(wants, "version 3: server max_frame 65536, link max_frame 65536")
+				wants = append(wants, "version 3: server max_frame 65536, this client sends frames of at most 65536")
 			}
 			for _, want := range wants {
 				if !strings.Contains(string(out), want) {

@@ -29,11 +29,12 @@
 // from the final Noise cipher keys, salted with the handshake hash.
 //
 // Version 3 puts each end's max_frame (the largest record frame it
-// accepts) in its Noise payload, so a link's frames are the smaller of
-// the two ends' and a mismatch cannot break it (record.Keys.PeerMaxFrame).
-// A server still answers a version 2 client, and a client whose server
-// says it speaks version 2 redials speaking it (Config.Version): such a
-// link's ends must set the same max_frame, as before.
+// accepts) in its Noise payload, so each end sends frames no longer than
+// the other accepts and a mismatch cannot break the link
+// (record.Keys.PeerMaxFrame). A server still answers a version 2 client,
+// and a client whose server says it speaks version 2 redials speaking it
+// (Config.Version); to such a peer an end sends frames of at most 64 KiB,
+// the default.
 //
 // A server with several clients holds a KeySet: it finds the key the first
 // message was made with by trying each (keyset.go; at most MaxKeys), and
@@ -154,7 +155,8 @@ type Config struct {
 
 	// MaxFrame is the largest record frame this end accepts (its
 	// max_frame; 0 means record.DefaultMaxFrame), which version 3 tells
-	// the peer. The keys' PeerMaxFrame is the peer's.
+	// the peer. The keys' PeerMaxFrame is the peer's (a version 2 peer's
+	// is taken to be record.DefaultMaxFrame).
 	MaxFrame int
 	// Version, on the client, is the version it speaks: 0 means Version;
 	// MinVersion..Version for a server that said it speaks an older one.
@@ -377,10 +379,13 @@ func (h *state) payload(buf *[payloadLen]byte) []byte {
 }
 
 // peerMaxFrame reads the peer's Noise payload: its max_frame from
-// version 3 on (a value the record layer takes), 0 before.
+// version 3 on (a value the record layer takes). A version 2 peer says
+// nothing: record.DefaultMaxFrame is what it accepts unless its config
+// says otherwise, and sending no more keeps a link to it working
+// whenever its max_frame is between that and ours.
 func (h *state) peerMaxFrame(p []byte) (int, error) {
 	if h.version < 3 {
-		return 0, nil
+		return record.DefaultMaxFrame, nil
 	}
 	if len(p) != payloadLen {
 		return 0, fmt.Errorf("%w: a payload of %d bytes, want %d", ErrProtocol, len(p), payloadLen)

@@ -14,7 +14,8 @@ import (
 )
 
 // Version 3 tells each end the other's max_frame; a version 2 client
-// (Config.Version) still gets keys, and neither end learns a frame size.
+// (Config.Version) still gets keys, and each end takes the other's
+// max_frame to be the default, 64 KiB.
 func TestHandshakeMaxFrame(t *testing.T) {
 	psk := newPSK(t)
 	ks, err := NewKeySet(ctr256, newPSK(t), psk)
@@ -31,8 +32,8 @@ func TestHandshakeMaxFrame(t *testing.T) {
 		{"defaults", 0, 0, 0, false, record.DefaultMaxFrame, record.DefaultMaxFrame},
 		{"client larger", 256 << 10, 64 << 10, 0, false, 64 << 10, 256 << 10},
 		{"server larger", 16 << 10, 1 << 20, 0, true, 1 << 20, 16 << 10},
-		{"version 2 client", 256 << 10, 64 << 10, 2, false, 0, 0},
-		{"version 2 client, key set", 256 << 10, 64 << 10, 2, true, 0, 0},
+		{"version 2 client", 256 << 10, 16 << 10, 2, false, record.DefaultMaxFrame, record.DefaultMaxFrame},
+		{"version 2 client, key set", 256 << 10, 16 << 10, 2, true, record.DefaultMaxFrame, record.DefaultMaxFrame},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -16,11 +16,11 @@ var (
 	// Nothing of the frame was delivered.
 	ErrAuth = errors.New("record: frame authentication failed")
 
-	// ErrFrameTooLarge means a frame header announced more than the
-	// link's maximum frame size. Nothing of the body was read. A peer
-	// that said its MaxFrame in the handshake agreed to it, so this is an
-	// attack or corruption; one that did not (protocol version 2) may
-	// have a larger MaxFrame set.
+	// ErrFrameTooLarge means a frame header announced more than this
+	// end's MaxFrame. Nothing of the body was read. A peer that knows it
+	// (Keys.PeerMaxFrame, protocol version 3) sends no more, so this is
+	// an attack or corruption; an older peer may have a larger MaxFrame
+	// set.
 	ErrFrameTooLarge = errors.New("record: frame too large")
 
 	// ErrBadLength means a frame header announced a length the cipher can

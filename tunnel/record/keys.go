@@ -27,10 +27,11 @@ type DirKeys struct {
 // ends of a link hold mirrored Keys (one's Send is the other's Recv).
 type Keys struct {
 	Send, Recv DirKeys
-	// PeerMaxFrame is the largest frame the peer accepts, as it said in
-	// the handshake (version 3); 0 when it did not say (a version 2
-	// peer). New makes the link's MaxFrame the smaller of it and
-	// Options.MaxFrame, so the two ends' settings need not agree.
+	// PeerMaxFrame is the largest frame the peer accepts, as the
+	// handshake learnt it. This end sends frames of at most the smaller
+	// of it and Options.MaxFrame, and accepts up to Options.MaxFrame, so
+	// the two ends' settings need not agree. 0 means unknown: this end
+	// sends up to its own MaxFrame.
 	PeerMaxFrame int
 }
 

@@ -298,11 +298,11 @@ func (l *linkReader) body(p []byte) error {
 // or read for the body.
 func (c *Conn) checkLen(n uint32) error {
 	if n > uint32(c.maxFrame) {
-		if n <= HardMaxFrame && !c.peerFrameSaid {
-			// A length a version 2 peer with a larger max_frame sends:
-			// the likelier cause than corruption, and one the user can
-			// fix. A peer that said its max_frame agreed to ours.
-			return fmt.Errorf("%w: %d bytes, max_frame here is %d: the peer's max_frame may be larger (both ends must set the same), or the link corrupted the header",
+		if n <= HardMaxFrame {
+			// A length an older peer with a larger max_frame sends: the
+			// likelier cause than corruption, and one the user can fix.
+			// (A peer of version 3 on knows ours and sends no more.)
+			return fmt.Errorf("%w: %d bytes, max_frame here is %d: the peer's max_frame may be larger (a peer older than protocol version 3 needs the same on both ends), or the link corrupted the header",
 				ErrFrameTooLarge, n, c.maxFrame)
 		}
 		return fmt.Errorf("%w: %d bytes, max %d", ErrFrameTooLarge, n, c.maxFrame)

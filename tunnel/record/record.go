@@ -122,9 +122,8 @@ func (SoftwareOnly) Pick(int, engine.Direction) int { return 0 }
 
 // Options configure a Conn. The zero value is usable.
 type Options struct {
-	// MaxFrame is the largest ciphertext of a frame, in both directions.
-	// The link's is the smaller of it and Keys.PeerMaxFrame; with a peer
-	// that did not say (0), both ends must set the same. 0 means
+	// MaxFrame is the largest ciphertext of a frame this end accepts,
+	// and sends unless Keys.PeerMaxFrame is smaller. 0 means
 	// DefaultMaxFrame; it must be a multiple of 16 between MinMaxFrame
 	// and HardMaxFrame.
 	MaxFrame int
@@ -132,7 +131,7 @@ type Options struct {
 	// once. 0 means DefaultWorkers.
 	Workers int
 	// WriteBuffer is how many plaintext bytes Write may buffer before it
-	// blocks. 0 means 2×MaxFrame; at least MaxFrame.
+	// blocks. 0 means twice the frames this end sends; at least one.
 	WriteBuffer int
 	// Engines are the engines a Policy can pick from. Engines[0] must be
 	// the software engine: it redoes every frame another engine failed.
@@ -224,19 +223,19 @@ type Conn struct {
 	send     chain // the cutter's
 	recv     chain // the reader goroutine's
 	opt      Options
-	maxFrame int
-	// peerFrameSaid: the peer said its max_frame in the handshake, so
-	// maxFrame is what both ends agreed (Keys.PeerMaxFrame).
-	peerFrameSaid bool
-	maxPlain      int // plaintext per sealed frame
-	limit         uint64
-	stats         *Stats
-	traffic       *Traffic  // this link's bytes
-	epochs        epochs    // this link's rekeys
-	tracker       Tracker   // opt.Policy, if it is one; else nil
-	dog           *watchdog // opt.Stall's, with engines to watch; else nil
-	log           *zap.Logger
-	warn          rateLimit
+	maxFrame int // the largest frame accepted (Options.MaxFrame)
+	// sendFrame is the largest frame sent: maxFrame, or the peer's
+	// Keys.PeerMaxFrame if smaller.
+	sendFrame int
+	maxPlain  int // plaintext per sealed frame
+	limit     uint64
+	stats     *Stats
+	traffic   *Traffic  // this link's bytes
+	epochs    epochs    // this link's rekeys
+	tracker   Tracker   // opt.Policy, if it is one; else nil
+	dog       *watchdog // opt.Stall's, with engines to watch; else nil
+	log       *zap.Logger
+	warn      rateLimit
 
 	errMu       sync.Mutex
 	err         error         // first link error; set once
@@ -271,11 +270,12 @@ func New(conn net.Conn, keys Keys, s suite.Suite, opt Options) (*Conn, error) {
 	if err := CheckMaxFrame(opt.MaxFrame); err != nil {
 		return nil, fmt.Errorf("record: MaxFrame: %w", err)
 	}
+	sendFrame := opt.MaxFrame
 	if p := keys.PeerMaxFrame; p != 0 {
 		if err := CheckMaxFrame(p); err != nil {
 			return nil, fmt.Errorf("record: the peer's MaxFrame: %w", err)
 		}
-		opt.MaxFrame = min(opt.MaxFrame, p)
+		sendFrame = min(sendFrame, p)
 	}
 	if opt.Workers == 0 {
 		opt.Workers = DefaultWorkers
@@ -284,10 +284,10 @@ func New(conn net.Conn, keys Keys, s suite.Suite, opt Options) (*Conn, error) {
 		return nil, fmt.Errorf("record: Workers %d: want 1..%d", opt.Workers, MaxWorkers)
 	}
 	if opt.WriteBuffer == 0 {
-		opt.WriteBuffer = 2 * opt.MaxFrame
+		opt.WriteBuffer = 2 * sendFrame
 	}
-	if opt.WriteBuffer < opt.MaxFrame {
-		return nil, fmt.Errorf("record: WriteBuffer %d is less than MaxFrame %d", opt.WriteBuffer, opt.MaxFrame)
+	if opt.WriteBuffer < sendFrame {
+		return nil, fmt.Errorf("record: WriteBuffer %d is less than a frame sent, %d", opt.WriteBuffer, sendFrame)
 	}
 	if opt.Engines == nil {
 		opt.Engines = []engine.Engine{engine.Software{}}
@@ -327,23 +327,23 @@ func New(conn net.Conn, keys Keys, s suite.Suite, opt Options) (*Conn, error) {
 		log = zap.NewNop()
 	}
 	c := &Conn{
-		conn:          conn,
-		suite:         s,
-		opt:           opt,
-		maxFrame:      opt.MaxFrame,
-		peerFrameSaid: keys.PeerMaxFrame != 0,
-		maxPlain:      opt.MaxFrame,
-		limit:         MaxFrames,
-		stats:         opt.Stats,
-		traffic:       opt.Traffic,
-		log:           log.Named("record"),
-		warn:          rateLimit{every: 10 * time.Second},
-		dead:          make(chan struct{}),
-		localClosed:   make(chan struct{}),
-		quit:          make(chan struct{}),
+		conn:        conn,
+		suite:       s,
+		opt:         opt,
+		maxFrame:    opt.MaxFrame,
+		sendFrame:   sendFrame,
+		maxPlain:    sendFrame,
+		limit:       MaxFrames,
+		stats:       opt.Stats,
+		traffic:     opt.Traffic,
+		log:         log.Named("record"),
+		warn:        rateLimit{every: 10 * time.Second},
+		dead:        make(chan struct{}),
+		localClosed: make(chan struct{}),
+		quit:        make(chan struct{}),
 	}
 	if s.Cipher.Mode == engine.CBC {
-		c.maxPlain = opt.MaxFrame - 1 // PKCS#7 adds 1..16 bytes
+		c.maxPlain = sendFrame - 1 // PKCS#7 adds 1..16 bytes
 	}
 	if opt.maxFrames != 0 {
 		c.limit = opt.maxFrames
@@ -390,9 +390,9 @@ func (c *Conn) DataPath() DataPath {
 // Suite returns the suite the Conn was made for.
 func (c *Conn) Suite() suite.Suite { return c.suite }
 
-// MaxFrame returns the link's largest frame: Options.MaxFrame, or the
-// peer's if that is smaller.
-func (c *Conn) MaxFrame() int { return c.maxFrame }
+// SendFrame returns the largest frame this end sends: Options.MaxFrame,
+// or Keys.PeerMaxFrame if that is smaller.
+func (c *Conn) SendFrame() int { return c.sendFrame }
 
 // Err returns the error that ended the link, or nil while it is up. It is
 // the first failure detected, which may belong to a later frame than the

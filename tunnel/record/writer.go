@@ -145,7 +145,7 @@ type writer struct {
 func (w *writer) init(c *Conn) {
 	w.c = c
 	w.deadline.init()
-	depth := pipelineDepth(c.maxFrame, 2*c.opt.Workers+2)
+	depth := pipelineDepth(c.sendFrame, 2*c.opt.Workers+2)
 	w.data = make(chan struct{}, 1)
 	w.space = make(chan struct{}, 1)
 	w.slots = make(chan struct{}, depth)

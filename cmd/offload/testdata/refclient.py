@@ -162,7 +162,7 @@ def handshake(sock, psk, suite):
         (server_frame,) = struct.unpack(">I", server_frame)
         if server_frame % 16 or not 1024 <= server_frame <= 1 << 20:
             raise RuntimeError("server max_frame %d" % server_frame)
-        print("version 3: server max_frame %d, link max_frame %d" % (server_frame, min(server_frame, MAX_FRAME)))
+        print("version 3: server max_frame %d, this client sends frames of at most %d" % (server_frame, min(server_frame, MAX_FRAME)))
     k_c2s, k_s2c = sym.split()
     h = sym.h
 
