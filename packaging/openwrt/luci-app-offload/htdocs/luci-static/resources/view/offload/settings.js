@@ -52,7 +52,7 @@ const FIELDS = {
 	'verify': [ _('Verify one in N frames'), _('Re-check frames an engine other than software sealed (0: off).'), 'value' ],
 	'engine_check_interval': [ _('Engine check interval'), _('How often each engine runs its known-answer test, e.g. 5m.'), 'value' ],
 	'profile': [ _('Selector profile'), _('Calibration profile for the auto and hybrid engines.'), 'value' ],
-	'max_frame': [ _('Largest frame'), _('e.g. 64KiB; 256KiB on two routers with a crypto device. A link uses the smaller of both ends\' values.'), 'value' ],
+	'max_frame': [ _('Largest frame'), _('e.g. 64KiB; 256KiB on two routers with a crypto device. Each end sends no longer frames than the other takes.'), 'value' ],
 	'yamux_window': [ _('Stream window'), _('One stream\'s receive window, e.g. 256KiB.'), 'value' ],
 	'keepalive': [ _('Keepalive'), _('Ping interval on an idle link, e.g. 15s; 0: none.'), 'value' ],
 	'dial_timeout': [ _('Dial timeout'), '', 'value' ],
