@@ -105,8 +105,9 @@ var Paths = []Path{
 	{Name: "cryptodev-64k-procs2", Label: "offload as cryptodev-64k, GOMAXPROCS=2", Kind: "offload",
 		Suite: "aes-256-cbc-poly1305", Eng: "cryptodev", Frame: "64KiB", Device: true,
 		Env: []string{"GOMAXPROCS=2"}, Extra: true},
-	// Four times the default frame: a quarter of the device requests and
-	// of every other per-frame cost, for a bigger buffer per frame in flight.
+	// Four times the default frame: a quarter of every per-frame cost (the
+	// device still gets pieces of at most 64 KiB, engine.kernelChunkSize),
+	// for a bigger buffer per frame in flight.
 	{Name: "afalg-256k", Label: "offload as afalg-64k, 256 KiB frames", Kind: "offload",
 		Suite: "aes-256-cbc-poly1305", Eng: "afalg:" + DeviceDriver, Frame: "256KiB", Device: true, Extra: true},
 	{Name: "cryptodev-256k", Label: "offload as cryptodev-64k, 256 KiB frames", Kind: "offload",
