@@ -441,7 +441,7 @@ func (c *Client) connect(ctx context.Context, psk []byte, dial func(context.Cont
 		_ = conn.Close()
 		c.ctr.handshakes[handshakeResult(err)].Add(1)
 		if c.oldServer.Swap(uint32(ve.Peer)) != uint32(ve.Peer) {
-			c.log.Info("the server speaks an older protocol version: redialling in it (frames to it are at most 64 KiB; its max_frame must be at least that)",
+			c.log.Info("the server speaks an older protocol version: redialling in it (it says no max_frame, so this end sends it frames of the default size at most: send_frame in link up)",
 				zap.Uint8("server_version", ve.Peer), zap.Uint8("ours", ve.Ours))
 		}
 		if conn, err = dial(ctx); err != nil {

@@ -371,7 +371,7 @@ type state struct {
 
 // payload is this end's Noise payload: its max_frame from version 3 on.
 func (h *state) payload(buf *[payloadLen]byte) []byte {
-	if h.version < 3 {
+	if h.version < payloadVersion {
 		return nil
 	}
 	binary.BigEndian.PutUint32(buf[:], uint32(h.cfg.MaxFrame))
@@ -384,7 +384,7 @@ func (h *state) payload(buf *[payloadLen]byte) []byte {
 // says otherwise, and sending no more keeps a link to it working
 // whenever its max_frame is between that and ours.
 func (h *state) peerMaxFrame(p []byte) (int, error) {
-	if h.version < 3 {
+	if h.version < payloadVersion {
 		return record.DefaultMaxFrame, nil
 	}
 	if len(p) != payloadLen {

@@ -72,7 +72,7 @@ func TestKeySetFindMatchesNoise(t *testing.T) {
 	}
 	for v := byte(MinVersion); v <= Version; v++ {
 		var payload []byte // version 3's: a max_frame
-		if v >= 3 {
+		if v >= payloadVersion {
 			payload = []byte{0, 1, 0, 0}
 		}
 		for i, psk := range psks {

@@ -44,8 +44,10 @@ const (
 	// whose payload is empty: an ephemeral key (32) and the AEAD tag of
 	// the payload (16).
 	noiseMsgLen = 32 + 16
-	// payloadLen is version 3's payload: max_frame, u32be.
+	// payloadLen is the payload from payloadVersion on: max_frame, u32be.
 	payloadLen = 4
+	// payloadVersion is the first version whose Noise messages carry it.
+	payloadVersion = 3
 	// noiseMsgMax is the longest Noise message of any version.
 	noiseMsgMax = noiseMsgLen + payloadLen
 
@@ -63,7 +65,7 @@ const (
 
 // noiseLen is the length of both Noise messages of version v.
 func noiseLen(v byte) int {
-	if v >= 3 {
+	if v >= payloadVersion {
 		return noiseMsgLen + payloadLen
 	}
 	return noiseMsgLen

@@ -92,7 +92,15 @@ var transports = []transport{
 // newPair makes two Conns over raw conns c1, c2.
 func newPair(t testing.TB, c1, c2 net.Conn, s suite.Suite, oa, ob Options) (*Conn, *Conn) {
 	t.Helper()
+	return newPairPeers(t, c1, c2, s, 0, 0, oa, ob)
+}
+
+// newPairPeers is newPair with each end's Keys.PeerMaxFrame: what the
+// handshake told a about b's max_frame (peerA), and b about a's (peerB).
+func newPairPeers(t testing.TB, c1, c2 net.Conn, s suite.Suite, peerA, peerB int, oa, ob Options) (*Conn, *Conn) {
+	t.Helper()
 	ka, kb := keyPair(t, s)
+	ka.PeerMaxFrame, kb.PeerMaxFrame = peerA, peerB
 	a, err := New(c1, ka, s, oa)
 	if err != nil {
 		t.Fatal(err)
@@ -595,71 +603,19 @@ func TestMaxFrameMismatch(t *testing.T) {
 // (a version 2 peer, to which the handshake sends at most 64 KiB).
 func TestMaxFrameAgreed(t *testing.T) {
 	c1, c2 := tcpPair(t)
-	ka, kb := keyPair(t, ctr256)
-	ka.PeerMaxFrame, kb.PeerMaxFrame = 64<<10, 256<<10
-	a, err := New(c1, ka, ctr256, Options{MaxFrame: 256 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := New(c2, kb, ctr256, Options{MaxFrame: 64 << 10})
-	if err != nil {
-		a.Close()
-		t.Fatal(err)
-	}
-	defer a.Close()
-	defer b.Close()
+	a, b := newPairPeers(t, c1, c2, ctr256, 64<<10, 256<<10, Options{MaxFrame: 256 << 10}, Options{MaxFrame: 64 << 10})
 	if a.SendFrame() != 64<<10 || b.SendFrame() != 64<<10 {
 		t.Fatalf("SendFrame: %d and %d, want 65536 at both ends", a.SendFrame(), b.SendFrame())
 	}
-	const total = 1 << 20
-	for _, dir := range []struct {
-		name string
-		w, r *Conn
-	}{{"256 KiB end to 64 KiB end", a, b}, {"64 KiB end to 256 KiB end", b, a}} {
-		sent := make(chan [32]byte, 1)
-		go func() {
-			sum, _ := pump(dir.w, total, 300<<10, 7)
-			sent <- sum
-		}()
-		h := sha256.New()
-		if _, err := io.CopyN(h, dir.r, total); err != nil {
-			t.Fatalf("%s: reading: %v", dir.name, err)
-		}
-		if got, want := [32]byte(h.Sum(nil)), <-sent; got != want {
-			t.Fatalf("%s: the bytes read are not the bytes written", dir.name)
-		}
-	}
+	roundTrip(t, a, b, 1<<20, 300<<10)
 	// A 256 KiB end that does not know its peer's max_frame sends 256 KiB
 	// frames; a peer that set 256 KiB accepts them whatever it sends.
 	c3, c4 := tcpPair(t)
-	kc, kd := keyPair(t, ctr256)
-	kd.PeerMaxFrame = 64 << 10
-	c, err := New(c3, kc, ctr256, Options{MaxFrame: 256 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := New(c4, kd, ctr256, Options{MaxFrame: 256 << 10})
-	if err != nil {
-		c.Close()
-		t.Fatal(err)
-	}
-	defer c.Close()
-	defer d.Close()
+	c, d := newPairPeers(t, c3, c4, ctr256, 0, 64<<10, Options{MaxFrame: 256 << 10}, Options{MaxFrame: 256 << 10})
 	if c.SendFrame() != 256<<10 || d.SendFrame() != 64<<10 {
 		t.Fatalf("SendFrame: %d and %d, want 262144 and 65536", c.SendFrame(), d.SendFrame())
 	}
-	sent := make(chan [32]byte, 1)
-	go func() {
-		sum, _ := pump(c, total, 300<<10, 8)
-		sent <- sum
-	}()
-	h := sha256.New()
-	if _, err := io.CopyN(h, d, total); err != nil {
-		t.Fatalf("256 KiB frames to a 256 KiB end that sends 64 KiB: %v", err)
-	}
-	if got, want := [32]byte(h.Sum(nil)), <-sent; got != want {
-		t.Fatal("the bytes read are not the bytes written")
-	}
+	roundTrip(t, c, d, 1<<20, 300<<10)
 	// A peer's max_frame that no end could set is refused.
 	ke, _ := keyPair(t, ctr256)
 	ke.PeerMaxFrame = 1000

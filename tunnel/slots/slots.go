@@ -206,6 +206,7 @@ func (s *Table) complete(sl *Slot) bool {
 	for _, f := range s.flights {
 		if len(got) >= f.Size && bytes.HasPrefix(got, f.Prefix) {
 			sl.complete = true
+			break
 		}
 	}
 	return sl.complete
