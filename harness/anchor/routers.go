@@ -80,6 +80,7 @@ const (
 	sinkPort2   = "9000"
 	relayPort2  = "7100"
 	relayZCPort = "7101" // the relays with MSG_ZEROCOPY sends (relay-zc)
+	sealPort    = "7102" // the sealing relays (relay-seal)
 	sshFwdPort  = "7200"
 	fwdPort     = "7300"
 	tunnelPort2 = "7000"
@@ -104,6 +105,8 @@ func target(kind string) string {
 		return "10.77.1.1:" + relayPort2
 	case "relay-zc":
 		return "10.77.1.1:" + relayZCPort
+	case "relay-seal":
+		return "10.77.1.1:" + sealPort
 	case "ssh":
 		return "10.77.1.1:" + sshFwdPort
 	case "offload":
@@ -916,12 +919,21 @@ func (r *routersRig) measure(ctx context.Context, p wgcompare.Path, round int, p
 			return run, err
 		}
 	}
-	if p.Kind == "relay-zc" {
+	if p.Kind == "relay-zc" || p.Kind == "relay-seal" {
 		// The floor with MSG_ZEROCOPY sends on both hops (A's to the
-		// wire, B's to the sink), up for this run only.
-		relays := [2][2]string{{"10.77.1.1:" + relayZCPort, "10.77.0.2:" + relayZCPort}, {"10.77.0.2:" + relayZCPort, "10.77.2.2:" + sinkPort2}}
+		// wire, B's to the sink), or with the wire's hop sealed (A seals
+		// toward B, B opens what it accepts), up for this run only.
+		port, args := relayZCPort, [2][]string{{"-zerocopy"}, {"-zerocopy"}}
+		if p.Kind == "relay-seal" {
+			port = sealPort
+			for i, side := range []string{"target", "listen"} {
+				args[i] = []string{"-seal", side, "-engine", p.Eng, "-suite", p.Suite, "-full=" + strconv.FormatBool(p.Full)}
+			}
+		}
+		relays := [2][2]string{{"10.77.1.1:" + port, "10.77.0.2:" + port}, {"10.77.0.2:" + port, "10.77.2.2:" + sinkPort2}}
 		for _, i := range []int{1, 0} {
-			if _, err := r.ctl[i].do(request{Op: "start", ID: "relay-zc", Argv: []string{"router", "relay", "-zerocopy", "-listen", relays[i][0], "-target", relays[i][1]}}); err != nil {
+			argv := append(append([]string{"router", "relay"}, args[i]...), "-listen", relays[i][0], "-target", relays[i][1])
+			if _, err := r.ctl[i].do(request{Op: "start", ID: p.Kind, Argv: argv}); err != nil {
 				return run, err
 			}
 		}
@@ -970,15 +982,20 @@ func (r *routersRig) measure(ctx context.Context, p wgcompare.Path, round int, p
 			return run, err
 		}
 	}
-	if p.Kind == "relay-zc" {
-		// Each relay's counts: sends, those the kernel copied anyway.
+	if p.Kind == "relay-zc" || p.Kind == "relay-seal" {
+		// Each relay's counts (relay-zc: sends, those the kernel copied
+		// anyway), or what a sealing relay said.
 		var out string
-		for i := range sides {
-			ans, err := r.ctl[i].do(request{Op: "stop", ID: "relay-zc"})
+		for i, verb := range []string{"sealed", "opened"} {
+			ans, err := r.ctl[i].do(request{Op: "stop", ID: p.Kind})
 			if err != nil {
-				return run, fmt.Errorf("relay-zc on %s: %w\n%s", sides[i].name, err, ans.Out)
+				return run, fmt.Errorf("%s on %s: %w\n%s", p.Kind, sides[i].name, err, ans.Out)
 			}
 			out += fmt.Sprintf("\n%s: %s", sides[i].name, strings.TrimSpace(ans.Out))
+			// A seals the stream, B opens it.
+			if n := sealedBytes(ans.Out, verb); p.Kind == "relay-seal" && sendErr == nil && n < payload {
+				return run, fmt.Errorf("router %s's relay %s %d bytes for a %d-byte stream:%s", sides[i].name, verb, n, payload, out)
+			}
 		}
 		r.logf("%s:%s", p.Name, out)
 	}
@@ -1047,6 +1064,18 @@ func (r *routersRig) measure(ctx context.Context, p wgcompare.Path, round int, p
 		}
 	}
 	return run, nil
+}
+
+// sealedBytes reads the most bytes a sealing relay's report lines
+// ("ADDR: sealed N frames, B bytes (...)") say were sealed or opened (verb).
+func sealedBytes(out, verb string) int64 {
+	re := regexp.MustCompile(verb + ` \d+ frames, (\d+) bytes`)
+	var most int64
+	for _, m := range re.FindAllStringSubmatch(out, -1) {
+		n, _ := strconv.ParseInt(m[1], 10, 64)
+		most = max(most, n)
+	}
+	return most
 }
 
 // engineFrames reads, from measure's summary of the ends' /metrics

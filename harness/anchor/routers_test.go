@@ -286,6 +286,18 @@ func TestEngineFrames(t *testing.T) {
 	}
 }
 
+// sealedBytes reads a sealing relay's report lines as wgcompare.SealStats
+// prints them: the stream's, not the answer's.
+func TestSealedBytes(t *testing.T) {
+	out := wgcompare.SealStats{Sealed: true, Frames: 257, Bytes: 16777232}.String() + "\n" +
+		wgcompare.SealStats{Frames: 1, Bytes: 17}.String()
+	for verb, want := range map[string]int64{"sealed": 16777232, "opened": 17, "lost": 0} {
+		if got := sealedBytes("10.77.0.2:7102: "+out, verb); got != want {
+			t.Errorf("sealedBytes(%s) = %d, want %d", verb, got, want)
+		}
+	}
+}
+
 // The guest's own split: shares of its ticks per router, off-regime runs
 // left out, nothing at all for spans without ticks.
 func TestWriteGuestSplit(t *testing.T) {

@@ -19,7 +19,7 @@ const DeviceDriver = "virtio_crypto_aes_cbc"
 type Path struct {
 	Name  string // span and table name
 	Label string // what the row means
-	Kind  string // "plain", "wireguard", "relay", "relay-zc", "ssh", "ipsec" or "offload"
+	Kind  string // "plain", "wireguard", "relay", "relay-zc", "relay-seal", "ssh", "ipsec" or "offload"
 	Suite string // offload only
 	Eng   string
 	Frame string
@@ -32,6 +32,8 @@ type Path struct {
 	// Conf is added to both offload ends' configs, a line each (harness/anchor
 	// -set and -twin).
 	Conf []string
+	// Full: a relay-seal path's frames are full (SealOptions.Full).
+	Full bool
 	// Extra paths are experiments: measured only when -paths names them.
 	Extra bool
 	// Bin is the guest command both offload ends run; "" is Offload.
@@ -79,6 +81,18 @@ var Paths = []Path{
 	// not pay (2026-12-07, two boots: 0.74x the copying relay's MB per
 	// qemu CPU second; docs/lab/performance.md).
 	{Name: "relay-zc", Label: "two bare Go relays as relay2, MSG_ZEROCOPY sends", Kind: "relay-zc", Extra: true},
+	// The floor with offload's crypto and nothing else of offload: two
+	// relays that seal and open full 64 KiB frames on the hop between
+	// them (SealedRelay: one goroutine a direction, blocking calls, no mux,
+	// no pipeline, no resumption), the simplest tunnel with this crypto:
+	// beside offload it shows what offload's design costs or saves beyond
+	// its crypto (docs/router-anchor.md, "The simplest tunnel").
+	{Name: "relay-afalg", Label: "two Go relays sealing 64 KiB frames, aes-256-cbc-poly1305, afalg:" + DeviceDriver + " (the simplest tunnel)", Kind: "relay-seal",
+		Suite: "aes-256-cbc-poly1305", Eng: "afalg:" + DeviceDriver, Frame: "64KiB", Full: true, Device: true, Extra: true},
+	{Name: "relay-cryptodev", Label: "two Go relays sealing 64 KiB frames, aes-256-cbc-poly1305, cryptodev (the simplest tunnel)", Kind: "relay-seal",
+		Suite: "aes-256-cbc-poly1305", Eng: "cryptodev", Frame: "64KiB", Full: true, Device: true, Extra: true},
+	{Name: "relay-ctr-sw", Label: "two Go relays sealing 64 KiB frames, aes-256-ctr-poly1305, software (the simplest tunnel)", Kind: "relay-seal",
+		Suite: "aes-256-ctr-poly1305", Eng: "software", Frame: "64KiB", Full: true, Extra: true},
 	{Name: SSH, Label: "ssh -L, aes256-ctr + hmac-sha2-256 (OpenSSH, AES in software)", Kind: "ssh"},
 	{Name: IPsec, Label: "kernel IPsec ESP, cbc(aes) on the device + hmac(sha256)", Kind: "ipsec", Device: true},
 	{Name: "afalg-64k", Label: "offload aes-256-cbc-poly1305, afalg:" + DeviceDriver + ", 64 KiB", Kind: "offload",

@@ -205,7 +205,7 @@ func checkStream(c net.Conn, pat []byte) string {
 // else (no io.Copy, which would splice), the floor of any user-space TCP
 // tunnel. Half-closes pass through.
 func Relay(l net.Listener, target string, dial func(context.Context, string, string) (net.Conn, error)) error {
-	return relay(l, target, dial, pump)
+	return relay(l, target, dial, func(dst, src net.Conn, _ bool) { pump(dst, src) })
 }
 
 // ZeroCopyStats is what one zero-copy pump did.
@@ -219,7 +219,7 @@ type ZeroCopyStats struct {
 // RelayZeroCopy is Relay with MSG_ZEROCOPY sends (zerocopy_linux.go);
 // report, if not nil, gets each direction's counts when it ends.
 func RelayZeroCopy(l net.Listener, target string, dial func(context.Context, string, string) (net.Conn, error), report func(ZeroCopyStats, error)) error {
-	return relay(l, target, dial, func(dst, src net.Conn) {
+	return relay(l, target, dial, func(dst, src net.Conn, _ bool) {
 		st, err := pumpZeroCopy(dst, src)
 		if report != nil {
 			report(st, err)
@@ -227,7 +227,9 @@ func RelayZeroCopy(l net.Listener, target string, dial func(context.Context, str
 	})
 }
 
-func relay(l net.Listener, target string, dial func(context.Context, string, string) (net.Conn, error), pump func(dst, src net.Conn)) error {
+// relay accepts on l, dials target for each connection and runs pump
+// both ways: toTarget from the accepted connection to the dialled one.
+func relay(l net.Listener, target string, dial func(context.Context, string, string) (net.Conn, error), pump func(dst, src net.Conn, toTarget bool)) error {
 	for {
 		c, err := l.Accept()
 		if err != nil {
@@ -241,8 +243,8 @@ func relay(l net.Listener, target string, dial func(context.Context, string, str
 			}
 			defer u.Close()
 			done := make(chan struct{})
-			go func() { pump(u, c); close(done) }()
-			pump(c, u)
+			go func() { pump(u, c, true); close(done) }()
+			pump(c, u, false)
 			<-done
 		}()
 	}

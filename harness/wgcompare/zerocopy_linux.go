@@ -298,3 +298,24 @@ func pumpZeroCopy(dst, src net.Conn) (ZeroCopyStats, error) {
 		}
 	}
 }
+
+// setLowat makes c's reader wake only when n bytes are queued, or at its
+// end (SO_RCVLOWAT; the sealed relay's full frames).
+func setLowat(c net.Conn, n int) error {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return errors.New("SO_RCVLOWAT: not a socket")
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVLOWAT, n) }); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("SO_RCVLOWAT: %w", serr)
+	}
+	return nil
+}

@@ -71,6 +71,10 @@ func relay(args []string) error {
 	listen := fs.String("listen", "", "address to accept on")
 	target := fs.String("target", "", "address to forward to")
 	zc := fs.Bool("zerocopy", false, "send with MSG_ZEROCOPY (SO_ZEROCOPY, notifications on the error queue) and log each direction's counts")
+	seal := fs.String("seal", "", "seal the hop to the target (target) or from the listener (listen) as offload's record layer does (wgcompare.SealedRelay)")
+	eng := fs.String("engine", "software", "with -seal: the engine spec, as in a config")
+	suite := fs.String("suite", "aes-256-cbc-poly1305", "with -seal: the suite")
+	full := fs.Bool("full", false, "with -seal: full 64 KiB frames (SO_RCVLOWAT on the plaintext side)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -79,6 +83,16 @@ func relay(args []string) error {
 		return err
 	}
 	var d net.Dialer
+	switch *seal {
+	case "":
+	case "target", "listen":
+		return wgcompare.SealedRelay(l, *target, d.DialContext, *seal == "target", wgcompare.SealOptions{Spec: *eng, Suite: *suite, Full: *full,
+			Report: func(st wgcompare.SealStats, err error) {
+				fmt.Fprintf(os.Stderr, "%s: %v, error %v\n", *target, st, err)
+			}})
+	default:
+		return fmt.Errorf("-seal %q: want target or listen", *seal)
+	}
 	if *zc {
 		return wgcompare.RelayZeroCopy(l, *target, d.DialContext, func(st wgcompare.ZeroCopyStats, err error) {
 			fmt.Fprintf(os.Stderr, "to %s: %d sends, %d copied by the kernel, %d waits for a buffer, read outside the poller %v, error %v\n",
