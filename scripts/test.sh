@@ -67,7 +67,8 @@
 #               mipsel routers, each its own qemu with its own virtio-crypto,
 #               a UDP wire between them on loopback, the sender and the sink
 #               on the host in two network namespaces behind TAP devices;
-#               WireGuard, plain routing and offload on the device (afalg)
+#               WireGuard, plain routing, offload on the device (afalg) and
+#               the sealed relay on it (relay-afalg, the simplest tunnel)
 #               move 4 MiB each, sha256 checked at the sink, and the
 #               per-router table prints (no speed verdicts; needs root and
 #               mipsle among OFFLOAD_VM_ARCHES; 94 s here with a warm cache)
@@ -570,8 +571,9 @@ s_outage() {
 # s_anchor2 is the two-router anchor's smoke (docs/router-anchor.md): both
 # routers boot, the paths come up, every stream arrives whole (the host's
 # sink checks its sha256), each run crosses the path it names (the wire's
-# counters, the engine's frame counts on both ends) and the table prints.
-s_anchor2() { go run ./harness/anchor -routers 2 -mib 4 -rounds 1 -paths plaintext,afalg-64k -cryptodev off -quiet; }
+# counters, the engine's frame counts on both ends, the sealed relays' byte
+# counts) and the table prints.
+s_anchor2() { go run ./harness/anchor -routers 2 -mib 4 -rounds 1 -paths plaintext,afalg-64k,relay-afalg -cryptodev off -quiet; }
 
 stage deps "install missing tools" s_deps
 stage gofmt "gofmt -l ." s_gofmt

@@ -45,10 +45,13 @@ const sealTag = record.TagSize
 type SealOptions struct {
 	Spec  string // the engine spec, as a config names it
 	Suite string // the suite, e.g. aes-256-cbc-poly1305
-	// Full makes every frame but a stream's last a full 64 KiB: the
-	// plaintext socket wakes its reader only when that much is queued
-	// (SO_RCVLOWAT), as offload's frames fill while its pipeline is busy.
-	// Without it a frame is whatever one Read returns.
+	// Full makes every frame but a stream's last a full 64 KiB, and
+	// wakes each reader only for a whole one: the plaintext socket only
+	// when 64 KiB are queued, the sealed one only when a full frame is
+	// (SO_RCVLOWAT; either also at the stream's end). So frames are as
+	// offload's fill while its pipeline is busy, and neither side pays a
+	// wake-up per arriving segment. Without it a frame is whatever one
+	// Read returns, and the opening side reads each as it trickles in.
 	Full bool
 	// Report, if not nil, gets each direction's counts when it ends.
 	Report func(SealStats, error)
@@ -81,14 +84,19 @@ func SealedRelay(l net.Listener, target string, dial func(context.Context, strin
 			return
 		}
 		defer h.close()
-		if toTarget == sealTarget {
-			if o.Full {
-				err = setLowat(src, relayBuf)
+		seal := toTarget == sealTarget
+		if o.Full {
+			lowat := relayBuf // the plaintext side: a frame's worth
+			if !seal {
+				lowat = 4 + relayBuf + sealTag // the sealed side: a whole frame
 			}
-			if err == nil {
-				err = h.seal(dst, src)
-			}
-		} else {
+			err = setLowat(src, lowat)
+		}
+		switch {
+		case err != nil:
+		case seal:
+			err = h.seal(dst, src)
+		default:
 			err = h.open(dst, src)
 		}
 		if o.Report != nil {
@@ -105,6 +113,7 @@ type SealStats struct {
 	Sealed bool  // it sealed (else it opened)
 	Frames int64 // frames sealed or opened
 	Bytes  int64 // their plaintext bytes
+	Reads  int64 // Read calls on the source (wake-ups, with Full)
 }
 
 func (s SealStats) String() string {
@@ -112,7 +121,7 @@ func (s SealStats) String() string {
 	if s.Sealed {
 		verb = "sealed"
 	}
-	return fmt.Sprintf("%s %d frames, %d bytes (%d a frame)", verb, s.Frames, s.Bytes, s.Bytes/max(s.Frames, 1))
+	return fmt.Sprintf("%s %d frames, %d bytes (%d a frame, %d reads)", verb, s.Frames, s.Bytes, s.Bytes/max(s.Frames, 1), s.Reads)
 }
 
 // sealHop is one direction's crypto: a crypter, a MAC, the IV key and seq.
@@ -174,6 +183,7 @@ func (h *sealHop) seal(dst, src net.Conn) error {
 	h.st.Sealed = true
 	for {
 		n, err := src.Read(h.buf[4 : 4+relayBuf])
+		h.st.Reads++
 		if n > 0 {
 			p := n
 			if !h.ctr {
@@ -207,8 +217,9 @@ var errSealTag = errors.New("sealed relay: a frame's tag does not verify")
 // open reads frames from src and writes their plaintext to dst until src
 // ends.
 func (h *sealHop) open(dst, src net.Conn) error {
+	r := countingReader{src, &h.st.Reads}
 	for {
-		if _, err := io.ReadFull(src, h.buf[:4]); err != nil {
+		if _, err := io.ReadFull(r, h.buf[:4]); err != nil {
 			return err
 		}
 		n := int(binary.BigEndian.Uint32(h.buf))
@@ -219,7 +230,7 @@ func (h *sealHop) open(dst, src net.Conn) error {
 		if !h.ctr {
 			p = pad16(n)
 		}
-		if _, err := io.ReadFull(src, h.buf[4:4+p+sealTag]); err != nil {
+		if _, err := io.ReadFull(r, h.buf[4:4+p+sealTag]); err != nil {
 			return err
 		}
 		if !h.mac.Verify(h.buf[4+p:4+p+sealTag], h.seq, h.buf[:4+p]) {
@@ -236,4 +247,15 @@ func (h *sealHop) open(dst, src net.Conn) error {
 			return err
 		}
 	}
+}
+
+// countingReader counts the Read calls on r.
+type countingReader struct {
+	r io.Reader
+	n *int64
+}
+
+func (c countingReader) Read(p []byte) (int, error) {
+	*c.n++
+	return c.r.Read(p)
 }
