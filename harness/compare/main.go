@@ -7,6 +7,9 @@
 //	socat         plaintext relay (socat TCP-LISTEN,fork → TCP)
 //	relay         two bare Go relays, Read/Write 64 KiB, no crypto: the
 //	              floor of any two-ended user-space tunnel (relay.go)
+//	relay sealed  the same two relays sealing the hop between them with
+//	              offload's aes-256-ctr-hmac-sha256 and nothing else of
+//	              offload: the simplest tunnel with its crypto (relay.go)
 //	ssh -L        a private sshd on loopback, -c aes256-ctr -m hmac-sha2-256
 //	ssh -L gcm    another private sshd, -c aes128-gcm@openssh.com (MAC implicit)
 //	spiped        an encrypt/decrypt pair
@@ -317,6 +320,9 @@ type goal struct {
 }
 
 // tunnelUnderTest is one tool set up and verified with a first byte.
+// setup starts one tool: its processes, where the load connects, what it is.
+type setup func(ctx context.Context, work, sink string) (*tunnelUnderTest, toolInfo, error)
+
 type tunnelUnderTest struct {
 	name  string
 	addr  string // where the load connects
@@ -330,6 +336,7 @@ const (
 	toolDirect      = "direct"
 	toolSocat       = "socat"
 	toolRelay       = "relay"
+	toolSealed      = "relay sealed"
 	toolSSH         = "ssh -L"
 	toolSSHGCM      = "ssh -L gcm"
 	toolSpiped      = "spiped"
@@ -338,7 +345,7 @@ const (
 )
 
 // allTools are the tools by name, in the order they start.
-var allTools = []string{toolDirect, toolSocat, toolRelay, toolSSH, toolSSHGCM, toolSpiped, toolOffload, toolOffloadGMAC}
+var allTools = []string{toolDirect, toolSocat, toolRelay, toolSealed, toolSSH, toolSSHGCM, toolSpiped, toolOffload, toolOffloadGMAC}
 
 // offloadTools are the offload pairs compared, each with its suite; the
 // first one's ends are the memory figures.
@@ -400,7 +407,6 @@ func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
 			}
 		}
 	}()
-	type setup func(ctx context.Context, work, sink string) (*tunnelUnderTest, toolInfo, error)
 	sshSetup := func(name, cipher, mac string) setup {
 		return func(ctx context.Context, work, sink string) (*tunnelUnderTest, toolInfo, error) {
 			return setupSSH(ctx, work, sink, name, cipher, mac)
@@ -423,6 +429,7 @@ func compare(ctx context.Context, o options, log io.Writer) (*report, error) {
 		{toolDirect, setupDirect},
 		{toolSocat, setupSocat},
 		{toolRelay, setupRelay},
+		{toolSealed, sealedSetup(offloadTools[0].suite)},
 		{toolSSH, sshSetup(toolSSH, "aes256-ctr", "hmac-sha2-256")},
 		{toolSSHGCM, sshSetup(toolSSHGCM, "aes128-gcm@openssh.com", "")},
 		{toolSpiped, setupSpiped},

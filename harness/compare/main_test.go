@@ -152,6 +152,7 @@ func fullReport() *report {
 			res(toolSocat, 8, 900, 0.1, 0.4), res(toolSSH, 8, 300, 4, 1), res(toolSSHGCM, 8, 300, 2, 1),
 			res(toolOffload, 8, 400, 3, 1), res(toolOffloadGMAC, 8, 300, 2, 1),
 			res(toolRelay, 1, 600, 0.5, 0.5), res(toolRelay, 8, 420, 0.6, 0.6),
+			res(toolSealed, 1, 250, 2.5, 0.5), res(toolSealed, 8, 360, 2.6, 0.6),
 		},
 		Floors: []floor{{Tool: toolOffload, CPU: cpuPerGB{User: 2.5}}, {Tool: toolOffloadGMAC, CPU: cpuPerGB{User: 1}}},
 		Memory: []memory{
@@ -387,6 +388,8 @@ func TestLimits(t *testing.T) {
 		"1 stream(s): relay floor 3.00x (1 round) ssh -L's MB/s (600 vs 200), 1.00 CPU s/GB; 1.0x ssh is 200 MB/s: the floor reaches it",
 		"8 stream(s): relay floor 1.40x (1 round) ssh -L's MB/s (420 vs 300), 1.20 CPU s/GB; 1.5x ssh is 450 MB/s: the floor does NOT reach it",
 		"8 stream(s): offload 0.95x (1 round) the relay floor's MB/s, 3.33x (1 round) its CPU s/GB (4.00 vs 1.20)",
+		"1 stream(s): the simplest tunnel with offload's crypto (relay sealed) 1.25x (1 round) ssh -L's MB/s, 0.60x (1 round) its CPU s/GB (3.00 vs 5.00); offload 1.60x (1 round) its MB/s, 0.93x (1 round) its CPU s/GB",
+		"8 stream(s): the simplest tunnel with offload's crypto (relay sealed) 1.20x (1 round) ssh -L's MB/s, 0.64x (1 round) its CPU s/GB (3.20 vs 5.00); offload 1.11x (1 round) its MB/s, 1.25x (1 round) its CPU s/GB",
 		"aes-256-ctr-hmac-sha256 2.50 s/GB (cipher 0.50, MAC 2.00) against OpenSSL's 2.00 (0.25, 1.75): 1.25x",
 		// (5 + 1) * 300 MB/s = 1.8 CPUs of 2; (4 + 1) * 400 = 2 CPUs; (1.2 + 1) * 420 = 0.92
 		"8 stream(s): the host's CPU busy with the tool and the load: ssh -L 90%, offload 100%, relay floor 46%; " +

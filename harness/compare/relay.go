@@ -22,11 +22,23 @@ import (
 // relayEnv set, so the relay needs no build of its own and its CPU is
 // counted apart from the load generator's.
 
-// relayEnv, when set to "LISTEN TARGET", makes this binary a relay.
-const relayEnv = "OFFLOAD_COMPARE_RELAY"
+//
+// The sealed relay (toolSealed) is the same pair with offload's crypto on
+// the hop between them and nothing else of offload
+// (harness/wgcompare.SealedRelay: the software engine, frames of what one
+// Read returns, up to 64 KiB): the simplest tunnel with that crypto, so
+// offload beside it is the price of its design, and ssh beside it the
+// price of Go's crypto and sockets against OpenSSH's.
 
-// relayMain runs the relay relayEnv names until it is killed; it returns
-// only on a failure.
+// relayEnv, when set to "LISTEN TARGET", makes this binary a relay;
+// sealEnv, "target SUITE" or "listen SUITE" beside it, a sealed one.
+const (
+	relayEnv = "OFFLOAD_COMPARE_RELAY"
+	sealEnv  = "OFFLOAD_COMPARE_SEAL"
+)
+
+// relayMain runs the relay relayEnv (and sealEnv) name until it is
+// killed; it returns only on a failure.
 func relayMain(spec string) error {
 	listen, target, ok := strings.Cut(spec, " ")
 	if !ok || listen == "" || target == "" {
@@ -36,7 +48,16 @@ func relayMain(spec string) error {
 	if err != nil {
 		return err
 	}
-	return wgcompare.Relay(l, target, (&net.Dialer{}).DialContext)
+	dial := (&net.Dialer{}).DialContext
+	seal := os.Getenv(sealEnv)
+	if seal == "" {
+		return wgcompare.Relay(l, target, dial)
+	}
+	side, suite, ok := strings.Cut(seal, " ")
+	if !ok || (side != "target" && side != "listen") {
+		return fmt.Errorf("%s=%q: want target SUITE or listen SUITE", sealEnv, seal)
+	}
+	return wgcompare.SealedRelay(l, target, dial, side == "target", wgcompare.SealOptions{Spec: "software", Suite: suite})
 }
 
 // setupRelay starts the client-side relay (the load connects to it) and
@@ -44,6 +65,21 @@ func relayMain(spec string) error {
 func setupRelay(ctx context.Context, _, sink string) (*tunnelUnderTest, toolInfo, error) {
 	info := toolInfo{Name: toolRelay, Version: runtime.Version(),
 		How: "two processes of this binary (" + relayEnv + "), harness/wgcompare.Relay: Read/Write 64 KiB per direction, no crypto, no splice"}
+	return startRelays(ctx, info, sink, "")
+}
+
+// sealedSetup is setupRelay with the hop between the relays sealed with
+// suite.
+func sealedSetup(suite string) setup {
+	return func(ctx context.Context, _, sink string) (*tunnelUnderTest, toolInfo, error) {
+		info := toolInfo{Name: toolSealed, Version: runtime.Version(),
+			How: "two processes of this binary (" + sealEnv + "), harness/wgcompare.SealedRelay: " + suite + " on the software engine, one frame per Read of up to 64 KiB, one goroutine a direction, no mux"}
+		return startRelays(ctx, info, sink, suite)
+	}
+}
+
+// startRelays starts the two relays, sealed with suite unless it is "".
+func startRelays(ctx context.Context, info toolInfo, sink, suite string) (*tunnelUnderTest, toolInfo, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, info, err
@@ -53,10 +89,13 @@ func setupRelay(ctx context.Context, _, sink string) (*tunnelUnderTest, toolInfo
 		return nil, info, err
 	}
 	srvAddr, fwd := addrs[0], addrs[1]
-	t := &tunnelUnderTest{name: toolRelay, addr: fwd}
-	for _, end := range []struct{ name, listen, target string }{{"relay server", srvAddr, sink}, {"relay client", fwd, srvAddr}} {
+	t := &tunnelUnderTest{name: info.Name, addr: fwd}
+	for _, end := range []struct{ name, listen, target, seal string }{{"relay server", srvAddr, sink, "listen"}, {"relay client", fwd, srvAddr, "target"}} {
 		cmd := exec.Command(self)
 		cmd.Env = append(os.Environ(), relayEnv+"="+end.listen+" "+end.target)
+		if suite != "" {
+			cmd.Env = append(cmd.Env, sealEnv+"="+end.seal+" "+suite)
+		}
 		p, err := testutil.Start(end.name, cmd, 64<<10)
 		if err != nil {
 			return t, info, err

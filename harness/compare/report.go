@@ -386,6 +386,18 @@ func limits(rep *report) []string {
 		out = append(out, fmt.Sprintf("%d stream(s): relay floor %s ssh -L's MB/s (%.0f vs %.0f), %.2f CPU s/GB; %.1fx ssh is %.0f MB/s: the floor %s",
 			n, x, fl.MBps, ssh.MBps, fl.CPU.Total(), want, want*ssh.MBps, verdict))
 		off, ok := rep.result(toolOffload, n)
+		if sl, ok2 := rep.result(toolSealed, n); ok2 && sl.MBps > 0 {
+			// The simplest tunnel with offload's crypto: what Go's crypto
+			// and sockets cost against OpenSSH's, and what offload's
+			// design costs beyond them.
+			line := fmt.Sprintf("%d stream(s): the simplest tunnel with offload's crypto (relay sealed) %s ssh -L's MB/s, %s its CPU s/GB (%.2f vs %.2f)",
+				n, pairedMBps(sl, ssh), ratio.Of(ratio.Pairs(cpuTotals(sl.RunsCPU), cpuTotals(ssh.RunsCPU))), sl.CPU.Total(), ssh.CPU.Total())
+			if ok {
+				line += fmt.Sprintf("; offload %s its MB/s, %s its CPU s/GB",
+					pairedMBps(off, sl), ratio.Of(ratio.Pairs(cpuTotals(off.RunsCPU), cpuTotals(sl.RunsCPU))))
+			}
+			out = append(out, line)
+		}
 		if !ok {
 			continue
 		}
