@@ -23,6 +23,12 @@
 //
 //	go run ./harness/anchor -mib 32 -rounds 3 -boots 3
 //
-// The harness uses only built binaries and config files, never the tunnel's
-// internals, so it measures whatever the data path becomes.
+// The two-router rig (harness/anchor -routers 2) also runs the sealed relay
+// (sealrelay.go): the bare relays with offload's crypto on the hop between
+// them and nothing else of offload, the simplest tunnel with that crypto.
+//
+// The offload paths use only built binaries and config files, never the
+// tunnel's internals, so they measure whatever the data path becomes; the
+// sealed relay calls offload's engines and MAC directly, to price the
+// crypto without the tunnel.
 package wgcompare
