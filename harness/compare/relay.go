@@ -21,7 +21,6 @@ import (
 // anchor. The ends are this harness's own binary started again with
 // relayEnv set, so the relay needs no build of its own and its CPU is
 // counted apart from the load generator's.
-
 //
 // The sealed relay (toolSealed) is the same pair with offload's crypto on
 // the hop between them and nothing else of offload

@@ -79,12 +79,17 @@ func SealedRelay(l net.Listener, target string, dial func(context.Context, strin
 	}
 	h.close()
 	return relay(l, target, dial, func(dst, src net.Conn, toTarget bool) {
+		defer closeWrite(dst)
+		seal := toTarget == sealTarget
 		h, err := newHop()
 		if err != nil {
+			if o.Report != nil {
+				o.Report(SealStats{Sealed: seal}, err)
+			}
 			return
 		}
 		defer h.close()
-		seal := toTarget == sealTarget
+		h.st.Sealed = seal
 		if o.Full {
 			lowat := relayBuf // the plaintext side: a frame's worth
 			if !seal {
@@ -101,9 +106,6 @@ func SealedRelay(l net.Listener, target string, dial func(context.Context, strin
 		}
 		if o.Report != nil {
 			o.Report(h.st, err)
-		}
-		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
-			_ = cw.CloseWrite()
 		}
 	})
 }
@@ -180,7 +182,6 @@ func pad16(n int) int { return (n + 15) &^ 15 }
 
 // seal reads plaintext from src and writes frames to dst until src ends.
 func (h *sealHop) seal(dst, src net.Conn) error {
-	h.st.Sealed = true
 	for {
 		n, err := src.Read(h.buf[4 : 4+relayBuf])
 		h.st.Reads++

@@ -261,11 +261,16 @@ func pump(dst, src net.Conn) {
 			}
 		}
 		if err != nil {
-			if cw, ok := dst.(interface{ CloseWrite() error }); ok {
-				_ = cw.CloseWrite()
-			}
+			closeWrite(dst)
 			return
 		}
+	}
+}
+
+// closeWrite half-closes c where it can: what came before it is all.
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
 	}
 }
 

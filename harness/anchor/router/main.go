@@ -74,7 +74,7 @@ func relay(args []string) error {
 	seal := fs.String("seal", "", "seal the hop to the target (target) or from the listener (listen) as offload's record layer does (wgcompare.SealedRelay)")
 	eng := fs.String("engine", "software", "with -seal: the engine spec, as in a config")
 	suite := fs.String("suite", "aes-256-cbc-poly1305", "with -seal: the suite")
-	full := fs.Bool("full", false, "with -seal: full 64 KiB frames (SO_RCVLOWAT on the plaintext side)")
+	full := fs.Bool("full", false, "with -seal: full 64 KiB frames, each side woken only for a whole one (SO_RCVLOWAT)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
