@@ -524,7 +524,8 @@ s_luci() {
 	OFFLOAD_LUCI=1 OFFLOAD_LUCI_USERLAND=$root OFFLOAD_OPENWRT_FIXTURES=$fx go test -count=1 -v -run TestLuCI ./packaging/luci
 }
 
-# s_compare is the smoke run of the comparison with socat, the relay floor,
+# s_compare is the smoke run of the comparison with socat, the relay floor and
+# the sealed relay (the simplest tunnel with offload's crypto),
 # ssh -L (two ciphers), spiped and offload (two suites): every tool comes up, the data
 # arrives intact, the crypto floor is measured, and each offload end exits
 # 0 on SIGTERM leaving its CPU profile (no speed verdicts;
