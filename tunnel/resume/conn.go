@@ -671,10 +671,11 @@ func (c *Conn) sendFrame(b []byte) {
 }
 
 // End ends the session and tells the peer so (a client that shuts down),
-// if the link takes the word within a second: the peer ends its side at
+// if the link takes the word within endWait: the peer ends its side at
 // once (ErrEnded) instead of waiting for a resumption.
 func (c *Conn) End() {
-	if c.lmu.TryLock() { // else a write is stuck on a dead path
+	deadline := time.Now().Add(endWait)
+	if c.lockLinkBy(deadline) {
 		c.mu.Lock()
 		link := c.link
 		if link != nil {
@@ -683,13 +684,48 @@ func (c *Conn) End() {
 		}
 		c.mu.Unlock()
 		if link != nil {
-			_ = link.SetWriteDeadline(time.Now().Add(time.Second))
+			_ = link.SetWriteDeadline(deadline)
 			_, _ = link.Write([]byte{typeEnd})
 			_ = link.Close() // flushes until the deadline
 		}
 		c.lmu.Unlock()
 	}
 	c.CloseWithError(ErrClosed)
+}
+
+// endWait is what End gives the word to the peer, the wait for the link
+// and the write together.
+const endWait = time.Second
+
+// endWaits runs when End finds the link busy and waits (tests).
+var endWaits = func() {}
+
+// lockLinkBy takes lmu, or gives up at deadline: a flush or an ack holds
+// it for a moment (End must wait for those, or the peer is never told), a
+// write stuck on a dead path until the link is cut. On false, a goroutine
+// still takes lmu once it is free and gives it back at once.
+func (c *Conn) lockLinkBy(deadline time.Time) bool {
+	if c.lmu.TryLock() {
+		return true
+	}
+	endWaits()
+	taken := make(chan struct{})
+	go func() {
+		c.lmu.Lock()
+		close(taken)
+	}()
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-taken:
+		return true
+	case <-t.C:
+		go func() {
+			<-taken
+			c.lmu.Unlock()
+		}()
+		return false
+	}
 }
 
 // Close ends the session: CloseWithError(ErrClosed).

@@ -3,6 +3,9 @@ package resume
 import (
 	"errors"
 	"io"
+	"net"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -142,4 +145,109 @@ func TestEndTellsPeer(t *testing.T) {
 		t.Fatalf("peer detached (%v) instead of ending", err)
 	default:
 	}
+}
+
+// gatedLink holds the first write after arm inside the link, as a flush
+// or an ack on a busy link does (holding lmu), until release or until its
+// deadline is put in the past (a cut link's).
+type gatedLink struct {
+	net.Conn
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+	cutOnce sync.Once
+	cut     chan struct{}
+}
+
+func newGatedLink(c net.Conn) *gatedLink {
+	return &gatedLink{Conn: c, entered: make(chan struct{}), release: make(chan struct{}), cut: make(chan struct{})}
+}
+
+func (g *gatedLink) Write(p []byte) (int, error) {
+	if g.armed.CompareAndSwap(true, false) {
+		close(g.entered)
+		select {
+		case <-g.release:
+		case <-g.cut:
+			return 0, errors.New("gated link: cut")
+		}
+	}
+	return g.Conn.Write(p)
+}
+
+func (g *gatedLink) SetDeadline(t time.Time) error {
+	if !t.IsZero() && time.Until(t) <= 0 {
+		g.cutOnce.Do(func() { close(g.cut) })
+	}
+	return g.Conn.SetDeadline(t)
+}
+
+// TestEndWaitsForTheLink: End while a write holds the link (a flush, an
+// ack) waits for it and still tells the peer, which ends with ErrEnded and
+// gets the bytes written before. (End used to give up at once, and the
+// peer kept the session for a resumption that would not come.)
+func TestEndWaitsForTheLink(t *testing.T) {
+	var g *gatedLink
+	s := newWrappedSession(t, MinBound, func(c net.Conn) net.Conn {
+		if g == nil {
+			g = newGatedLink(c)
+			return g
+		}
+		return c
+	})
+	got := make(chan []byte, 1)
+	go func() { b, _ := io.ReadAll(s.b); got <- b }()
+	g.armed.Store(true)
+	go func() { _, _ = s.a.Write([]byte("before the end")) }()
+	<-g.entered // the flush holds the link
+	waiting := make(chan struct{})
+	endWaits = func() { close(waiting) }
+	defer func() { endWaits = func() {} }()
+	ended := make(chan struct{})
+	go func() { s.a.End(); close(ended) }()
+	<-waiting
+	close(g.release)
+	<-ended
+	select {
+	case <-s.b.Done():
+	case err := <-s.bDet:
+		t.Fatalf("peer detached (%v) instead of ending: it would wait for a resumption", err)
+	}
+	if !errors.Is(s.b.Err(), ErrEnded) {
+		t.Fatalf("peer ended with %v, want ErrEnded", s.b.Err())
+	}
+	if b := <-got; string(b) != "before the end" {
+		t.Fatalf("peer read %q", b)
+	}
+}
+
+// TestEndGivesUpOnAStuckLink: a write stuck on a dead path does not hold
+// End past endWait: the session ends here, the stuck write returns once
+// the link is cut, and the link's lock is free again.
+func TestEndGivesUpOnAStuckLink(t *testing.T) {
+	var g *gatedLink
+	s := newWrappedSession(t, MinBound, func(c net.Conn) net.Conn {
+		if g == nil {
+			g = newGatedLink(c)
+			return g
+		}
+		return c
+	})
+	go io.Copy(io.Discard, s.b)
+	g.armed.Store(true)
+	wrote := make(chan struct{})
+	go func() { _, _ = s.a.Write([]byte("stuck")); close(wrote) }()
+	<-g.entered
+	s.a.End()
+	if !errors.Is(s.a.Err(), ErrClosed) {
+		t.Fatalf("ended with %v, want ErrClosed", s.a.Err())
+	}
+	<-wrote
+	waitFor(t, func() bool {
+		if s.a.lmu.TryLock() {
+			s.a.lmu.Unlock()
+			return true
+		}
+		return false
+	})
 }
