@@ -16,13 +16,17 @@ import (
 	"github.com/offload-dev/offload/tunnel/stream"
 )
 
-// freePort is a TCP port free on addr's host right now.
+// freePort is a TCP port free on host right now, drawn from below the
+// ephemeral range (testutil.FreeAddr): one from listen(:0) was taken by
+// another test's connection before the server bound it.
 func freePort(t *testing.T, host string) int {
 	t.Helper()
-	ln := listenOn(t, net.JoinHostPort(host, "0"))
-	p := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	return p
+	_, p, _ := net.SplitHostPort(testutil.FreePortOn(t, host))
+	n, err := strconv.Atoi(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // dialEcho dials addr, sends a line and wants it back.

@@ -447,12 +447,7 @@ func needTool(t *testing.T, name, pkg string) string {
 func freeUDPTCPPort(t *testing.T) string {
 	t.Helper()
 	for range 50 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
+		port := freePort(t, "127.0.0.1") // outside the ephemeral range
 		u, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port})
 		if err == nil {
 			u.Close()

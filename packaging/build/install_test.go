@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/offload-dev/offload/internal/testutil"
 )
 
 // The install test meets the real package managers: OpenWrt's opkg (24.10)
@@ -526,13 +528,11 @@ func alive(pid int) bool {
 	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
 }
 
+// freePort is a free loopback port, drawn from below the ephemeral range
+// (testutil.FreeAddr), where no other test's connection takes it first.
 func freePort(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	_, p, _ := net.SplitHostPort(testutil.FreePort(t))
+	return p
 }
 
 func lastLine(b []byte) string {
