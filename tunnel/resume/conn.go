@@ -697,35 +697,27 @@ func (c *Conn) End() {
 // and the write together.
 const endWait = time.Second
 
-// endWaits runs when End finds the link busy and waits (tests).
-var endWaits = func() {}
+// endWaits, if set, runs when End finds the link busy and waits (tests).
+var endWaits func()
 
 // lockLinkBy takes lmu, or gives up at deadline: a flush or an ack holds
 // it for a moment (End must wait for those, or the peer is never told), a
-// write stuck on a dead path until the link is cut. On false, a goroutine
-// still takes lmu once it is free and gives it back at once.
+// write stuck on a dead path until the link is cut. It polls, as
+// sync.Mutex has no timed lock and End runs once a session.
 func (c *Conn) lockLinkBy(deadline time.Time) bool {
 	if c.lmu.TryLock() {
 		return true
 	}
-	endWaits()
-	taken := make(chan struct{})
-	go func() {
-		c.lmu.Lock()
-		close(taken)
-	}()
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
-	select {
-	case <-taken:
-		return true
-	case <-t.C:
-		go func() {
-			<-taken
-			c.lmu.Unlock()
-		}()
-		return false
+	if endWaits != nil {
+		endWaits()
 	}
+	for !c.lmu.TryLock() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
 }
 
 // Close ends the session: CloseWithError(ErrClosed).

@@ -202,7 +202,7 @@ func TestEndWaitsForTheLink(t *testing.T) {
 	<-g.entered // the flush holds the link
 	waiting := make(chan struct{})
 	endWaits = func() { close(waiting) }
-	defer func() { endWaits = func() {} }()
+	defer func() { endWaits = nil }()
 	ended := make(chan struct{})
 	go func() { s.a.End(); close(ended) }()
 	<-waiting
