@@ -182,11 +182,10 @@ func (g *gatedLink) SetDeadline(t time.Time) error {
 	return g.Conn.SetDeadline(t)
 }
 
-// TestEndWaitsForTheLink: End while a write holds the link (a flush, an
-// ack) waits for it and still tells the peer, which ends with ErrEnded and
-// gets the bytes written before. (End used to give up at once, and the
-// peer kept the session for a resumption that would not come.)
-func TestEndWaitsForTheLink(t *testing.T) {
+// newGatedSession is newSession with a's link gated (the first link
+// wrapped is a's).
+func newGatedSession(t *testing.T) (*session, *gatedLink) {
+	t.Helper()
 	var g *gatedLink
 	s := newWrappedSession(t, MinBound, func(c net.Conn) net.Conn {
 		if g == nil {
@@ -195,6 +194,15 @@ func TestEndWaitsForTheLink(t *testing.T) {
 		}
 		return c
 	})
+	return s, g
+}
+
+// TestEndWaitsForTheLink: End while a write holds the link (a flush, an
+// ack) waits for it and still tells the peer, which ends with ErrEnded and
+// gets the bytes written before. (End used to give up at once, and the
+// peer kept the session for a resumption that would not come.)
+func TestEndWaitsForTheLink(t *testing.T) {
+	s, g := newGatedSession(t)
 	got := make(chan []byte, 1)
 	go func() { b, _ := io.ReadAll(s.b); got <- b }()
 	g.armed.Store(true)
@@ -225,14 +233,7 @@ func TestEndWaitsForTheLink(t *testing.T) {
 // End past endWait: the session ends here, the stuck write returns once
 // the link is cut, and the link's lock is free again.
 func TestEndGivesUpOnAStuckLink(t *testing.T) {
-	var g *gatedLink
-	s := newWrappedSession(t, MinBound, func(c net.Conn) net.Conn {
-		if g == nil {
-			g = newGatedLink(c)
-			return g
-		}
-		return c
-	})
+	s, g := newGatedSession(t)
 	go io.Copy(io.Discard, s.b)
 	g.armed.Store(true)
 	wrote := make(chan struct{})
